@@ -1,0 +1,668 @@
+"""The `stax` MLIR dialect, defined in Python on top of IRDL.
+
+Values are builtin ranked tensors with static shapes (`tensor<4x8xbf16>`). Element
+types follow torch dtypes: f32/f16/bf16/f64, signless i64/i32/i16/i8 for signed
+integers, `ui8` for torch.uint8 and `i1` for torch.bool.
+
+Ops are strict about types: elementwise operands have equal shapes and element types
+(the importer inserts explicit `stax.broadcast_in_dim` and `stax.convert`), so a
+verifier never has to guess a promotion rule. Every verifier names the operand or
+attribute that is wrong and what it expected.
+
+The IRDL form generated from these classes is kept in `stax.irdl.mlir` (a test fails
+when it drifts), so upstream tools can read stax IR with `--irdl-file`.
+
+Ops print in MLIR's generic form (IRDL dialects have no custom assembly).
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from stax._mlir import ext, ir
+
+__all__ = ["Stax", "load_into", "OPS", "UNARY_OPS", "BINARY_OPS", "COMPARE_OPS",
+           "REDUCE_OPS", "ARG_REDUCE_OPS", "VIEW_OPS", "irdl_text"]
+
+
+class Stax(ext.Dialect, name="stax"):
+    pass
+
+
+Tensor = ir.RankedTensorType
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _fail(op, msg: str) -> bool:
+    op.location.emit_error(f"'{op.OPERATION_NAME}' op {msg}")
+    return False
+
+
+def _ty(v) -> ir.RankedTensorType:
+    return ir.RankedTensorType(v.type)
+
+
+def _fmt_type(t: ir.RankedTensorType) -> str:
+    return f"{list(t.shape)} x {t.element_type}"
+
+
+def _attr(op, name):
+    attrs = op.operation.attributes
+    return attrs[name] if name in attrs else None
+
+
+def _i64_array(op, name):
+    """The attribute as a list of ints, or None (and an error) if it is not array<i64>."""
+    a = _attr(op, name)
+    if a is None:
+        _fail(op, f"requires attribute '{name}' (array<i64: ...>)")
+        return None
+    try:
+        return list(ir.DenseI64ArrayAttr(a))
+    except (ValueError, TypeError):
+        _fail(op, f"attribute '{name}' must be array<i64: ...>, got {a}")
+        return None
+
+
+def _int_attr(op, name):
+    a = _attr(op, name)
+    if a is None or not isinstance(a, ir.IntegerAttr):
+        _fail(op, f"requires integer attribute '{name}', got {a}")
+        return None
+    return ir.IntegerAttr(a).value
+
+
+def _bool_attr(op, name):
+    a = _attr(op, name)
+    if a is None or not isinstance(a, ir.BoolAttr):
+        _fail(op, f"requires bool attribute '{name}', got {a}")
+        return None
+    return ir.BoolAttr(a).value
+
+
+def _is_float(t) -> bool:
+    return isinstance(t, (ir.F32Type, ir.F16Type, ir.BF16Type, ir.F64Type)) or \
+        isinstance(t, ir.FloatType)
+
+
+def _is_int(t) -> bool:
+    return isinstance(t, ir.IntegerType)
+
+
+def _is_bool(t) -> bool:
+    return isinstance(t, ir.IntegerType) and ir.IntegerType(t).width == 1
+
+
+def _bitwidth(t) -> int:
+    if isinstance(t, ir.IntegerType):
+        return ir.IntegerType(t).width
+    return ir.FloatType(t).width
+
+
+def _same_shape_and_type(op, names_values, result=True) -> bool:
+    (n0, v0), *rest = names_values
+    t0 = _ty(v0)
+    for n, v in rest:
+        t = _ty(v)
+        if list(t.shape) != list(t0.shape):
+            return _fail(op, f"operand '{n}' has shape {list(t.shape)} but '{n0}' has "
+                             f"{list(t0.shape)}; elementwise operands need equal shapes "
+                             "(insert stax.broadcast_in_dim)")
+        if t.element_type != t0.element_type:
+            return _fail(op, f"operand '{n}' has element type {t.element_type} but '{n0}' "
+                             f"has {t0.element_type}; insert stax.convert")
+    return True
+
+
+def _check_dims(op, name, dims, rank, unique=True):
+    for d in dims:
+        if not 0 <= d < rank:
+            return _fail(op, f"attribute '{name}' = {dims} has dim {d} out of range for rank {rank}")
+    if unique and len(set(dims)) != len(dims):
+        return _fail(op, f"attribute '{name}' = {dims} repeats a dim")
+    return True
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+# name -> operand kind the op accepts ("float", "int", "bool", "num" = int or float, "any")
+UNARY_OPS = {
+    "neg": "num", "abs": "num", "sign": "num",
+    "exp": "float", "exp2": "float", "expm1": "float", "log": "float", "log2": "float",
+    "log1p": "float", "sqrt": "float", "rsqrt": "float", "sin": "float", "cos": "float",
+    "tanh": "float", "sigmoid": "float", "erf": "float", "reciprocal": "float",
+    "floor": "float", "ceil": "float", "round": "float", "trunc": "float",
+    "not": "bool", "bitwise_not": "int", "isnan": "float",
+}
+BINARY_OPS = {
+    "add": "any", "sub": "num", "mul": "any", "div": "num", "pow": "float",
+    "maximum": "any", "minimum": "any", "remainder": "num", "atan2": "float",
+    "and": "int", "or": "int", "xor": "int",
+}
+COMPARE_OPS = ["eq", "ne", "lt", "le", "gt", "ge"]
+REDUCE_OPS = ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod"]
+ARG_REDUCE_OPS = ["argmax", "argmin"]
+VIEW_OPS = ["broadcast_in_dim", "reshape", "permute", "slice"]
+
+
+def _kind_ok(kind: str, et) -> bool:
+    return {
+        "float": _is_float(et),
+        "int": _is_int(et),
+        "bool": _is_bool(et),
+        "num": (_is_float(et) or _is_int(et)) and not _is_bool(et),
+        "any": True,
+    }[kind]
+
+
+_KIND_WORDS = {"float": "a floating-point", "int": "an integer or i1", "bool": "an i1",
+               "num": "a numeric (non-i1)", "any": "any"}
+
+
+def _make_unary(name: str, kind: str):
+    def verify_invariants(self):
+        ti, tr = _ty(self.input), _ty(self.result)
+        et = ti.element_type
+        if not _kind_ok(kind, et):
+            return _fail(self, f"operand 'input' has element type {et}; expected "
+                               f"{_KIND_WORDS[kind]} element type")
+        want_et = ir.IntegerType.get_signless(1) if name == "isnan" else et
+        if list(tr.shape) != list(ti.shape) or tr.element_type != want_et:
+            return _fail(self, f"result type {tr} must be tensor of shape {list(ti.shape)} "
+                               f"and element type {want_et}")
+        return True
+
+    ns = {"__annotations__": {"input": ext.Operand[Tensor], "result": ext.Result[Tensor]},
+          "verify_invariants": verify_invariants,
+          "__doc__": f"Elementwise `{name}`; result has the operand's shape and type."}
+    return type(f"{name.title().replace('_', '')}Op", (Stax.Operation,), ns,
+                name=name, traits=[ext.Pure])
+
+
+def _make_binary(name: str, kind: str):
+    def verify_invariants(self):
+        if not _same_shape_and_type(self, [("lhs", self.lhs), ("rhs", self.rhs)]):
+            return False
+        et = _ty(self.lhs).element_type
+        if not _kind_ok(kind, et):
+            return _fail(self, f"operands have element type {et}; expected "
+                               f"{_KIND_WORDS[kind]} element type")
+        if _ty(self.result) != _ty(self.lhs):
+            return _fail(self, f"result type {_ty(self.result)} must equal operand type "
+                               f"{_ty(self.lhs)}")
+        return True
+
+    ns = {"__annotations__": {"lhs": ext.Operand[Tensor], "rhs": ext.Operand[Tensor],
+                              "result": ext.Result[Tensor]},
+          "verify_invariants": verify_invariants,
+          "__doc__": f"Elementwise `{name}` of two equal-typed tensors."}
+    return type(f"{name.title().replace('_', '')}Op", (Stax.Operation,), ns,
+                name=name, traits=[ext.Pure])
+
+
+def _make_compare(name: str):
+    def verify_invariants(self):
+        if not _same_shape_and_type(self, [("lhs", self.lhs), ("rhs", self.rhs)]):
+            return False
+        tr = _ty(self.result)
+        if list(tr.shape) != list(_ty(self.lhs).shape) or not _is_bool(tr.element_type):
+            return _fail(self, f"result type {tr} must be an i1 tensor of shape "
+                               f"{list(_ty(self.lhs).shape)}")
+        return True
+
+    ns = {"__annotations__": {"lhs": ext.Operand[Tensor], "rhs": ext.Operand[Tensor],
+                              "result": ext.Result[Tensor]},
+          "verify_invariants": verify_invariants,
+          "__doc__": f"Elementwise comparison `{name}`, giving i1."}
+    return type(f"Cmp{name.title()}Op", (Stax.Operation,), ns,
+                name=f"cmp_{name}", traits=[ext.Pure])
+
+
+UNARY = {n: _make_unary(n, k) for n, k in UNARY_OPS.items()}
+BINARY = {n: _make_binary(n, k) for n, k in BINARY_OPS.items()}
+COMPARE = {n: _make_compare(n) for n in COMPARE_OPS}
+
+
+class SelectOp(Stax.Operation, name="select", traits=[ext.Pure]):
+    """`cond ? on_true : on_false` elementwise (torch.where)."""
+    cond: ext.Operand[Tensor]
+    on_true: ext.Operand[Tensor]
+    on_false: ext.Operand[Tensor]
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        tc = _ty(self.cond)
+        if not _is_bool(tc.element_type):
+            return _fail(self, f"operand 'cond' has element type {tc.element_type}; expected i1")
+        if not _same_shape_and_type(self, [("on_true", self.on_true), ("on_false", self.on_false)]):
+            return False
+        if list(tc.shape) != list(_ty(self.on_true).shape):
+            return _fail(self, f"operand 'cond' has shape {list(tc.shape)} but 'on_true' has "
+                               f"{list(_ty(self.on_true).shape)}")
+        if _ty(self.result) != _ty(self.on_true):
+            return _fail(self, f"result type {_ty(self.result)} must equal {_ty(self.on_true)}")
+        return True
+
+
+class ConvertOp(Stax.Operation, name="convert", traits=[ext.Pure]):
+    """Value conversion to the result's element type, with torch's cast semantics
+    (float->int truncates toward zero, ->i1 is `!= 0`)."""
+    input: ext.Operand[Tensor]
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        ti, tr = _ty(self.input), _ty(self.result)
+        if list(ti.shape) != list(tr.shape):
+            return _fail(self, f"result shape {list(tr.shape)} must equal operand 'input' "
+                               f"shape {list(ti.shape)}")
+        return True
+
+
+class BitcastOp(Stax.Operation, name="bitcast", traits=[ext.Pure]):
+    """Reinterpret the bits of each element as the result's element type (same width)."""
+    input: ext.Operand[Tensor]
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        ti, tr = _ty(self.input), _ty(self.result)
+        if list(ti.shape) != list(tr.shape):
+            return _fail(self, f"result shape {list(tr.shape)} must equal operand 'input' "
+                               f"shape {list(ti.shape)}")
+        if _bitwidth(ti.element_type) != _bitwidth(tr.element_type):
+            return _fail(self, f"cannot bitcast {ti.element_type} ({_bitwidth(ti.element_type)} "
+                               f"bits) to {tr.element_type} ({_bitwidth(tr.element_type)} bits)")
+        return True
+
+
+# ----------------------------------------------------------------------------- views / data movement
+
+class BroadcastInDimOp(Stax.Operation, name="broadcast_in_dim", traits=[ext.Pure]):
+    """Broadcast `input` to the result shape. `dims[i]` is the result dim that input
+    dim i maps to (strictly increasing); an input dim is 1 or equals that result dim."""
+    input: ext.Operand[Tensor]
+    dims: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        dims = _i64_array(self, "dims")
+        if dims is None:
+            return False
+        ti, tr = _ty(self.input), _ty(self.result)
+        if len(dims) != ti.rank:
+            return _fail(self, f"attribute 'dims' has {len(dims)} entries but operand 'input' "
+                               f"has rank {ti.rank}")
+        if not _check_dims(self, "dims", dims, tr.rank):
+            return False
+        if any(b <= a for a, b in zip(dims, dims[1:])):
+            return _fail(self, f"attribute 'dims' = {dims} must be strictly increasing")
+        for i, d in enumerate(dims):
+            if ti.shape[i] not in (1, tr.shape[d]):
+                return _fail(self, f"operand 'input' dim {i} has size {ti.shape[i]}, which "
+                                   f"cannot broadcast to result dim {d} of size {tr.shape[d]}")
+        if ti.element_type != tr.element_type:
+            return _fail(self, "result element type must equal the operand's")
+        return True
+
+
+class ReshapeOp(Stax.Operation, name="reshape", traits=[ext.Pure]):
+    """Same elements in row-major order, new shape (also squeeze/unsqueeze/view)."""
+    input: ext.Operand[Tensor]
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        ti, tr = _ty(self.input), _ty(self.result)
+        n_in = 1
+        for s in ti.shape:
+            n_in *= s
+        n_out = 1
+        for s in tr.shape:
+            n_out *= s
+        if n_in != n_out:
+            return _fail(self, f"operand 'input' has {n_in} elements {list(ti.shape)} but the "
+                               f"result has {n_out} {list(tr.shape)}")
+        if ti.element_type != tr.element_type:
+            return _fail(self, "result element type must equal the operand's")
+        return True
+
+
+class PermuteOp(Stax.Operation, name="permute", traits=[ext.Pure]):
+    """result.shape[i] = input.shape[perm[i]]."""
+    input: ext.Operand[Tensor]
+    perm: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        perm = _i64_array(self, "perm")
+        if perm is None:
+            return False
+        ti, tr = _ty(self.input), _ty(self.result)
+        if sorted(perm) != list(range(ti.rank)):
+            return _fail(self, f"attribute 'perm' = {perm} is not a permutation of "
+                               f"0..{ti.rank - 1} (operand 'input' has rank {ti.rank})")
+        want = [ti.shape[p] for p in perm]
+        if list(tr.shape) != want or ti.element_type != tr.element_type:
+            return _fail(self, f"result type {tr} must have shape {want}")
+        return True
+
+
+class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
+    """Strided slice: per dim, indices start, start+step, ... < limit."""
+    input: ext.Operand[Tensor]
+    start: Any
+    limit: Any
+    step: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        vals = [_i64_array(self, n) for n in ("start", "limit", "step")]
+        if any(v is None for v in vals):
+            return False
+        start, limit, step = vals
+        ti, tr = _ty(self.input), _ty(self.result)
+        for n, v in (("start", start), ("limit", limit), ("step", step)):
+            if len(v) != ti.rank:
+                return _fail(self, f"attribute '{n}' has {len(v)} entries; operand 'input' "
+                                   f"has rank {ti.rank}")
+        want = []
+        for d, (a, b, s) in enumerate(zip(start, limit, step)):
+            if s <= 0 or not 0 <= a <= b <= ti.shape[d]:
+                return _fail(self, f"dim {d}: slice [{a}:{b}:{s}] is out of range for size "
+                                   f"{ti.shape[d]}")
+            want.append(max(0, (b - a + s - 1) // s))
+        if list(tr.shape) != want or ti.element_type != tr.element_type:
+            return _fail(self, f"result type {tr} must have shape {want}")
+        return True
+
+
+class ConcatOp(Stax.Operation, name="concat", traits=[ext.Pure]):
+    """Concatenate along `dim`."""
+    inputs: Sequence[ext.Operand[Tensor]]
+    dim: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        dim = _int_attr(self, "dim")
+        if dim is None:
+            return False
+        ins = [_ty(v) for v in self.operation.operands]
+        tr = _ty(self.result)
+        if not ins:
+            return _fail(self, "needs at least one input")
+        if not 0 <= dim < tr.rank:
+            return _fail(self, f"attribute 'dim' = {dim} out of range for rank {tr.rank}")
+        total = 0
+        for i, t in enumerate(ins):
+            if t.rank != tr.rank or t.element_type != tr.element_type:
+                return _fail(self, f"input #{i} has type {t}; expected rank {tr.rank} and "
+                                   f"element type {tr.element_type}")
+            for d in range(tr.rank):
+                if d != dim and t.shape[d] != tr.shape[d]:
+                    return _fail(self, f"input #{i} has size {t.shape[d]} in dim {d}; "
+                                       f"the result has {tr.shape[d]}")
+            total += t.shape[dim]
+        if total != tr.shape[dim]:
+            return _fail(self, f"inputs sum to {total} along dim {dim} but the result has "
+                               f"{tr.shape[dim]}")
+        return True
+
+
+class PadOp(Stax.Operation, name="pad", traits=[ext.Pure]):
+    """Constant padding: `low[d]`/`high[d]` elements of `value` before/after dim d."""
+    input: ext.Operand[Tensor]
+    low: Any
+    high: Any
+    value: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        low, high = _i64_array(self, "low"), _i64_array(self, "high")
+        if low is None or high is None:
+            return False
+        ti, tr = _ty(self.input), _ty(self.result)
+        if len(low) != ti.rank or len(high) != ti.rank:
+            return _fail(self, f"attributes 'low'/'high' need {ti.rank} entries")
+        if any(x < 0 for x in low + high):
+            return _fail(self, "negative padding is not supported; use stax.slice")
+        want = [s + a + b for s, a, b in zip(ti.shape, low, high)]
+        if list(tr.shape) != want or ti.element_type != tr.element_type:
+            return _fail(self, f"result type {tr} must have shape {want}")
+        v = _attr(self, "value")
+        if v is None or not (isinstance(v, ir.FloatAttr) or isinstance(v, ir.IntegerAttr)):
+            return _fail(self, f"requires scalar attribute 'value', got {v}")
+        return True
+
+
+# ----------------------------------------------------------------------------- reductions
+
+def _reduced_shape(shape, dims, keepdim):
+    if keepdim:
+        return [1 if i in dims else s for i, s in enumerate(shape)]
+    return [s for i, s in enumerate(shape) if i not in dims]
+
+
+def _make_reduce(name: str):
+    def verify_invariants(self):
+        dims = _i64_array(self, "dims")
+        keep = _bool_attr(self, "keepdim")
+        if dims is None or keep is None:
+            return False
+        ti, tr = _ty(self.input), _ty(self.result)
+        if not dims:
+            return _fail(self, "attribute 'dims' must name at least one dim")
+        if not _check_dims(self, "dims", dims, ti.rank):
+            return False
+        want = _reduced_shape(list(ti.shape), dims, keep)
+        if list(tr.shape) != want:
+            return _fail(self, f"result shape {list(tr.shape)} must be {want} for operand "
+                               f"'input' {list(ti.shape)} reduced over {dims} "
+                               f"(keepdim={keep})")
+        if tr.element_type != ti.element_type:
+            return _fail(self, f"result element type {tr.element_type} must equal the "
+                               f"operand's {ti.element_type}; convert before reducing")
+        return True
+
+    ns = {"__annotations__": {"input": ext.Operand[Tensor], "dims": Any, "keepdim": Any,
+                              "result": ext.Result[Tensor]},
+          "verify_invariants": verify_invariants,
+          "__doc__": f"`{name}` over `dims`, keeping them as size 1 when `keepdim`."}
+    return type(f"{name.title().replace('_', '')}Op", (Stax.Operation,), ns,
+                name=name, traits=[ext.Pure])
+
+
+def _make_arg_reduce(name: str):
+    def verify_invariants(self):
+        dim = _int_attr(self, "dim")
+        keep = _bool_attr(self, "keepdim")
+        if dim is None or keep is None:
+            return False
+        ti, tr = _ty(self.input), _ty(self.result)
+        if not 0 <= dim < ti.rank:
+            return _fail(self, f"attribute 'dim' = {dim} out of range for rank {ti.rank}")
+        want = _reduced_shape(list(ti.shape), [dim], keep)
+        if list(tr.shape) != want:
+            return _fail(self, f"result shape {list(tr.shape)} must be {want}")
+        if tr.element_type != ir.IntegerType.get_signless(64):
+            return _fail(self, f"result element type must be i64, got {tr.element_type}")
+        return True
+
+    ns = {"__annotations__": {"input": ext.Operand[Tensor], "dim": Any, "keepdim": Any,
+                              "result": ext.Result[Tensor]},
+          "verify_invariants": verify_invariants,
+          "__doc__": f"`{name}` along `dim` (first index on ties), i64 result."}
+    return type(f"{name.title()}Op", (Stax.Operation,), ns, name=name, traits=[ext.Pure])
+
+
+REDUCE = {n: _make_reduce(n) for n in REDUCE_OPS}
+ARG_REDUCE = {n: _make_arg_reduce(n) for n in ARG_REDUCE_OPS}
+
+
+# ----------------------------------------------------------------------------- linear algebra
+
+class MatmulOp(Stax.Operation, name="matmul", traits=[ext.Pure]):
+    """[..., M, K] x [..., K, N] -> [..., M, N], equal batch dims (mm and bmm)."""
+    lhs: ext.Operand[Tensor]
+    rhs: ext.Operand[Tensor]
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        a, b, r = _ty(self.lhs), _ty(self.rhs), _ty(self.result)
+        if a.rank < 2 or a.rank != b.rank:
+            return _fail(self, f"operands 'lhs' {list(a.shape)} and 'rhs' {list(b.shape)} need "
+                               "equal rank >= 2")
+        if list(a.shape[:-2]) != list(b.shape[:-2]):
+            return _fail(self, f"batch dims differ: 'lhs' {list(a.shape)} vs 'rhs' {list(b.shape)}")
+        if a.shape[-1] != b.shape[-2]:
+            return _fail(self, f"contraction mismatch: 'lhs' {list(a.shape)} has K={a.shape[-1]} "
+                               f"but 'rhs' {list(b.shape)} has K={b.shape[-2]}")
+        if a.element_type != b.element_type:
+            return _fail(self, f"'lhs' is {a.element_type} but 'rhs' is {b.element_type}")
+        want = list(a.shape[:-1]) + [b.shape[-1]]
+        if list(r.shape) != want or r.element_type != a.element_type:
+            return _fail(self, f"result type {r} must have shape {want} and element type "
+                               f"{a.element_type}")
+        return True
+
+
+# ----------------------------------------------------------------------------- creation
+
+class ConstantOp(Stax.Operation, name="constant", traits=[ext.Pure]):
+    """A tensor literal; `value` is a dense elements attribute of the result type."""
+    value: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        v = _attr(self, "value")
+        if v is None or not isinstance(v, ir.DenseElementsAttr):
+            return _fail(self, f"attribute 'value' must be dense elements, got {v}")
+        if ir.DenseElementsAttr(v).type != _ty(self.result):
+            return _fail(self, f"attribute 'value' has type {ir.DenseElementsAttr(v).type} but "
+                               f"the result is {_ty(self.result)}")
+        return True
+
+
+class FullOp(Stax.Operation, name="full", traits=[ext.Pure]):
+    """Every element is the scalar `value` (converted to the element type)."""
+    value: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        v = _attr(self, "value")
+        if v is None or not (isinstance(v, ir.FloatAttr) or isinstance(v, ir.IntegerAttr)):
+            return _fail(self, f"requires scalar attribute 'value', got {v}")
+        return True
+
+
+class IotaOp(Stax.Operation, name="iota", traits=[ext.Pure]):
+    """result[i0, ..., in] = i_dim (arange along `dim`)."""
+    dim: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        dim = _int_attr(self, "dim")
+        if dim is None:
+            return False
+        tr = _ty(self.result)
+        if not 0 <= dim < tr.rank:
+            return _fail(self, f"attribute 'dim' = {dim} out of range for rank {tr.rank}")
+        if _is_bool(tr.element_type):
+            return _fail(self, "result element type must be numeric, not i1")
+        return True
+
+
+# ----------------------------------------------------------------------------- regions and escapes
+
+class KernelOp(Stax.Operation, name="kernel", traits=[ir.IsIsolatedFromAboveTrait]):
+    """One fused group: what becomes one CPU loop nest or one GPU kernel.
+
+    The body has one block whose arguments take the `inputs` types and which ends in
+    `stax.yield` of the result types. Attributes (optional) carry the group's name and
+    the layout/tiling choices of later passes.
+    """
+    inputs: Sequence[ext.Operand[Tensor]]
+    outputs: Sequence[ext.Result[Tensor]]
+    body: ext.Region
+
+    def verify_invariants(self):
+        region = self.operation.regions[0]
+        blocks = list(region.blocks)
+        if len(blocks) != 1:
+            return _fail(self, f"body must have exactly one block, has {len(blocks)}")
+        block = blocks[0]
+        args = list(block.arguments)
+        ins = list(self.operation.operands)
+        if len(args) != len(ins):
+            return _fail(self, f"body has {len(args)} block arguments for {len(ins)} inputs")
+        for i, (a, v) in enumerate(zip(args, ins)):
+            if a.type != v.type:
+                return _fail(self, f"block argument #{i} has type {a.type} but input #{i} is "
+                                   f"{v.type}")
+        ops = list(block.operations)
+        if not ops or ops[-1].operation.name != "stax.yield":
+            return _fail(self, "body must end in stax.yield")
+        yielded = [v.type for v in ops[-1].operation.operands]
+        results = [r.type for r in self.operation.results]
+        if yielded != results:
+            return _fail(self, f"stax.yield gives {[str(t) for t in yielded]} but the kernel "
+                               f"results are {[str(t) for t in results]}")
+        for op in ops[:-1]:
+            if op.operation.name in ("stax.kernel", "stax.fallback") or \
+                    not op.operation.name.startswith("stax."):
+                return _fail(self, f"body may hold only stax compute ops, found "
+                                   f"'{op.operation.name}'")
+        return True
+
+
+class YieldOp(Stax.Operation, name="yield", traits=[ir.IsTerminatorTrait]):
+    """Terminates a stax.kernel body with the kernel's results."""
+    values: Sequence[ext.Operand[Tensor]]
+
+    def verify_invariants(self):
+        parent = self.operation.parent
+        if parent is None or parent.name != "stax.kernel":
+            return _fail(self, "must be the terminator of a stax.kernel body")
+        return True
+
+
+class FallbackOp(Stax.Operation, name="fallback"):
+    """An ATen op that stax does not lower; PyTorch runs it at run time.
+
+    `target` is the overload, e.g. "aten.convolution.default"; `call` is JSON of the
+    positional and keyword arguments, in which {"$operand": i} stands for operand i.
+    """
+    inputs: Sequence[ext.Operand[Tensor]]
+    target: Any
+    call: Any
+    outputs: Sequence[ext.Result[Tensor]]
+
+    def verify_invariants(self):
+        t = _attr(self, "target")
+        if t is None or not isinstance(t, ir.StringAttr):
+            return _fail(self, f"requires string attribute 'target', got {t}")
+        name = ir.StringAttr(t).value
+        if name.count(".") != 2:
+            return _fail(self, f"attribute 'target' = \"{name}\" must be "
+                               "'namespace.op.overload', e.g. \"aten.convolution.default\"")
+        c = _attr(self, "call")
+        if c is None or not isinstance(c, ir.StringAttr):
+            return _fail(self, f"requires string attribute 'call' (JSON), got {c}")
+        import json
+        try:
+            json.loads(ir.StringAttr(c).value)
+        except ValueError as e:
+            return _fail(self, f"attribute 'call' is not valid JSON: {e}")
+        return True
+
+
+OPS = [op for op in Stax.operations]
+
+
+def load_into(ctx: "ir.Context") -> None:
+    """Load the stax dialect into `ctx` (which must be current), once."""
+    if not ctx.is_dialect_loaded("stax"):
+        Stax.load()
+
+
+def irdl_text() -> str:
+    """The IRDL module generated from these classes (what stax.irdl.mlir must hold)."""
+    with ir.Context(), ir.Location.unknown():
+        return str(Stax._emit_module())

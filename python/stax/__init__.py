@@ -1,0 +1,14 @@
+"""Stax: an MLIR-based compiler stack for PyTorch.
+
+`torch.compile(model, backend="stax")` works without importing this package (the
+backend is registered through the `torch_dynamo_backends` entry point).
+"""
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # The backend pulls in torch and MLIR; load it only when asked for.
+    if name in ("stax", "StaxCompileError"):
+        from stax import backend
+        return getattr(backend, name)
+    raise AttributeError(name)
