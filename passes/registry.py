@@ -31,7 +31,8 @@ from typing import TextIO
 from stax._mlir import PassManager, ir
 
 __all__ = ["PassInfo", "PassError", "PASSES", "IMPORT_ERRORS", "list_passes", "run_pipeline",
-           "split_pipeline", "format_location", "format_mlir_error", "ir_dump_header"]
+           "split_pipeline", "base_name", "resolve", "format_location", "format_mlir_error",
+           "ir_dump_header"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,10 @@ class PassError(Exception):
                              for loc, sev, msg in self.diagnostics)
         if self.location is not None:
             return format_diagnostic(self.location, "error", self.message, filename)
-        return relocate(self.message, filename)
+        text = relocate(self.message, filename)
+        if filename and not re.match(r"\S+:\d+:\d+: ", text):
+            text = f"{filename}: error: {text}"
+        return text
 
     def __str__(self) -> str:
         return self.format()
@@ -296,7 +300,8 @@ def split_pipeline(text: str) -> list[str]:
     return [p for p in parts if p]
 
 
-def _base_name(spec: str) -> str:
+def base_name(spec: str) -> str:
+    """The pass name of a pipeline element: `cse{...}` -> `cse`, `func.func(cse)` -> `func.func`."""
     return re.split(r"[{(\s]", spec.strip(), maxsplit=1)[0]
 
 
@@ -321,7 +326,7 @@ def _upstream_runner(spec: str) -> Callable[["ir.Module"], None]:
         except ValueError as e:
             msg = str(e)
             if "does not refer to a registered pass" in msg:
-                raise _unknown(_base_name(spec)) from None
+                raise _unknown(base_name(spec)) from None
             if first_err is None:
                 first_err = msg
     if not pms:
@@ -372,7 +377,7 @@ def resolve(spec: str) -> Callable[["ir.Module"], None]:
     """The runner for one pipeline element. Needs the current Context (upstream passes
     are parsed into a PassManager here, so an unknown name fails before anything runs)."""
     spec = spec.strip()
-    name = _base_name(spec)
+    name = base_name(spec)
     info = PASSES.get(name)
     if info is not None and info.kind == "stax":
         if spec != name:
