@@ -1,0 +1,850 @@
+"""The stax driver: one ATen FX graph in, one guarded callable (`CompiledGraph`) out.
+
+    compile_graph(gm, example_inputs, config) -> CompiledGraph
+
+Steps: import (`stax.importer.import_graph`) -> passes (`canonicalize, cse, stax-fuse,
+cse`; without stax-fuse when `stax.fusion=False`, and then every op is wrapped in its
+own one-op `stax.kernel`) -> each `stax.kernel` compiled by `stax.targets.llvm` for
+the exact strides of its inputs and outputs -> a generated Python wrapper.
+
+The wrapper is Python source (`CompiledGraph.source`, hashable, saved as `wrapper.py`
+under STAX_DEBUG_DIR). It
+
+* checks guards before anything runs: argument count; each tensor argument's shape,
+  dtype, device, and the strides the kernels were specialized for (dims of size 1
+  are not checked). A mismatch raises `StaxGuardError` naming the argument;
+* allocates kernel results with `torch.empty_strided` (contiguous intermediates;
+  graph outputs get the strides eager would give them);
+* calls the kernels, runs `stax.matmul` through the library (`torch.mm/bmm/matmul`
+  with `out=`), `stax.fallback` through `torch.ops.<ns>.<op>.<overload>`;
+* turns top-level views into `torch.as_strided` (no copy) or, where a reshape is not
+  expressible as a view, into a one-op copy kernel;
+* drops intermediates (`del`) right after their last use;
+* returns the outputs with the FX graph's output structure (tuple/list/single).
+
+Values of the generated module's globals: `k<i>` kernels, `c<i>` constants (created
+once at compile time), `f<i>` the fallback ATen overloads, `_guard_*` diagnostics.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import pickle
+from typing import Any, Sequence
+
+import torch
+
+from stax import debug
+from stax.options import StaxConfig, resolve_config
+
+__all__ = ["compile_graph", "CompiledGraph", "StaxGuardError", "StaxCompileError",
+           "StaxUnsupportedError", "wrap_op_in_kernel", "FUSED_PIPELINE",
+           "UNFUSED_PIPELINE"]
+
+FUSED_PIPELINE = ["canonicalize", "cse", "stax-fuse", "cse"]
+UNFUSED_PIPELINE = ["canonicalize", "cse"]
+ROUTE = "stax-cpu"
+
+VIEW_OPS = ("stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice")
+# top-level ops the wrapper handles itself (everything else goes into a kernel)
+_WRAPPER_OPS = ("stax.kernel", "stax.matmul", "stax.fallback", "stax.constant",
+                "func.return") + VIEW_OPS
+
+
+class StaxGuardError(RuntimeError):
+    """A compiled graph was called with arguments it was not specialized for."""
+
+
+class StaxCompileError(RuntimeError):
+    """A graph could not be compiled natively (raised in strict mode)."""
+
+
+class StaxUnsupportedError(RuntimeError):
+    """The driver itself refuses the graph (symbolic shapes, non-CPU tensors, ...)."""
+
+
+# ----------------------------------------------------------------------------- types
+
+_DTYPES = {
+    "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+    "f64": torch.float64, "i64": torch.int64, "i32": torch.int32, "i16": torch.int16,
+    "i8": torch.int8, "ui8": torch.uint8, "i1": torch.bool,
+}
+
+
+def _torch_dtype(element_type) -> torch.dtype:
+    s = str(element_type)
+    if s not in _DTYPES:
+        raise StaxUnsupportedError(f"element type {s} has no torch dtype in stax")
+    return _DTYPES[s]
+
+
+def _tensor_type(value):
+    from stax._mlir import ir
+    t = ir.RankedTensorType(value.type)
+    return tuple(int(s) for s in t.shape), _torch_dtype(t.element_type)
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(strides))
+
+
+def _strides_agree(a: Sequence[int], b: Sequence[int], shape: Sequence[int]) -> bool:
+    """Equal on every dim that matters (size > 1); anything goes for empty tensors."""
+    if any(s == 0 for s in shape):
+        return True
+    return all(x == y for x, y, s in zip(a, b, shape) if s > 1)
+
+
+def _dtype_src(dt: torch.dtype) -> str:
+    return str(dt)  # "torch.float32"
+
+
+# ----------------------------------------------------------------------------- guards
+
+@dataclasses.dataclass
+class ArgGuard:
+    position: int
+    name: str
+    kind: str                 # "tensor", "int", "other"
+    shape: tuple | None = None
+    dtype: Any = None
+    device: str | None = None
+    strides: tuple | None = None
+    value: Any = None
+
+
+_ADVICE_RECOMPILE = ("call torch.compile again for these inputs (or let Dynamo recompile: "
+                     "marking dims dynamic is not supported yet)")
+
+
+def _describe(g: ArgGuard, graph_id: str) -> str:
+    return f"stax: argument {g.position} ('{g.name}') of compiled graph {graph_id}"
+
+
+def guard_failure(guards: list[ArgGuard], graph_id: str, position: int, value) -> StaxGuardError:
+    """Build the StaxGuardError for argument `position` (which failed the fast check)."""
+    g = guards[position]
+    head = _describe(g, graph_id)
+    if g.kind == "tensor":
+        if not isinstance(value, torch.Tensor):
+            return StaxGuardError(
+                f"{head} should be a torch.Tensor of shape {g.shape} and dtype {g.dtype}, "
+                f"but a {type(value).__name__} came; pass a tensor, or {_ADVICE_RECOMPILE}.")
+        if tuple(value.shape) != g.shape:
+            return StaxGuardError(
+                f"{head} has shape {tuple(value.shape)}, but the code was compiled for shape "
+                f"{g.shape}; stax compiles static shapes, so {_ADVICE_RECOMPILE}.")
+        if value.dtype != g.dtype:
+            return StaxGuardError(
+                f"{head} has dtype {value.dtype}, but the code was compiled for {g.dtype}; "
+                f"cast it (x.to({g.dtype})) or {_ADVICE_RECOMPILE}.")
+        if value.device.type != g.device:
+            return StaxGuardError(
+                f"{head} is on device {value.device}, but the code was compiled for "
+                f"{g.device} (the {ROUTE} target); move it (x.to('{g.device}')) or "
+                f"{_ADVICE_RECOMPILE}.")
+        if not _strides_agree(value.stride(), g.strides, g.shape):
+            return StaxGuardError(
+                f"{head} has strides {tuple(value.stride())}, but the kernels were "
+                f"specialized for strides {g.strides} (dims of size 1 are not checked); "
+                f"pass a contiguous tensor (x.contiguous()) if that is what it was "
+                f"compiled with, or {_ADVICE_RECOMPILE}.")
+        return StaxGuardError(f"{head}: guard failed for an unknown reason "
+                              f"(expected shape {g.shape}, dtype {g.dtype}, strides {g.strides}).")
+    if g.kind == "int":
+        return StaxGuardError(
+            f"{head} was the integer {g.value} when the graph was compiled, but {value!r} "
+            f"came; {_ADVICE_RECOMPILE}.")
+    return StaxGuardError(f"{head} failed its guard: got {value!r}.")
+
+
+def guard_count(guards: list[ArgGuard], graph_id: str, args) -> StaxGuardError:
+    names = ", ".join(g.name for g in guards)
+    return StaxGuardError(
+        f"stax: compiled graph {graph_id} takes {len(guards)} arguments ({names}), but "
+        f"{len(args)} came; call it with exactly these arguments, or {_ADVICE_RECOMPILE}.")
+
+
+def _guard_src(g: ArgGuard, var: str) -> str | None:
+    """A Python boolean expression that is True when argument `var` passes."""
+    if g.kind == "tensor":
+        parts = [f"isinstance({var}, Tensor)", f"{var}.shape == {g.shape!r}",
+                 f"{var}.dtype == {_dtype_src(g.dtype)}",
+                 f"{var}.device.type == {g.device!r}"]
+        if not any(s == 0 for s in g.shape):
+            if all(s > 1 for s in g.shape):
+                parts.append(f"{var}.stride() == {g.strides!r}")
+            else:
+                dims = [d for d, s in enumerate(g.shape) if s > 1]
+                if dims:
+                    parts.append(f"_stride_ok({var}.stride(), {tuple(dims)!r}, "
+                                 f"{tuple(g.strides[d] for d in dims)!r})")
+        return " and ".join(parts)
+    if g.kind == "int":
+        return f"{var} == {g.value!r}"
+    return None
+
+
+def _stride_ok(st, dims, want) -> bool:
+    return all(st[d] == w for d, w in zip(dims, want))
+
+
+def _restride(t: torch.Tensor, shape, strides) -> torch.Tensor:
+    out = torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+# ----------------------------------------------------------------------------- IR helpers
+
+def _main_func(module):
+    for op in module.body.operations:
+        if op.operation.name == "func.func":
+            if str(op.operation.attributes["sym_name"]).strip('"') == "main":
+                return op
+    raise StaxUnsupportedError("the imported module has no func.func @main")
+
+
+def _block(func_op):
+    return func_op.operation.regions[0].blocks[0]
+
+
+def wrap_op_in_kernel(op) -> Any:
+    """Replace top-level `op` by a `stax.kernel` holding just a copy of it; returns the
+    kernel operation. Used for `stax.fusion=False`, for stray compute ops the fuser left
+    outside a kernel, and for views that need a copy (a reshape that is no view)."""
+    from stax._mlir import ir
+    op = op.operation
+    operands = []
+    for v in op.operands:
+        if v not in operands:
+            operands.append(v)
+    with op.context, op.location:
+        kernel = ir.Operation.create(
+            "stax.kernel", results=[r.type for r in op.results], operands=operands,
+            regions=1, ip=ir.InsertionPoint(op))
+        block = kernel.regions[0].blocks.append(*[v.type for v in operands])
+        arg_of = {v: block.arguments[i] for i, v in enumerate(operands)}
+        attrs = {a.name: a.attr for a in op.attributes}
+        inner = ir.Operation.create(
+            op.name, results=[r.type for r in op.results],
+            operands=[arg_of[v] for v in op.operands], attributes=attrs,
+            ip=ir.InsertionPoint(block))
+        ir.Operation.create("stax.yield", operands=list(inner.results),
+                            ip=ir.InsertionPoint(block))
+    for old, new in zip(op.results, kernel.results):
+        old.replace_all_uses_with(new)
+    op.erase()
+    return kernel
+
+
+def _wrap_stray_ops(func_op, include_views=False) -> int:
+    """Wrap every top-level op the wrapper cannot run itself in its own kernel."""
+    n = 0
+    for op in list(_block(func_op).operations):
+        name = op.operation.name
+        if name in _WRAPPER_OPS and not (include_views and name in VIEW_OPS):
+            continue
+        wrap_op_in_kernel(op)
+        n += 1
+    return n
+
+
+def _dense_to_tensor(attr, shape, dtype) -> torch.Tensor:
+    from stax._mlir import ir
+    a = ir.DenseElementsAttr(attr)
+    if a.is_splat:
+        v = a.get_splat_value()
+        if isinstance(v, ir.BoolAttr):
+            val = bool(v.value)
+        elif isinstance(v, ir.FloatAttr):
+            val = ir.FloatAttr(v).value
+        else:
+            val = ir.IntegerAttr(v).value
+            if dtype == torch.bool:
+                val = bool(val)
+        return torch.full(shape, val, dtype=dtype)
+    import numpy as np
+    try:
+        arr = np.array(a)
+    except Exception as e:  # bf16 has no numpy dtype
+        raise StaxUnsupportedError(f"cannot materialize a non-splat {dtype} constant: {e}")
+    return torch.from_numpy(arr.copy()).to(dtype).reshape(shape).contiguous()
+
+
+# ----------------------------------------------------------------------------- the wrapper
+
+@dataclasses.dataclass
+class _Val:
+    var: str            # Python expression naming the tensor (a0, v3, c1)
+    shape: tuple
+    dtype: torch.dtype
+    strides: tuple
+    root: str           # the tensor as_strided views are taken of
+    offset: int         # storage offset relative to root's own
+    root_dynamic: bool  # root's storage offset is only known at run time
+
+
+def _py_literal(x) -> str:
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "float('nan')"
+        if math.isinf(x):
+            return "float('inf')" if x > 0 else "float('-inf')"
+    return repr(x)
+
+
+class _Emitter:
+    def __init__(self, graph_id: str):
+        self.graph_id = graph_id
+        self.lines: list[str] = []
+        self.globals: dict[str, Any] = {}
+        self.n = 0
+
+    def new_var(self) -> str:
+        self.n += 1
+        return f"v{self.n}"
+
+    def add_global(self, prefix: str, obj) -> str:
+        i = sum(1 for k in self.globals if k.startswith(prefix) and k[len(prefix):].isdigit())
+        name = f"{prefix}{i}"
+        self.globals[name] = obj
+        return name
+
+    def emit(self, line: str, indent: int = 1) -> None:
+        self.lines.append("    " * indent + line)
+
+
+def _call_to_src(obj, operand_src, operand_meta):
+    """Rebuild (source, meta value) of one `call` JSON value of a stax.fallback."""
+    if isinstance(obj, dict):
+        if "$operand" in obj:
+            i = obj["$operand"]
+            return operand_src[i], operand_meta[i]
+        if "$dtype" in obj:
+            dt = getattr(torch, obj["$dtype"])
+            return f"torch.{obj['$dtype']}", dt
+        if "$device" in obj:
+            return f"torch.device({obj['$device']!r})", torch.device(obj["$device"])
+        if "$layout" in obj:
+            return f"torch.{obj['$layout']}", getattr(torch, obj["$layout"])
+        if "$memory_format" in obj:
+            return f"torch.{obj['$memory_format']}", getattr(torch, obj["$memory_format"])
+        raise StaxUnsupportedError(f"stax.fallback call JSON: unknown object {obj}")
+    if isinstance(obj, (list, tuple)):
+        items = [_call_to_src(x, operand_src, operand_meta) for x in obj]
+        src = "[" + ", ".join(s for s, _ in items) + "]"
+        return src, [m for _, m in items]
+    return _py_literal(obj), obj
+
+
+def _resolve_overload(target: str):
+    ns, op, overload = target.split(".")
+    return getattr(getattr(getattr(torch.ops, ns), op), overload)
+
+
+def _meta(v: _Val) -> torch.Tensor:
+    return torch.empty_strided(v.shape, v.strides, dtype=v.dtype, device="meta")
+
+
+def _view_layout(op, src: _Val, out_shape):
+    """(strides, extra offset) of a view op applied to `src`, or None if a reshape is
+    not expressible as a view of src's layout."""
+    from stax._mlir import ir
+    name = op.operation.name
+    attrs = op.operation.attributes
+
+    def arr(n):
+        return list(ir.DenseI64ArrayAttr(attrs[n]))
+
+    if name == "stax.permute":
+        perm = arr("perm")
+        return tuple(src.strides[p] for p in perm), 0
+    if name == "stax.broadcast_in_dim":
+        dims = arr("dims")
+        st = [0] * len(out_shape)
+        for i, d in enumerate(dims):
+            if src.shape[i] == out_shape[d]:
+                st[d] = src.strides[i]
+        return tuple(st), 0
+    if name == "stax.slice":
+        start, step = arr("start"), arr("step")
+        off = sum(a * s for a, s in zip(start, src.strides))
+        return tuple(s * k for s, k in zip(src.strides, step)), off
+    if name == "stax.reshape":
+        try:
+            return tuple(_meta(src).view(out_shape).stride()), 0
+        except RuntimeError:
+            return None
+    raise AssertionError(name)
+
+
+class CompiledGraph:
+    """A graph compiled by stax: call it like the FX graph (positional arguments, or
+    keywords named like the graph's placeholders)."""
+
+    route = ROUTE
+
+    def __init__(self, *, graph_id, source, globals_, kernels, library_calls, fallback_ops,
+                 notes, input_names, guards, kernel_mlir=(), constants=None):
+        self.graph_id = graph_id
+        self.source = source
+        self.kernels = list(kernels)
+        self.library_calls = list(library_calls)
+        self.fallback_ops = list(fallback_ops)
+        self.notes = list(notes)
+        self.input_names = list(input_names)
+        self.guards = guards
+        self.kernel_mlir = list(kernel_mlir)
+        self._globals = globals_
+        code = compile(source, f"<stax wrapper {graph_id}>", "exec")
+        exec(code, globals_)
+        self._call = globals_["call"]
+
+    @property
+    def source_hash(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+    @property
+    def kernel_count(self) -> int:
+        return len(self.kernels)
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = _bind(self.input_names, args, kwargs, self.graph_id)
+        return self._call(list(args))
+
+    def __repr__(self):
+        return (f"<CompiledGraph {self.graph_id} route={self.route} kernels={len(self.kernels)} "
+                f"library_calls={len(self.library_calls)} fallback_ops={self.fallback_ops}>")
+
+    # -- save / load -------------------------------------------------------------------
+    def save(self, path: str) -> None:
+        """Write the wrapper source, each kernel's lowered MLIR and the captured constants.
+        Loading recompiles the kernels from that MLIR (JIT code cannot be saved)."""
+        consts = {k: v for k, v in self._globals.items()
+                  if k[:1] == "c" and k[1:].isdigit()}
+        fallbacks = {k: str(v) for k, v in self._globals.items()
+                     if k[:1] == "f" and k[1:].isdigit()}
+        state = dict(graph_id=self.graph_id, source=self.source,
+                     library_calls=self.library_calls, fallback_ops=self.fallback_ops,
+                     notes=self.notes, input_names=self.input_names, guards=self.guards,
+                     kernel_mlir=self.kernel_mlir,
+                     kernel_names=[getattr(k, "name", f"k{i}") for i, k in enumerate(self.kernels)],
+                     fallbacks=fallbacks, constants=consts)
+        torch.save(state, path)
+
+    @classmethod
+    def load(cls, path: str) -> "CompiledGraph":
+        state = torch.load(path, weights_only=False)
+        from stax.targets import llvm
+        loader = getattr(llvm, "load_kernel", None)
+        if loader is None:
+            raise NotImplementedError(
+                "stax.targets.llvm has no load_kernel(mlir_text, name); a saved "
+                "CompiledGraph cannot be reloaded without it")
+        kernels = [loader(text, name) for text, name in
+                   zip(state["kernel_mlir"], state["kernel_names"])]
+        g = _base_globals(state["guards"], state["graph_id"])
+        for i, k in enumerate(kernels):
+            g[f"k{i}"] = k
+        g.update(state["constants"])
+        for k, target in state["fallbacks"].items():
+            g[k] = _resolve_overload(target)
+        return cls(graph_id=state["graph_id"], source=state["source"], globals_=g,
+                   kernels=kernels, library_calls=state["library_calls"],
+                   fallback_ops=state["fallback_ops"], notes=state["notes"],
+                   input_names=state["input_names"], guards=state["guards"],
+                   kernel_mlir=state["kernel_mlir"])
+
+
+def _bind(names: list[str], args, kwargs, what) -> tuple:
+    """Bind keyword arguments by placeholder name (also accepting Dynamo's `L_x_` /
+    `l_x_` spelled as `x`)."""
+    out = list(args) + [_MISSING] * (len(names) - len(args))
+    aliases = {}
+    for i, n in enumerate(names):
+        aliases[n] = i
+        short = n
+        if short[:2] in ("L_", "l_"):
+            short = short[2:]
+            if short.endswith("_"):
+                short = short[:-1]
+        aliases.setdefault(short, i)
+    for k, v in kwargs.items():
+        if k not in aliases:
+            raise TypeError(f"stax: {what} got an unexpected keyword argument {k!r}; "
+                            f"its arguments are {names}")
+        i = aliases[k]
+        if i < len(args) or out[i] is not _MISSING:
+            raise TypeError(f"stax: {what} got multiple values for argument {k!r}")
+        out[i] = v
+    missing = [names[i] for i, v in enumerate(out) if v is _MISSING]
+    if missing:
+        raise TypeError(f"stax: {what} is missing arguments {missing}")
+    return tuple(out)
+
+
+_MISSING = object()
+
+
+def _base_globals(guards, graph_id) -> dict:
+    def _guard_fail(i, value):
+        raise guard_failure(guards, graph_id, i, value)
+
+    def _guard_count(args):
+        raise guard_count(guards, graph_id, args)
+
+    return {"torch": torch, "Tensor": torch.Tensor, "empty_strided": torch.empty_strided,
+            "as_strided": torch.as_strided, "_stride_ok": _stride_ok,
+            "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count}
+
+
+# ----------------------------------------------------------------------------- compile_graph
+
+def _check_inputs(example_inputs, names):
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, torch.SymInt) or (
+                isinstance(x, torch.Tensor) and
+                any(not isinstance(s, int) for s in list(x.shape) + list(x.stride()))):
+            raise StaxUnsupportedError(
+                f"input {i} ('{names[i]}') has a symbolic shape "
+                f"({tuple(x.shape) if isinstance(x, torch.Tensor) else x}); stax compiles "
+                "static shapes only (dynamic shapes are not supported yet)")
+        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
+            raise StaxUnsupportedError(
+                f"input {i} ('{names[i]}') is on {x.device}; the {ROUTE} target compiles "
+                "CPU tensors only")
+
+
+def _guards_for(example_inputs, names) -> list[ArgGuard]:
+    guards = []
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, torch.Tensor):
+            guards.append(ArgGuard(i, names[i], "tensor", tuple(int(s) for s in x.shape),
+                                   x.dtype, x.device.type,
+                                   tuple(int(s) for s in x.stride())))
+        elif isinstance(x, (int, bool)) and not isinstance(x, torch.SymInt):
+            guards.append(ArgGuard(i, names[i], "int", value=x))
+        else:
+            guards.append(ArgGuard(i, names[i], "other", value=x))
+    return guards
+
+
+def _output_structure(gm):
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            out = n.args[0]
+            if isinstance(out, tuple):
+                return "tuple", len(out)
+            if isinstance(out, list):
+                return "list", len(out)
+            return "single", 1
+    return "tuple", 0
+
+
+def _run_passes(module, names, dump: debug.DumpDir):
+    from stax.passes.registry import run_pipeline
+    for name in names:
+        run_pipeline(module, [name])
+        dump.ir(name, module)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig | None = None,
+                  *, kind: str = "graph", graph_id: str | None = None) -> CompiledGraph:
+    """Compile one ATen FX graph (as aot_autograd hands it over) for the stax-cpu target.
+
+    Raises (for the backend to fall back on): `stax.importer.UnsupportedGraph`,
+    `stax.passes.registry.PassError`, `StaxUnsupportedError`, MLIR / codegen errors.
+    """
+    config = config if config is not None else resolve_config()
+    graph_id = graph_id or debug.new_graph_id(kind)
+    dump = debug.DumpDir(graph_id)
+    dump.fx_graph(gm)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    names = [n.name for n in placeholders]
+    example_inputs = list(example_inputs)
+    if len(names) != len(example_inputs):
+        raise StaxUnsupportedError(f"the graph has {len(names)} placeholders but "
+                                   f"{len(example_inputs)} example inputs came")
+    _check_inputs(example_inputs, names)
+
+    from stax._mlir import ir, new_context
+    from stax.importer import import_graph
+
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        imported = import_graph(gm, example_inputs, ctx)
+        module = imported.module
+        dump.ir("imported", module)
+        notes = list(config.notes)
+        if config.fusion:
+            _run_passes(module, FUSED_PIPELINE, dump)
+        else:
+            _run_passes(module, UNFUSED_PIPELINE, dump)
+            _wrap_stray_ops(_main_func(module))
+            dump.ir("one-kernel-per-op", module)
+        func_op = _main_func(module)
+        stray = _wrap_stray_ops(func_op)
+        if stray:
+            notes.append(f"{stray} op(s) left outside kernels by the passes were compiled "
+                         "as one-op kernels")
+            dump.ir("wrap-stray-ops", module)
+        guards = _guards_for(example_inputs, names)
+        return _generate(gm, example_inputs, imported, func_op, guards, names, notes,
+                         graph_id, dump)
+
+
+def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph_id, dump):
+    from stax._mlir import ir
+    from stax.targets.llvm import compile_kernel
+
+    em = _Emitter(graph_id)
+    em.globals.update(_base_globals(guards, graph_id))
+    block = _block(func_op)
+    ops = list(block.operations)
+    ret = ops[-1]
+    assert ret.operation.name == "func.return", ret.operation.name
+    ret_vals = list(ret.operation.operands)
+
+    # --- output specs: strides eager gives each returned value
+    out_specs = list(getattr(imported, "outputs", []) or [])
+    out_strides: dict = {}
+    for spec in out_specs:
+        if getattr(spec, "kind", "tensor") == "tensor":
+            v = ret_vals[spec.index]
+            st = getattr(spec, "strides", None) or getattr(spec, "stride", None)
+            if st is not None and v not in out_strides:
+                out_strides[v] = tuple(int(s) for s in st)
+
+    # --- header and guards
+    n = len(guards)
+    em.lines.append("def call(args):")
+    em.emit(f"if len(args) != {n}:")
+    em.emit("_guard_count(args)", 2)
+    argvars = [f"a{i}" for i in range(n)]
+    if n == 1:
+        em.emit(f"{argvars[0]}, = args")
+    elif n:
+        em.emit(f"{', '.join(argvars)} = args")
+    for i, g in enumerate(guards):
+        cond = _guard_src(g, argvars[i])
+        if cond:
+            em.emit(f"if not ({cond}):")
+            em.emit(f"_guard_fail({i}, {argvars[i]})", 2)
+
+    # --- function arguments
+    vals: dict = {}
+    block_args = list(block.arguments)
+    in_specs = list(getattr(imported, "inputs", []) or [])
+    if len(in_specs) != len(block_args):
+        raise StaxUnsupportedError(f"importer gave {len(in_specs)} InputSpecs for "
+                                   f"{len(block_args)} arguments of @main")
+    pos_of = {nm: i for i, nm in enumerate(names)}
+    next_ph = 0
+    constants = getattr(imported, "constants", {}) or {}
+    for barg, spec in zip(block_args, in_specs):
+        shape, dtype = _tensor_type(barg)
+        if getattr(spec, "kind", "placeholder") == "constant":
+            t = constants[spec.name]
+            if not isinstance(t, torch.Tensor):
+                t = torch.tensor(t)
+            t = t.detach()
+            c = em.add_global("c", t)
+            vals[barg] = _Val(c, shape, dtype, tuple(t.stride()), c, 0, True)
+            continue
+        pos = pos_of.get(spec.name, next_ph)
+        next_ph = pos + 1
+        ex = example_inputs[pos]
+        vals[barg] = _Val(argvars[pos], shape, dtype, tuple(int(s) for s in ex.stride()),
+                          argvars[pos], 0, True)
+
+    # --- last uses, to free intermediates early
+    last_use: dict = {}
+    for idx, op in enumerate(ops):
+        for v in op.operation.operands:
+            last_use[v] = idx
+    keep = set(ret_vals)
+
+    kernels, kernel_mlir, library_calls, fallback_ops = [], [], [], []
+
+    def define(value, var, strides, root=None, offset=0, root_dynamic=False):
+        shape, dtype = _tensor_type(value)
+        vals[value] = _Val(var, shape, dtype, tuple(strides), root or var, offset, root_dynamic)
+        return vals[value]
+
+    def result_strides(value):
+        shape, _ = _tensor_type(value)
+        return out_strides.get(value) or contiguous_strides(shape)
+
+    def alloc(value, var, strides):
+        shape, dtype = _tensor_type(value)
+        em.emit(f"{var} = empty_strided({shape!r}, {tuple(strides)!r}, "
+                f"dtype={_dtype_src(dtype)}, device='cpu')")
+
+    def compile_kernel_op(kop):
+        ins = [vals[v] for v in kop.operation.operands]
+        outs = list(kop.operation.results)
+        out_st = [result_strides(r) for r in outs]
+        idx = len(kernels)
+        k = compile_kernel(kop, [v.strides for v in ins], out_st, f"{graph_id}_k{idx}")
+        kernels.append(k)
+        kernel_mlir.append(getattr(k, "mlir", None))
+        dump.kernel(idx, k)
+        kname = em.add_global("k", k)
+        outvars = []
+        for r, st in zip(outs, out_st):
+            var = em.new_var()
+            alloc(r, var, st)
+            define(r, var, st)
+            outvars.append(var)
+        em.emit(f"{kname}({', '.join([v.var for v in ins] + outvars)})"
+                f"  # {_loc_name(kop)}")
+
+    for idx, op in enumerate(ops):
+        name = op.operation.name
+        if name == "func.return":
+            break
+        if name == "stax.kernel":
+            compile_kernel_op(op)
+        elif name == "stax.matmul":
+            a, b = (vals[v] for v in op.operation.operands)
+            r = op.operation.results[0]
+            st = result_strides(r)
+            var = em.new_var()
+            alloc(r, var, st)
+            define(r, var, st)
+            fn = {2: "torch.mm", 3: "torch.bmm"}.get(len(a.shape), "torch.matmul")
+            em.emit(f"{fn}({a.var}, {b.var}, out={var})")
+            library_calls.append(f"{fn} {list(a.shape)}x{list(b.shape)} "
+                                 f"{str(a.dtype).replace('torch.', '')} (matmul outside kernels)")
+        elif name == "stax.fallback":
+            _emit_fallback(op, em, vals, define, fallback_ops)
+        elif name == "stax.constant":
+            r = op.operation.results[0]
+            shape, dtype = _tensor_type(r)
+            t = _dense_to_tensor(op.operation.attributes["value"], shape, dtype)
+            c = em.add_global("c", t)
+            define(r, c, t.stride(), root_dynamic=True)
+        elif name in VIEW_OPS:
+            src = vals[op.operation.operands[0]]
+            r = op.operation.results[0]
+            shape, _ = _tensor_type(r)
+            layout = _view_layout(op, src, shape)
+            if layout is None:
+                notes.append(f"{_loc_name(op)}: a reshape of a non-contiguous value is not "
+                             "a view; compiled a copy kernel")
+                kop = wrap_op_in_kernel(op)
+                compile_kernel_op(kop)
+            else:
+                st, off = layout
+                var = em.new_var()
+                total = src.offset + off
+                off_src = (f"{src.root}.storage_offset() + {total}" if src.root_dynamic
+                           else str(total))
+                em.emit(f"{var} = as_strided({src.root}, {shape!r}, {tuple(st)!r}, "
+                        f"{off_src})")
+                define(r, var, st, root=src.root, offset=total, root_dynamic=src.root_dynamic)
+        else:
+            raise StaxUnsupportedError(f"op {name} outside a kernel is not supported by the "
+                                       "wrapper")
+        # free what is no longer needed
+        dead = []
+        for v in list(op.operation.operands) + list(op.operation.results):
+            if v in keep or v not in vals or vals[v].var.startswith(("a", "c")):
+                continue
+            if last_use.get(v, -1) <= idx and vals[v].var not in dead:
+                dead.append(vals[v].var)
+        if dead:
+            em.emit(f"del {', '.join(dead)}")
+
+    # --- outputs
+    exprs = []
+    if out_specs:
+        for spec in out_specs:
+            k = getattr(spec, "kind", "tensor")
+            if k == "none":
+                exprs.append("None")
+            elif k == "input":
+                exprs.append(argvars[spec.index])
+            else:
+                exprs.append(vals[ret_vals[spec.index]].var)
+    else:
+        exprs = [vals[v].var for v in ret_vals]
+    struct, count = _output_structure(gm)
+    if struct == "single" and len(exprs) == 1:
+        em.emit(f"return {exprs[0]}")
+    elif struct == "list":
+        em.emit(f"return [{', '.join(exprs)}]")
+    else:
+        em.emit(f"return ({', '.join(exprs)}{',' if len(exprs) == 1 else ''})")
+
+    header = [f"# stax wrapper for graph {graph_id} (route {ROUTE})",
+              f"# arguments: {', '.join(names)}",
+              f"# kernels: {len(kernels)}; library calls: {len(library_calls)}; "
+              f"fallback ops: {fallback_ops}"]
+    source = "\n".join(header + em.lines) + "\n"
+    dump.write("wrapper.py", source)
+    return CompiledGraph(graph_id=graph_id, source=source, globals_=em.globals,
+                         kernels=kernels, library_calls=library_calls,
+                         fallback_ops=fallback_ops, notes=notes, input_names=names,
+                         guards=guards, kernel_mlir=kernel_mlir)
+
+
+def _loc_name(op) -> str:
+    s = str(op.operation.location)
+    if s.startswith('loc("'):
+        return s[5:].split('"', 1)[0]
+    return op.operation.name
+
+
+def _emit_fallback(op, em: _Emitter, vals, define, fallback_ops):
+    attrs = op.operation.attributes
+    target = str(attrs["target"]).strip('"')
+    from stax._mlir import ir
+    target = ir.StringAttr(attrs["target"]).value
+    call = json.loads(ir.StringAttr(attrs["call"]).value)
+    overload = _resolve_overload(target)
+    fname = em.add_global("f", overload)
+    ins = [vals[v] for v in op.operation.operands]
+    srcs = [v.var for v in ins]
+    metas = [_meta(v) for v in ins]
+    args = [_call_to_src(a, srcs, metas) for a in call.get("args", [])]
+    kwargs = {k: _call_to_src(v, srcs, metas) for k, v in call.get("kwargs", {}).items()}
+    arg_src = ", ".join([s for s, _ in args] + [f"{k}={s}" for k, (s, _) in kwargs.items()])
+    # strides eager gives the results: run the op on meta tensors now
+    predicted = None
+    try:
+        with torch.no_grad():
+            m = overload(*[x for _, x in args], **{k: x for k, (_, x) in kwargs.items()})
+        predicted = list(m) if isinstance(m, (tuple, list)) else [m]
+    except Exception:
+        predicted = None
+    results = list(op.operation.results)
+    tmp = em.new_var()
+    em.emit(f"{tmp} = {fname}({arg_src})  # {target}")
+    for i, r in enumerate(results):
+        shape, dtype = _tensor_type(r)
+        st = None
+        if predicted is not None and i < len(predicted) and isinstance(predicted[i], torch.Tensor):
+            st = tuple(predicted[i].stride())
+        if st is None:
+            st = contiguous_strides(shape)
+        var = tmp if len(results) == 1 else em.new_var()
+        if len(results) != 1:
+            em.emit(f"{var} = {tmp}[{i}]")
+        # the kernels downstream were compiled for `st`: make sure that is what we have
+        em.emit(f"if {var}.stride() != {st!r}:")
+        em.emit(f"{var} = _restride({var}, {shape!r}, {st!r})", 2)
+        define(r, var, st, root_dynamic=True)
+    if len(results) != 1:
+        em.emit(f"del {tmp}")
+    fallback_ops.append(target)
