@@ -31,8 +31,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
-import pickle
 from typing import Any, Sequence
 
 import torch
@@ -553,9 +551,7 @@ def _output_structure(gm):
 
 def _run_passes(module, names, dump: debug.DumpDir):
     from stax.passes.registry import run_pipeline
-    for name in names:
-        run_pipeline(module, [name])
-        dump.ir(name, module)
+    run_pipeline(module, names, dump_callback=dump.ir if dump else None)
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig | None = None,
@@ -599,13 +595,33 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
                          "as one-op kernels")
             dump.ir("wrap-stray-ops", module)
         guards = _guards_for(example_inputs, names)
-        return _generate(gm, example_inputs, imported, func_op, guards, names, notes,
-                         graph_id, dump)
+        replans = 0
+        while True:
+            try:
+                _generate(gm, example_inputs, imported, func_op, guards, names, notes,
+                          graph_id, dump, dry_run=True)
+                break
+            except _Replan:
+                replans += 1
+        if replans:
+            dump.ir("view-copies", module)
+        cg = _generate(gm, example_inputs, imported, func_op, guards, names, notes,
+                       graph_id, dump)
+        # kernels may refer to IR objects: keep their context alive with the callable
+        cg._mlir_keepalive = (ctx, module)
+        return cg
 
 
-def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph_id, dump):
-    from stax._mlir import ir
-    from stax.targets.llvm import compile_kernel
+class _Replan(Exception):
+    """The IR changed while planning (a view became a copy kernel): plan again."""
+
+
+def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph_id, dump,
+              dry_run=False):
+    """Generate the wrapper. With `dry_run`, only plan the layouts (no kernel is
+    compiled); that may rewrite the IR and raise _Replan."""
+    if not dry_run:
+        from stax.targets.llvm import compile_kernel
 
     em = _Emitter(graph_id)
     em.globals.update(_base_globals(guards, graph_id))
@@ -714,7 +730,11 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         if name == "func.return":
             break
         if name == "stax.kernel":
-            compile_kernel_op(op)
+            if dry_run:
+                for r in op.operation.results:
+                    define(r, em.new_var(), result_strides(r))
+            else:
+                compile_kernel_op(op)
         elif name == "stax.matmul":
             a, b = (vals[v] for v in op.operation.operands)
             r = op.operation.results[0]
@@ -740,10 +760,12 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             shape, _ = _tensor_type(r)
             layout = _view_layout(op, src, shape)
             if layout is None:
+                # a reshape that is no view of its input's layout: make it a copy kernel
+                # and plan again (the kernel's result is a fresh contiguous buffer)
                 notes.append(f"{_loc_name(op)}: a reshape of a non-contiguous value is not "
                              "a view; compiled a copy kernel")
-                kop = wrap_op_in_kernel(op)
-                compile_kernel_op(kop)
+                wrap_op_in_kernel(op)
+                raise _Replan()
             else:
                 st, off = layout
                 var = em.new_var()
@@ -787,6 +809,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     else:
         em.emit(f"return ({', '.join(exprs)}{',' if len(exprs) == 1 else ''})")
 
+    if dry_run:
+        return None
     header = [f"# stax wrapper for graph {graph_id} (route {ROUTE})",
               f"# arguments: {', '.join(names)}",
               f"# kernels: {len(kernels)}; library calls: {len(library_calls)}; "
