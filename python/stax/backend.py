@@ -1,0 +1,233 @@
+"""The `stax` torch.compile backend.
+
+    torch.compile(f, backend="stax")                       # found by entry point
+    torch.compile(f, backend="stax", mode="max-autotune")
+    torch.compile(f, backend="stax", options={"stax.fusion": False})
+    torch.compile(f, backend=functools.partial(stax.backend.stax, mode="max-autotune",
+                                               options={"stax.cudagraphs": False}))
+
+(torch.compile refuses `mode` and `options` together; the partial is the way to combine
+them.) The Dynamo graph goes through aot_autograd with the core ATen decompositions;
+its forward, backward (compiled lazily, on the first backward) and inference graphs
+each go through `stax.driver.compile_graph`.
+
+A graph that cannot be compiled (importer, pass or codegen error) runs as written
+(its own `gm.forward`), and the reason is recorded; with `strict_native=True` or
+`STAX_STRICT=1` it raises `StaxCompileError` instead. Under `STAX_DEBUG=1` reasons
+and notes are printed to stderr.
+
+The callable handed back to Dynamo is a `StaxCompiled`; it reports what happened:
+
+    stax_route            "stax-cpu" when every graph compiled natively, "fallback" when
+                          any whole graph fell back
+    stax_fallback_reason  None, or the reason(s) text
+    stax_fallback_ops     ATen ops PyTorch runs inside otherwise compiled graphs
+    stax_library_calls    matmuls run by the library (torch.mm/bmm with out=)
+    stax_notes            settings that do not apply to the target, view copies, ...
+    stax_kernel_count     number of compiled kernels (all graphs)
+    stax_graphs           the CompiledGraph / FallbackRecord of each graph
+
+Dynamo keeps that callable to itself; tests and users find it through
+`stax.backend.compiled_callables` (every StaxCompiled created in this process, oldest
+first), `stax.backend.reports()` (their reports) and `stax.backend.last_report()`.
+`clear()` empties both lists.
+"""
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from typing import Any
+
+import torch
+
+from stax import debug
+from stax.driver import (CompiledGraph, StaxCompileError, StaxGuardError, _bind,
+                         compile_graph)
+from stax.options import StaxConfig, resolve_config
+
+__all__ = ["stax", "StaxCompileError", "StaxGuardError", "StaxCompiled", "StaxReport",
+           "FallbackRecord", "compiled_callables", "reports", "last_report", "clear"]
+
+#: every StaxCompiled created in this process (oldest first)
+compiled_callables: list["StaxCompiled"] = []
+
+
+@dataclasses.dataclass
+class FallbackRecord:
+    """A graph that runs as written (its own forward) because stax could not compile it."""
+    graph_id: str
+    kind: str
+    reason: str
+    route: str = "fallback"
+    kernels: list = dataclasses.field(default_factory=list)
+    library_calls: list = dataclasses.field(default_factory=list)
+    fallback_ops: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)
+    source: str | None = None
+
+
+@dataclasses.dataclass
+class StaxReport:
+    """What the backend did for one Dynamo graph (shared by its fw/bw/inference graphs)."""
+    config: StaxConfig
+    graph_names: list[str]
+    graphs: list = dataclasses.field(default_factory=list)
+    extra_notes: list = dataclasses.field(default_factory=list)
+
+    @property
+    def route(self) -> str:
+        if any(isinstance(g, FallbackRecord) for g in self.graphs):
+            return "fallback"
+        return "stax-cpu"
+
+    @property
+    def fallback_reason(self) -> str | None:
+        reasons = [f"{g.kind} graph {g.graph_id}: {g.reason}" for g in self.graphs
+                   if isinstance(g, FallbackRecord)]
+        return "\n".join(reasons) if reasons else None
+
+    @property
+    def fallback_ops(self) -> list[str]:
+        return [op for g in self.graphs for op in g.fallback_ops]
+
+    @property
+    def library_calls(self) -> list[str]:
+        return [c for g in self.graphs for c in g.library_calls]
+
+    @property
+    def notes(self) -> list[str]:
+        out = []
+        for n in list(self.config.notes) + self.extra_notes + \
+                [n for g in self.graphs for n in g.notes]:
+            if n not in out:
+                out.append(n)
+        return out
+
+    @property
+    def kernel_count(self) -> int:
+        return sum(len(g.kernels) for g in self.graphs)
+
+    def summary(self) -> str:
+        lines = [f"stax route={self.route} kernels={self.kernel_count} "
+                 f"graphs={[g.graph_id for g in self.graphs]}"]
+        if self.fallback_reason:
+            lines.append(f"  fallback: {self.fallback_reason}")
+        for x in self.fallback_ops:
+            lines.append(f"  fallback op: {x}")
+        for x in self.library_calls:
+            lines.append(f"  library call: {x}")
+        for x in self.notes:
+            lines.append(f"  note: {x}")
+        return "\n".join(lines)
+
+
+class StaxCompiled:
+    """The callable returned to Dynamo: forwards to aot_autograd's callable and carries
+    the report. Keyword arguments are bound by the Dynamo graph's placeholder names
+    (`L_x_` may also be spelled `x`)."""
+
+    def __init__(self, fn, report: StaxReport):
+        self._fn = fn
+        self.report = report
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = _bind(self.report.graph_names, args, kwargs, "the stax-compiled graph")
+        return self._fn(*args)
+
+    stax_route = property(lambda self: self.report.route)
+    stax_fallback_reason = property(lambda self: self.report.fallback_reason)
+    stax_fallback_ops = property(lambda self: self.report.fallback_ops)
+    stax_library_calls = property(lambda self: self.report.library_calls)
+    stax_notes = property(lambda self: self.report.notes)
+    stax_kernel_count = property(lambda self: self.report.kernel_count)
+    stax_graphs = property(lambda self: self.report.graphs)
+
+    def __repr__(self):
+        return f"<StaxCompiled {self.report.summary()}>"
+
+
+def reports() -> list[StaxReport]:
+    """The reports of every StaxCompiled created in this process, oldest first."""
+    return [c.report for c in compiled_callables]
+
+
+def last_report() -> StaxReport | None:
+    return compiled_callables[-1].report if compiled_callables else None
+
+
+def clear() -> None:
+    compiled_callables.clear()
+
+
+def _boxed(cg: CompiledGraph):
+    """aot_autograd's calling convention: one list of arguments (`_boxed_call`)."""
+    call = cg._call
+
+    def run(args):
+        return call(list(args) if not isinstance(args, list) else args)
+
+    run._boxed_call = True
+    run.compiled_graph = cg
+    return run
+
+
+def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bool):
+    def compiler(gm: torch.fx.GraphModule, example_inputs):
+        graph_id = debug.new_graph_id(kind)
+        try:
+            cg = compile_graph(gm, example_inputs, config, kind=kind, graph_id=graph_id)
+        except Exception as e:  # noqa: BLE001 - any lowering failure falls back
+            reason = f"{type(e).__name__}: {e}"
+            if strict:
+                raise StaxCompileError(
+                    f"stax could not compile the {kind} graph {graph_id} natively "
+                    f"(strict mode: strict_native=True or STAX_STRICT=1): {reason}") from e
+            rec = FallbackRecord(graph_id=graph_id, kind=kind, reason=reason)
+            report.graphs.append(rec)
+            debug.DumpDir(graph_id).write("fallback.txt",
+                                          reason + "\n\n" + traceback.format_exc())
+            debug.log(f"{kind} graph {graph_id} falls back to PyTorch (runs as written): "
+                      f"{reason}")
+            if debug.debug_enabled():
+                traceback.print_exc()
+            return gm.forward
+        report.graphs.append(cg)
+        debug.log(f"{kind} graph {graph_id}: {len(cg.kernels)} kernel(s), library calls "
+                  f"{cg.library_calls}, fallback ops {cg.fallback_ops}")
+        for n in cg.notes:
+            if n not in config.notes:
+                debug.log(f"note: {n}")
+        return _boxed(cg)
+
+    compiler.__name__ = f"stax_{kind}_compiler"
+    return compiler
+
+
+def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
+         options: dict[str, Any] | None = None, dynamic: bool | None = None,
+         strict_native: bool = False):
+    """The torch.compile backend (`backend="stax"`). See the module docstring."""
+    config = resolve_config(mode, options)  # raises ValueError/TypeError first
+    strict = bool(strict_native) or debug.strict_enabled()
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    report = StaxReport(config=config, graph_names=names)
+    if dynamic:
+        report.extra_notes.append("dynamic=True: stax compiles static shapes only; graphs "
+                                  "with symbolic shapes run as written")
+    for n in report.notes:
+        debug.log(f"note: {n}")
+
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._decomp import core_aten_decompositions
+
+    aot = aot_autograd(
+        fw_compiler=_make_compiler("forward", config, report, strict),
+        bw_compiler=_make_compiler("backward", config, report, strict),
+        inference_compiler=_make_compiler("inference", config, report, strict),
+        decompositions=core_aten_decompositions(),
+    )
+    fn = aot(gm, example_inputs)
+    compiled = StaxCompiled(fn, report)
+    compiled_callables.append(compiled)
+    return compiled
