@@ -231,7 +231,10 @@ def wrap_op_in_kernel(op) -> Any:
             regions=1, ip=ir.InsertionPoint(op))
         block = kernel.regions[0].blocks.append(*[v.type for v in operands])
         arg_of = {v: block.arguments[i] for i, v in enumerate(operands)}
-        attrs = {a.name: a.attr for a in op.attributes}
+        attrs = {}
+        for i in range(len(op.attributes)):
+            na = op.attributes[i]  # NamedAttribute
+            attrs[na.name] = na.attr
         inner = ir.Operation.create(
             op.name, results=[r.type for r in op.results],
             operands=[arg_of[v] for v in op.operands], attributes=attrs,
