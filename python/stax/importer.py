@@ -771,8 +771,53 @@ def _cat(b, node, a):
         return b.full(shape, dtype, 0)
     if len(ins) == 1:
         return ins[0]
-    return b.emit("concat", ins, [b.tt(shape, dtype)],
-                  {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
+    if len({str(v.type) for v in ins}) == 1 or _variadic_types_ok():
+        return b.emit("concat", ins, [b.tt(shape, dtype)],
+                      {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
+    # Workaround while the dialect's IRDL constraint forces all variadic operands to one
+    # type: pad every input to the full shape and pick each one's range with select.
+    i64 = torch.int64
+    pos = b.emit("iota", [], [b.tt(shape, i64)],
+                 {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
+    r, off = None, 0
+    for v in ins:
+        n = _vshape(v)[dim]
+        low, high = [0] * len(shape), [0] * len(shape)
+        low[dim], high[dim] = off, shape[dim] - off - n
+        p = b.emit("pad", [v], [b.tt(shape, dtype)],
+                   {"low": ir.DenseI64ArrayAttr.get(low), "high": ir.DenseI64ArrayAttr.get(high),
+                    "value": b.scalar_attr(dtype, 0)})
+        r = p if r is None else b.select(b.compare("ge", pos, b.full(shape, i64, off)), p, r)
+        off += n
+    return r
+
+
+_VARIADIC_OK: list[bool] = []
+
+
+def _variadic_types_ok() -> bool:
+    """Whether the loaded dialect accepts variadic operands of different types (it should;
+    an IRDL constraint bug made it unify them). Probed once, in the current context."""
+    if not _VARIADIC_OK:
+        with ir.Location.unknown():
+            m = ir.Module.create()
+            a = ir.RankedTensorType.get([1], ir.F32Type.get())
+            c = ir.RankedTensorType.get([2], ir.F32Type.get())
+            with ir.InsertionPoint(m.body):
+                f = func.FuncOp("probe", ir.FunctionType.get([a, c], []))
+                blk = f.add_entry_block()
+                with ir.InsertionPoint(blk):
+                    ir.Operation.create(
+                        "stax.concat", results=[ir.RankedTensorType.get([3], ir.F32Type.get())],
+                        operands=list(blk.arguments),
+                        attributes={"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)})
+                    func.ReturnOp([])
+            try:
+                ok = bool(m.operation.verify())
+            except ir.MLIRError:
+                ok = False
+        _VARIADIC_OK.append(ok)
+    return _VARIADIC_OK[0]
 
 
 @_reg(aten.constant_pad_nd.default)
