@@ -191,7 +191,8 @@ def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bo
                       f"{reason}")
             if debug.debug_enabled():
                 traceback.print_exc()
-            return gm.forward
+            from functorch.compile import make_boxed_func
+            return make_boxed_func(gm.forward)
         report.graphs.append(cg)
         debug.log(f"{kind} graph {graph_id}: {len(cg.kernels)} kernel(s), library calls "
                   f"{cg.library_calls}, fallback ops {cg.fallback_ops}")

@@ -827,6 +827,16 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
 
 
 def _loc_name(op) -> str:
+    attrs = op.operation.attributes
+    if "name" in attrs:
+        try:
+            from stax._mlir import ir
+            label = ir.StringAttr(attrs["name"]).value
+            if "kind" in attrs:
+                label += f" ({ir.StringAttr(attrs['kind']).value})"
+            return label
+        except Exception:  # noqa: BLE001 - only a comment in the wrapper
+            pass
     s = str(op.operation.location)
     if s.startswith('loc("'):
         return s[5:].split('"', 1)[0]
