@@ -29,6 +29,7 @@ docs/architecture.md):
 
 from __future__ import annotations
 
+import ctypes
 import heapq
 import re
 
@@ -75,6 +76,22 @@ def _pass_error(message, location=None):
 
 def _op(x) -> "ir.Operation":
     return x.operation
+
+
+_capsule_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.restype = ctypes.c_char_p
+_capsule_name.argtypes = [ctypes.py_object]
+_capsule_ptr = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_ptr.restype = ctypes.c_void_p
+_capsule_ptr.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _key(op) -> int:
+    """A stable identity for an operation: its C pointer. (`hash(ir.Operation)` hashes
+    the op's contents, so it changes when an operand is replaced, and two Python
+    wrappers of one op are different objects.)"""
+    cap = _op(op)._CAPIPtr
+    return _capsule_ptr(cap, _capsule_name(cap))
 
 
 def _shape(v):
@@ -130,7 +147,7 @@ class _Block:
         ops = [_op(o) for o in block.operations]
         self.term = ops[-1] if ops else None
         self.ops = ops[:-1]  # the terminator stays last
-        self.pos = {op: i for i, op in enumerate(self.ops)}
+        self.pos = {_key(op): i for i, op in enumerate(self.ops)}
         self.kind = [_kind(op) for op in self.ops]
         # per op: list of (root def index or None, chain of transparent op indices)
         self.chains = [self._operand_chains(i) for i in range(len(self.ops))]
@@ -140,7 +157,7 @@ class _Block:
 
     def def_index(self, v):
         if isinstance(v, ir.OpResult):
-            return self.pos.get(_op(v.owner))
+            return self.pos.get(_key(v.owner))
         return None
 
     def _chain(self, v):
@@ -310,13 +327,13 @@ def _fuse_block(block, namer: _Namer) -> int:
             continue
         for r in ops[i].results:
             for use in r.uses:
-                j = a.pos.get(_op(use.owner))
+                j = a.pos.get(_key(use.owner))
                 if j is None or kind[j] == _OTHER or (kind[j] in (_VIEW, _GEN) and outside[j]):
                     outside[i] = True
 
     def used_outside(v, gid) -> bool:
         for use in v.uses:
-            j = a.pos.get(_op(use.owner))
+            j = a.pos.get(_key(use.owner))
             if j is None or kind[j] == _OTHER:
                 return True
             if kind[j] == _CORE:

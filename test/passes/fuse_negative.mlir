@@ -1,0 +1,131 @@
+// What stax-fuse must NOT fuse, and input it must refuse with a located error.
+// RUN: not stax-opt %s -p stax-fuse --split-input-file 2>%t.err | FileCheck %s
+// RUN: FileCheck %s --check-prefix=ERR --input-file=%t.err
+
+// Two reductions of one input over different dims have different signatures: two
+// kernels, even though they share their input.
+// CHECK-LABEL: func.func @different_signatures
+// CHECK-NEXT: %[[A:.*]] = "stax.kernel"(%arg0)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: "stax.reduce_sum"{{.*}}dims = array<i64: 1>
+// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: name = "kernel_0"
+// CHECK-NEXT: %[[B:.*]] = "stax.kernel"(%arg0)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: "stax.reduce_sum"{{.*}}dims = array<i64: 0>
+// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: name = "kernel_1"
+// CHECK-NEXT: return %[[A]], %[[B]]
+func.func @different_signatures(%x: tensor<8x16xf32>) -> (tensor<8xf32>, tensor<16xf32>) {
+  %a = "stax.reduce_sum"(%x) {dims = array<i64: 1>, keepdim = false} : (tensor<8x16xf32>) -> tensor<8xf32>
+  %b = "stax.reduce_sum"(%x) {dims = array<i64: 0>, keepdim = false} : (tensor<8x16xf32>) -> tensor<16xf32>
+  return %a, %b : tensor<8xf32>, tensor<16xf32>
+}
+
+// -----
+
+// A reduction consuming another's row values with a different signature (max over
+// the rows of a keepdim sum): two kernels.
+// CHECK-LABEL: func.func @chained_different_signatures
+// CHECK: "stax.reduce_sum"
+// CHECK-NOT: "stax.reduce_max"
+// CHECK: name = "kernel_0"
+// CHECK-NEXT: "stax.kernel"
+// CHECK: "stax.reduce_max"
+// CHECK: name = "kernel_1"
+func.func @chained_different_signatures(%x: tensor<8x16xf32>) -> tensor<1x1xf32> {
+  %a = "stax.reduce_sum"(%x) {dims = array<i64: 1>, keepdim = true} : (tensor<8x16xf32>) -> tensor<8x1xf32>
+  %b = "stax.reduce_max"(%a) {dims = array<i64: 0>, keepdim = true} : (tensor<8x1xf32>) -> tensor<1x1xf32>
+  return %b : tensor<1x1xf32>
+}
+
+// -----
+
+// Pointwise ops on different shapes with no reduction between them (through a
+// reshape) are two kernels; the reshape is cloned into the second one.
+// CHECK-LABEL: func.func @different_shapes
+// CHECK-NEXT: %[[K0:.*]] = "stax.kernel"(%arg0)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: "stax.exp"
+// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: name = "kernel_0"
+// CHECK-NEXT: %[[K1:.*]] = "stax.kernel"(%[[K0]])
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<8x16xf32>):
+// CHECK-NEXT: "stax.reshape"(%[[A]])
+// CHECK-NEXT: "stax.neg"
+// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: name = "kernel_1"
+func.func @different_shapes(%x: tensor<8x16xf32>) -> tensor<128xf32> {
+  %a = "stax.exp"(%x) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %r = "stax.reshape"(%a) : (tensor<8x16xf32>) -> tensor<128xf32>
+  %b = "stax.neg"(%r) : (tensor<128xf32>) -> tensor<128xf32>
+  return %b : tensor<128xf32>
+}
+
+// -----
+
+// A small pointwise value broadcast into a bigger pointwise op, with no reduction:
+// the domains differ, so two kernels.
+// CHECK-LABEL: func.func @broadcast_of_pointwise
+// CHECK-COUNT-2: "stax.kernel"
+// CHECK-NOT: "stax.kernel"
+func.func @broadcast_of_pointwise(%x: tensor<8x16xf32>, %y: tensor<8x1xf32>) -> tensor<8x16xf32> {
+  %e = "stax.exp"(%y) : (tensor<8x1xf32>) -> tensor<8x1xf32>
+  %eb = "stax.broadcast_in_dim"(%e) {dims = array<i64: 0, 1>} : (tensor<8x1xf32>) -> tensor<8x16xf32>
+  %s = "stax.add"(%x, %eb) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %s : tensor<8x16xf32>
+}
+
+// -----
+
+// exp -> matmul -> add that also reads exp: putting exp and add in one kernel would
+// make a cycle through the matmul, so: kernel, matmul, kernel.
+// CHECK-LABEL: func.func @cycle_through_matmul
+// CHECK-NEXT: %[[K0:.*]] = "stax.kernel"(%arg0)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: "stax.exp"
+// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: name = "kernel_0"
+// CHECK-NEXT: %[[MM:.*]] = "stax.matmul"(%[[K0]], %arg1)
+// CHECK-NEXT: %[[K1:.*]] = "stax.kernel"(%[[K0]], %[[MM]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: "stax.add"
+// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: name = "kernel_1"
+// CHECK-NEXT: return %[[K1]]
+func.func @cycle_through_matmul(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %a = "stax.exp"(%x) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %m = "stax.matmul"(%a, %w) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %c = "stax.add"(%a, %m) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %c : tensor<8x8xf32>
+}
+
+// -----
+
+// A permute of an in-kernel value is not index arithmetic on an input: the consumer
+// gets its own kernel (which permutes the first kernel's result).
+// CHECK-LABEL: func.func @permute_of_intermediate
+// CHECK: %[[K0:.*]] = "stax.kernel"(%arg0)
+// CHECK: name = "kernel_0"
+// CHECK-NEXT: "stax.kernel"(%[[K0]])
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<8x8xf32>):
+// CHECK-NEXT: %[[P:.*]] = "stax.permute"(%[[A]])
+// CHECK-NEXT: "stax.mul"(%[[P]], %[[A]])
+// CHECK: name = "kernel_1"
+func.func @permute_of_intermediate(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %a = "stax.exp"(%x) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %p = "stax.permute"(%a) {perm = array<i64: 1, 0>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %c = "stax.mul"(%p, %a) : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %c : tensor<8x8xf32>
+}
+
+// -----
+
+// Bad input: an elementwise op on mismatched shapes. stax-opt reports it at the op's
+// line and exits non-zero (the other chunks still print).
+// (The line number below is this file's line of the bad op.)
+// ERR: {{.*}}fuse_negative.mlir:129:8: error: 'stax.add' op operand 'rhs' has shape [8, 8] but 'lhs' has [8, 16]
+func.func @bad_input(%x: tensor<8x16xf32>, %y: tensor<8x8xf32>) -> tensor<8x16xf32> {
+  %a = "stax.add"(%x, %y) : (tensor<8x16xf32>, tensor<8x8xf32>) -> tensor<8x16xf32>
+  return %a : tensor<8x16xf32>
+}
