@@ -15,7 +15,6 @@ when it drifts), so upstream tools can read stax IR with `--irdl-file`.
 Ops print in MLIR's generic form (IRDL dialects have no custom assembly).
 """
 
-from collections.abc import Sequence
 from typing import Any
 
 from stax._mlir import ext, ir
@@ -375,8 +374,10 @@ class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
 
 
 class ConcatOp(Stax.Operation, name="concat", traits=[ext.Pure]):
-    """Concatenate along `dim`."""
-    inputs: Sequence[ext.Operand[Tensor]]
+    """Concatenate `lhs` and `rhs` along `dim` (torch.cat of more tensors is a chain:
+    a variadic IRDL operand would force every input to have the same type)."""
+    lhs: ext.Operand[Tensor]
+    rhs: ext.Operand[Tensor]
     dim: Any
     result: ext.Result[Tensor]
 
@@ -384,24 +385,22 @@ class ConcatOp(Stax.Operation, name="concat", traits=[ext.Pure]):
         dim = _int_attr(self, "dim")
         if dim is None:
             return False
-        ins = [_ty(v) for v in self.operation.operands]
         tr = _ty(self.result)
-        if not ins:
-            return _fail(self, "needs at least one input")
         if not 0 <= dim < tr.rank:
             return _fail(self, f"attribute 'dim' = {dim} out of range for rank {tr.rank}")
         total = 0
-        for i, t in enumerate(ins):
+        for n, v in (("lhs", self.lhs), ("rhs", self.rhs)):
+            t = _ty(v)
             if t.rank != tr.rank or t.element_type != tr.element_type:
-                return _fail(self, f"input #{i} has type {t}; expected rank {tr.rank} and "
+                return _fail(self, f"operand '{n}' has type {t}; expected rank {tr.rank} and "
                                    f"element type {tr.element_type}")
             for d in range(tr.rank):
                 if d != dim and t.shape[d] != tr.shape[d]:
-                    return _fail(self, f"input #{i} has size {t.shape[d]} in dim {d}; "
+                    return _fail(self, f"operand '{n}' has size {t.shape[d]} in dim {d}; "
                                        f"the result has {tr.shape[d]}")
             total += t.shape[dim]
         if total != tr.shape[dim]:
-            return _fail(self, f"inputs sum to {total} along dim {dim} but the result has "
+            return _fail(self, f"operands sum to {total} along dim {dim} but the result has "
                                f"{tr.shape[dim]}")
         return True
 
@@ -571,93 +570,133 @@ class IotaOp(Stax.Operation, name="iota", traits=[ext.Pure]):
 
 # ----------------------------------------------------------------------------- regions and escapes
 
-class KernelOp(Stax.Operation, name="kernel", traits=[ir.IsIsolatedFromAboveTrait]):
-    """One fused group: what becomes one CPU loop nest or one GPU kernel.
-
-    The body has one block whose arguments take the `inputs` types and which ends in
-    `stax.yield` of the result types. Attributes (optional) carry the group's name and
-    the layout/tiling choices of later passes.
-    """
-    inputs: Sequence[ext.Operand[Tensor]]
-    outputs: Sequence[ext.Result[Tensor]]
-    body: ext.Region
-
-    def verify_invariants(self):
-        region = self.operation.regions[0]
-        blocks = list(region.blocks)
-        if len(blocks) != 1:
-            return _fail(self, f"body must have exactly one block, has {len(blocks)}")
-        block = blocks[0]
-        args = list(block.arguments)
-        ins = list(self.operation.operands)
-        if len(args) != len(ins):
-            return _fail(self, f"body has {len(args)} block arguments for {len(ins)} inputs")
-        for i, (a, v) in enumerate(zip(args, ins)):
-            if a.type != v.type:
-                return _fail(self, f"block argument #{i} has type {a.type} but input #{i} is "
-                                   f"{v.type}")
-        ops = list(block.operations)
-        if not ops or ops[-1].operation.name != "stax.yield":
-            return _fail(self, "body must end in stax.yield")
-        yielded = [v.type for v in ops[-1].operation.operands]
-        results = [r.type for r in self.operation.results]
-        if yielded != results:
-            return _fail(self, f"stax.yield gives {[str(t) for t in yielded]} but the kernel "
-                               f"results are {[str(t) for t in results]}")
-        for op in ops[:-1]:
-            if op.operation.name in ("stax.kernel", "stax.fallback") or \
-                    not op.operation.name.startswith("stax."):
-                return _fail(self, f"body may hold only stax compute ops, found "
-                                   f"'{op.operation.name}'")
-        return True
+# Structural ops. IRDL cannot express an operand or result list whose types differ
+# (a variadic group is one constraint variable, so every element must have the SAME
+# type), and kernels/fallbacks take mixed tensors. So these three live in their own
+# namespace `stax_graph`, parse as unregistered ops, and are verified here, by
+# `verify_module`, which stax-opt and every pipeline run after parsing and after each
+# pass.
+KERNEL = "stax_graph.kernel"
+YIELD = "stax_graph.yield"
+FALLBACK = "stax_graph.fallback"
+STRUCTURAL_OPS = (KERNEL, YIELD, FALLBACK)
 
 
-class YieldOp(Stax.Operation, name="yield", traits=[ir.IsTerminatorTrait]):
-    """Terminates a stax.kernel body with the kernel's results."""
-    values: Sequence[ext.Operand[Tensor]]
-
-    def verify_invariants(self):
-        parent = self.operation.parent
-        if parent is None or parent.name != "stax.kernel":
-            return _fail(self, "must be the terminator of a stax.kernel body")
-        return True
+class StaxVerificationError(Exception):
+    """A structural op failed verification; `str()` is the located one-line message."""
 
 
-class FallbackOp(Stax.Operation, name="fallback"):
-    """An ATen op that stax does not lower; PyTorch runs it at run time.
+def _loc_prefix(op) -> str:
+    """`file:line:col` of the op when known (for messages like MLIR's)."""
+    text = str(op.location)
+    import re
+    m = re.search(r'"([^"]+)":(\d+):(\d+)', text)
+    return f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else text
 
-    `target` is the overload, e.g. "aten.convolution.default"; `call` is JSON of the
-    positional and keyword arguments, in which {"$operand": i} stands for operand i.
-    """
-    inputs: Sequence[ext.Operand[Tensor]]
-    target: Any
-    call: Any
-    outputs: Sequence[ext.Result[Tensor]]
 
-    def verify_invariants(self):
-        t = _attr(self, "target")
-        if t is None or not isinstance(t, ir.StringAttr):
-            return _fail(self, f"requires string attribute 'target', got {t}")
-        name = ir.StringAttr(t).value
-        if name.count(".") != 2:
-            return _fail(self, f"attribute 'target' = \"{name}\" must be "
-                               "'namespace.op.overload', e.g. \"aten.convolution.default\"")
-        c = _attr(self, "call")
-        if c is None or not isinstance(c, ir.StringAttr):
-            return _fail(self, f"requires string attribute 'call' (JSON), got {c}")
-        import json
-        try:
-            json.loads(ir.StringAttr(c).value)
-        except ValueError as e:
-            return _fail(self, f"attribute 'call' is not valid JSON: {e}")
-        return True
+def _verify_kernel(op):
+    def fail(msg):
+        raise StaxVerificationError(f"{_loc_prefix(op)}: error: '{KERNEL}' op {msg}")
+    if len(op.regions) != 1:
+        fail(f"must have one region, has {len(op.regions)}")
+    blocks = list(op.regions[0].blocks)
+    if len(blocks) != 1:
+        fail(f"body must have exactly one block, has {len(blocks)}")
+    block = blocks[0]
+    args = list(block.arguments)
+    ins = list(op.operands)
+    if len(args) != len(ins):
+        fail(f"body has {len(args)} block arguments for {len(ins)} inputs")
+    for i, (a, v) in enumerate(zip(args, ins)):
+        if a.type != v.type:
+            fail(f"block argument #{i} has type {a.type} but input #{i} is {v.type}")
+    ops = list(block.operations)
+    if not ops or ops[-1].operation.name != YIELD:
+        fail(f"body must end in {YIELD}")
+    yielded = [v.type for v in ops[-1].operation.operands]
+    results = [r.type for r in op.results]
+    if yielded != results:
+        fail(f"{YIELD} gives {[str(t) for t in yielded]} but the kernel results are "
+             f"{[str(t) for t in results]}")
+    inside = set()
+    for a in args:
+        inside.add(a)
+    for o in ops:
+        name = o.operation.name
+        if o is not ops[-1] and (name in STRUCTURAL_OPS or not name.startswith("stax.")):
+            fail(f"body may hold only stax compute ops, found '{name}'")
+        for i, v in enumerate(o.operation.operands):
+            if v not in inside:
+                fail(f"is isolated from above, but '{name}' operand #{i} is defined outside "
+                     "the kernel; pass it as a kernel input")
+        for r in o.operation.results:
+            inside.add(r)
+
+
+def _verify_yield(op):
+    parent = op.parent
+    if parent is None or parent.name != KERNEL:
+        raise StaxVerificationError(
+            f"{_loc_prefix(op)}: error: '{YIELD}' op must be the terminator of a {KERNEL} body")
+
+
+def _verify_fallback(op):
+    import json
+
+    def fail(msg):
+        raise StaxVerificationError(f"{_loc_prefix(op)}: error: '{FALLBACK}' op {msg}")
+    attrs = op.attributes
+    t = attrs["target"] if "target" in attrs else None
+    if t is None or not isinstance(t, ir.StringAttr):
+        fail(f"requires string attribute 'target', got {t}")
+    name = ir.StringAttr(t).value
+    if name.count(".") != 2:
+        fail(f"attribute 'target' = \"{name}\" must be 'namespace.op.overload', "
+             "e.g. \"aten.convolution.default\"")
+    c = attrs["call"] if "call" in attrs else None
+    if c is None or not isinstance(c, ir.StringAttr):
+        fail(f"requires string attribute 'call' (JSON), got {c}")
+    try:
+        json.loads(ir.StringAttr(c).value)
+    except ValueError as e:
+        fail(f"attribute 'call' is not valid JSON: {e}")
+    if len(op.regions) != 0:
+        fail("must not have regions")
+
+
+_STRUCTURAL_VERIFIERS = {KERNEL: _verify_kernel, YIELD: _verify_yield, FALLBACK: _verify_fallback}
+
+
+def verify_module(module) -> None:
+    """Verify a module: MLIR's verifier (stax ops, IRDL constraints, Python verifiers),
+    then the structural stax_graph ops. Raises ir.MLIRError or StaxVerificationError."""
+    module.operation.verify()
+    errors = []
+
+    def visit(op):
+        f = _STRUCTURAL_VERIFIERS.get(op.name)
+        if f is not None:
+            try:
+                f(op)
+            except StaxVerificationError as e:
+                errors.append(str(e))
+        elif op.name.startswith("stax_graph."):
+            errors.append(f"{_loc_prefix(op)}: error: unknown structural op '{op.name}' "
+                          f"(known: {', '.join(STRUCTURAL_OPS)})")
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if errors:
+        raise StaxVerificationError("\n".join(errors))
 
 
 OPS = [op for op in Stax.operations]
 
 
 def load_into(ctx: "ir.Context") -> None:
-    """Load the stax dialect into `ctx` (which must be current), once."""
+    """Load the stax dialect into `ctx` (which must be current), once. The structural
+    `stax_graph` ops are unregistered (see above), so the context allows them."""
+    ctx.allow_unregistered_dialects = True
     if not ctx.is_dialect_loaded("stax"):
         Stax.load()
 

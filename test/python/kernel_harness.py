@@ -1,0 +1,34 @@
+"""Build one stax.kernel from MLIR text and run it through the CPU target."""
+import torch
+DEBUG = False
+
+from stax._mlir import ir, new_context
+from stax.targets.llvm import compile_kernel
+
+_MEM = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16", torch.float64: "f64",
+        torch.int64: "i64", torch.int32: "i32", torch.int8: "i8", torch.uint8: "ui8", torch.bool: "i1"}
+
+
+def ttype(shape, dtype):
+    return "tensor<" + "".join(f"{s}x" for s in shape) + _MEM[dtype] + ">"
+
+
+def run_kernel(body: str, inputs, out_specs, name="k"):
+    """`body` uses %a0.. for inputs and must end with a stax.yield; out_specs: [(shape, dtype)]."""
+    in_types = [ttype(t.shape, t.dtype) for t in inputs]
+    out_types = [ttype(s, d) for s, d in out_specs]
+    args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(in_types))
+    text = (f'func.func @main({", ".join(f"%x{i}: {t}" for i, t in enumerate(in_types))}) {{\n'
+            f'  %r:{len(out_types)} = "stax_graph.kernel"({", ".join(f"%x{i}" for i in range(len(inputs)))}) ({{\n'
+            f'  ^bb0({args}):\n{body}\n'
+            f'  }}) : ({", ".join(in_types)}) -> ({", ".join(out_types)})\n  return\n}}\n')
+    if DEBUG: print(text)
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        m = ir.Module.parse(text)
+        kop = [o for o in m.body.operations[0].regions[0].blocks[0].operations
+               if o.operation.name == "stax_graph.kernel"][0]
+        outs = [torch.empty(s, dtype=d) for s, d in out_specs]
+        k = compile_kernel(kop.operation, [t.stride() for t in inputs], [o.stride() for o in outs], name)
+        k(*inputs, *outs)
+    return outs, k
