@@ -136,7 +136,8 @@ def _process(text: str, line_offset: int, filename: str, names: list[str],
     from stax.passes.registry import (PassError, format_mlir_error, run_pipeline)
 
     try:
-        module = ir.Module.parse("\n" * line_offset + text, context=ctx)
+        with ctx:  # the dialect's verifiers build types in the ambient context
+            module = ir.Module.parse("\n" * line_offset + text)
     except ir.MLIRError as e:
         _err(format_mlir_error(e, filename))
         return None
@@ -153,8 +154,9 @@ def _process(text: str, line_offset: int, filename: str, names: list[str],
     except PassError as e:
         _err(e.format(filename))
         return None
-    return module.operation.get_asm(print_generic_op_form=args.mlir_print_op_generic,
-                                    enable_debug_info=args.mlir_print_debuginfo)
+    with ctx:
+        return module.operation.get_asm(print_generic_op_form=args.mlir_print_op_generic,
+                                        enable_debug_info=args.mlir_print_debuginfo)
 
 
 def _run(argv) -> int:
