@@ -1,11 +1,12 @@
-"""Group stax compute ops into `stax.kernel` regions (greedy producer->consumer fusion).
+"""Group stax compute ops into `stax_graph.kernel` regions (greedy producer->consumer fusion).
 
 Guarantees, for every `func.func` of the module (see "The kernel contract" in
 docs/architecture.md):
 
 - Every fusible op outside a kernel (elementwise, `concat`, `pad`, reductions and
-  `argmax`/`argmin`) ends up inside exactly one new `stax.kernel`; `matmul`,
-  `constant`, `fallback`, existing kernels and non-stax ops stay outside, untouched.
+  `argmax`/`argmin`) ends up inside exactly one new `stax_graph.kernel`; `matmul`,
+  `constant`, `stax_graph.fallback`, existing kernels and non-stax ops stay outside,
+  untouched.
 - Each kernel is legal: a *pointwise* kernel's non-view ops all have one result shape
   (its domain); a *reduction* kernel's reductions all share one signature (input shape
   `S`, reduced dims `D`) and its non-view ops have shape `S` or the reduced shape of
@@ -24,7 +25,8 @@ docs/architecture.md):
   members'. Kernels get `name = "kernel_<n>"` (unique in the module) and
   `kind = "pointwise" | "reduction"`.
 - Dead fusible ops (no users) are dropped. Existing kernels are left alone, so running
-  the pass twice gives the same IR. The result verifies.
+  the pass twice gives the same IR. The input and the result are checked with
+  `stax.dialects.stax_dialect.verify_module` (located errors raise PassError).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import heapq
 import re
 
 from stax._mlir import ir
+from stax.dialects.stax_dialect import KERNEL, YIELD, StaxVerificationError, verify_module
 
 __all__ = ["PASS_NAME", "run", "fuse_function", "FUSIBLE_OPS", "VIEW_OPS", "GEN_OPS"]
 
@@ -291,7 +294,7 @@ class _Namer:
 
         def visit(op):
             op = _op(op)
-            if op.name == "stax.kernel" and "name" in op.attributes:
+            if op.name == KERNEL and "name" in op.attributes:
                 a = op.attributes["name"]
                 if isinstance(a, ir.StringAttr):
                     m = pat.match(ir.StringAttr(a).value)
@@ -452,7 +455,7 @@ def _build_kernel(a: _Block, gid: int, outputs, term, namer: _Namer) -> None:
     loc = locs[0] if len(locs) == 1 else ir.Location.fused(locs)
     kind = "pointwise" if a.sigs[gid] is None else "reduction"
     kernel = ir.Operation.create(
-        "stax.kernel", results=[v.type for v in outputs], operands=inputs,
+        KERNEL, results=[v.type for v in outputs], operands=inputs,
         attributes={"name": ir.StringAttr.get(namer.next()), "kind": ir.StringAttr.get(kind)},
         regions=1, loc=loc, ip=ir.InsertionPoint(term))
     body = kernel.regions[0].blocks.append(*[v.type for v in inputs],
@@ -481,7 +484,7 @@ def _build_kernel(a: _Block, gid: int, outputs, term, namer: _Namer) -> None:
 
     for m in members:
         clone(m)
-    ir.Operation.create("stax.yield", operands=[vmap[v] for v in outputs], loc=loc, ip=ip)
+    ir.Operation.create(YIELD, operands=[vmap[v] for v in outputs], loc=loc, ip=ip)
     for v, r in zip(outputs, kernel.results):
         v.replace_all_uses_with(r)
 
@@ -515,23 +518,27 @@ def _functions(op):
                     yield from _functions(inner)
 
 
+def _verify(module, when: str) -> None:
+    try:
+        verify_module(module)
+    except ir.MLIRError as e:
+        diags = [(str(d.location), "error", d.message) for d in e.error_diagnostics]
+        err = _pass_error(f"{when} IR does not verify: {e}")
+        if diags and hasattr(err, "diagnostics"):
+            err.diagnostics = [(loc, sev, f"{msg} ({when} IR of {PASS_NAME})")
+                               for loc, sev, msg in diags]
+            err.args = (err.format(),)
+        raise err from None
+    except StaxVerificationError as e:
+        raise _pass_error(f"{e} ({when} IR of {PASS_NAME})") from None
+
+
 def run(module: "ir.Module") -> None:
     """Run stax-fuse on every func.func of `module` (in place)."""
     with module.context:
-        try:
-            module.operation.verify()
-        except ir.MLIRError as e:
-            diags = [(str(d.location), "error", d.message) for d in e.error_diagnostics]
-            err = _pass_error("input IR does not verify")
-            if diags and hasattr(err, "diagnostics"):
-                err.diagnostics = diags
-                err.args = (err.format(),)
-            raise err from None
+        _verify(module, "input")
         namer = _Namer(module.operation)
         with ir.Location.unknown():
             for f in list(_functions(module.operation)):
                 fuse_function(f, namer)
-        try:
-            module.operation.verify()
-        except ir.MLIRError as e:
-            raise _pass_error(f"internal error: the fused IR does not verify: {e}") from None
+        _verify(module, "output")

@@ -1,4 +1,4 @@
-// Positive stax-fuse tests: what fuses into one stax.kernel, and what the kernels look like.
+// Positive stax-fuse tests: what fuses into one stax_graph.kernel, and what the kernels look like.
 // RUN: stax-opt %s -p stax-fuse --split-input-file | FileCheck %s
 
 // A pointwise chain with a broadcast bias and a scalar: one kernel; the broadcast and
@@ -6,17 +6,17 @@
 // CHECK-LABEL: func.func @pointwise_chain
 // CHECK-SAME: (%[[X:.*]]: tensor<8x16xf32>, %[[B:.*]]: tensor<16xf32>)
 // CHECK-NOT: "stax.add"
-// CHECK: %[[K:.*]] = "stax.kernel"(%[[X]], %[[B]]) ({
+// CHECK: %[[K:.*]] = "stax_graph.kernel"(%[[X]], %[[B]]) ({
 // CHECK-NEXT: ^bb0(%[[KX:.*]]: tensor<8x16xf32>, %[[KB:.*]]: tensor<16xf32>):
 // CHECK-NEXT: %[[BB:.*]] = "stax.broadcast_in_dim"(%[[KB]]) {dims = array<i64: 1>}
 // CHECK-NEXT: %[[A:.*]] = "stax.add"(%[[KX]], %[[BB]])
 // CHECK-NEXT: %[[TWO:.*]] = "stax.full"() {value = 2.000000e+00 : f32}
 // CHECK-NEXT: %[[M:.*]] = "stax.mul"(%[[A]], %[[TWO]])
 // CHECK-NEXT: %[[T:.*]] = "stax.tanh"(%[[M]])
-// CHECK-NEXT: "stax.yield"(%[[T]]) : (tensor<8x16xf32>) -> ()
+// CHECK-NEXT: "stax_graph.yield"(%[[T]]) : (tensor<8x16xf32>) -> ()
 // CHECK-NEXT: }) {kind = "pointwise", name = "kernel_0"} : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
 // CHECK-NEXT: return %[[K]]
-// CHECK-NOT: "stax.kernel"
+// CHECK-NOT: "stax_graph.kernel"
 func.func @pointwise_chain(%x: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
   %bb = "stax.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<16xf32>) -> tensor<8x16xf32>
   %a = "stax.add"(%x, %bb) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
@@ -30,8 +30,8 @@ func.func @pointwise_chain(%x: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<8
 
 // Row softmax: both reductions, the broadcasts and the epilogue are ONE kernel.
 // CHECK-LABEL: func.func @softmax
-// CHECK-COUNT-1: "stax.kernel"
-// CHECK-NOT: "stax.kernel"
+// CHECK-COUNT-1: "stax_graph.kernel"
+// CHECK-NOT: "stax_graph.kernel"
 // CHECK: "stax.reduce_max"(%[[KX:arg[0-9]+]]) {dims = array<i64: 1>, keepdim = true}
 // CHECK-NEXT: "stax.broadcast_in_dim"
 // CHECK-NEXT: "stax.sub"(%[[KX]],
@@ -39,9 +39,9 @@ func.func @pointwise_chain(%x: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<8
 // CHECK-NEXT: "stax.reduce_sum"
 // CHECK-NEXT: "stax.broadcast_in_dim"
 // CHECK-NEXT: %[[R:.*]] = "stax.div"
-// CHECK-NEXT: "stax.yield"(%[[R]])
+// CHECK-NEXT: "stax_graph.yield"(%[[R]])
 // CHECK-NEXT: }) {kind = "reduction", name = "kernel_0"} : (tensor<8x16xf32>) -> tensor<8x16xf32>
-// CHECK-NOT: "stax.kernel"
+// CHECK-NOT: "stax_graph.kernel"
 func.func @softmax(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %m = "stax.reduce_max"(%x) {dims = array<i64: 1>, keepdim = true} : (tensor<8x16xf32>) -> tensor<8x1xf32>
   %mb = "stax.broadcast_in_dim"(%m) {dims = array<i64: 0, 1>} : (tensor<8x1xf32>) -> tensor<8x16xf32>
@@ -59,15 +59,15 @@ func.func @softmax(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 // inputs x, w, b; the weight/bias broadcasts are inside.
 // CHECK-LABEL: func.func @layernorm
 // CHECK-SAME: (%[[X:.*]]: tensor<8x16xf32>, %[[W:.*]]: tensor<16xf32>, %[[B:.*]]: tensor<16xf32>)
-// CHECK-NEXT: %[[K:.*]] = "stax.kernel"(%[[X]], %[[W]], %[[B]])
+// CHECK-NEXT: %[[K:.*]] = "stax_graph.kernel"(%[[X]], %[[W]], %[[B]])
 // CHECK-COUNT-2: "stax.reduce_sum"
 // CHECK: "stax.rsqrt"
 // CHECK: "stax.broadcast_in_dim"(%arg4) {dims = array<i64: 1>}
 // CHECK: "stax.broadcast_in_dim"(%arg5) {dims = array<i64: 1>}
-// CHECK: "stax.yield"
+// CHECK: "stax_graph.yield"
 // CHECK-NEXT: }) {kind = "reduction", name = "kernel_0"}
 // CHECK-NEXT: return %[[K]]
-// CHECK-NOT: "stax.kernel"
+// CHECK-NOT: "stax_graph.kernel"
 func.func @layernorm(%x: tensor<8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
   %s = "stax.reduce_sum"(%x) {dims = array<i64: 1>, keepdim = true} : (tensor<8x16xf32>) -> tensor<8x1xf32>
   %n = "stax.full"() {value = 0.0625 : f32} : () -> tensor<8x1xf32>
@@ -94,14 +94,14 @@ func.func @layernorm(%x: tensor<8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32
 // RMSnorm over the last dim without keepdim; the row value goes back to full space
 // through reshape + broadcast_in_dim inside the kernel.
 // CHECK-LABEL: func.func @rmsnorm
-// CHECK-NEXT: "stax.kernel"
+// CHECK-NEXT: "stax_graph.kernel"
 // CHECK: "stax.reduce_sum"{{.*}}keepdim = false
 // CHECK: "stax.rsqrt"
 // CHECK-NEXT: "stax.reshape"
 // CHECK-NEXT: "stax.broadcast_in_dim"
 // CHECK: {kind = "reduction", name = "kernel_0"}
 // CHECK-NEXT: return
-// CHECK-NOT: "stax.kernel"
+// CHECK-NOT: "stax_graph.kernel"
 func.func @rmsnorm(%x: tensor<4x8x32xf32>, %w: tensor<32xf32>) -> tensor<4x8x32xf32> {
   %sq = "stax.mul"(%x, %x) : (tensor<4x8x32xf32>, tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
   %s = "stax.reduce_sum"(%sq) {dims = array<i64: 2>, keepdim = false} : (tensor<4x8x32xf32>) -> tensor<4x8xf32>
@@ -121,13 +121,13 @@ func.func @rmsnorm(%x: tensor<4x8x32xf32>, %w: tensor<32xf32>) -> tensor<4x8x32x
 // -----
 
 // CHECK-LABEL: func.func @log_softmax
-// CHECK-NEXT: "stax.kernel"
+// CHECK-NEXT: "stax_graph.kernel"
 // CHECK: "stax.reduce_max"
 // CHECK: "stax.reduce_sum"
 // CHECK-NEXT: "stax.log"
 // CHECK: {kind = "reduction", name = "kernel_0"}
 // CHECK-NEXT: return
-// CHECK-NOT: "stax.kernel"
+// CHECK-NOT: "stax_graph.kernel"
 func.func @log_softmax(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %m = "stax.reduce_max"(%x) {dims = array<i64: 1>, keepdim = true} : (tensor<8x16xf32>) -> tensor<8x1xf32>
   %mb = "stax.broadcast_in_dim"(%m) {dims = array<i64: 0, 1>} : (tensor<8x1xf32>) -> tensor<8x16xf32>
@@ -144,13 +144,13 @@ func.func @log_softmax(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 
 // A pointwise prologue (x * 2, abs) and a row-space epilogue (sqrt) join the reduction.
 // CHECK-LABEL: func.func @prologue_epilogue
-// CHECK-NEXT: %[[K:.*]] = "stax.kernel"(%arg0)
+// CHECK-NEXT: %[[K:.*]] = "stax_graph.kernel"(%arg0)
 // CHECK: "stax.full"
 // CHECK-NEXT: "stax.mul"
 // CHECK-NEXT: "stax.abs"
 // CHECK-NEXT: "stax.reduce_sum"
 // CHECK-NEXT: %[[Q:.*]] = "stax.sqrt"
-// CHECK-NEXT: "stax.yield"(%[[Q]]) : (tensor<8xf32>) -> ()
+// CHECK-NEXT: "stax_graph.yield"(%[[Q]]) : (tensor<8xf32>) -> ()
 // CHECK-NEXT: {kind = "reduction", name = "kernel_0"} : (tensor<8x16xf32>) -> tensor<8xf32>
 // CHECK-NEXT: return %[[K]]
 func.func @prologue_epilogue(%x: tensor<8x16xf32>) -> tensor<8xf32> {
@@ -167,12 +167,12 @@ func.func @prologue_epilogue(%x: tensor<8x16xf32>) -> tensor<8xf32> {
 // A reduction over another signature (dims 0 of the row values) starts a new kernel,
 // which reads the first kernel's result.
 // CHECK-LABEL: func.func @two_reductions
-// CHECK: %[[K0:.*]] = "stax.kernel"(%arg0)
+// CHECK: %[[K0:.*]] = "stax_graph.kernel"(%arg0)
 // CHECK: "stax.reduce_sum"
 // CHECK-NEXT: "stax.exp"
 // CHECK-NOT: "stax.reduce_max"
 // CHECK: {kind = "reduction", name = "kernel_0"} : (tensor<8x16xf32>) -> tensor<8xf32>
-// CHECK-NEXT: %[[K1:.*]] = "stax.kernel"(%[[K0]])
+// CHECK-NEXT: %[[K1:.*]] = "stax_graph.kernel"(%[[K0]])
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: "stax.reduce_max"
 // CHECK: {kind = "reduction", name = "kernel_1"} : (tensor<8xf32>) -> tensor<f32>
@@ -189,13 +189,13 @@ func.func @two_reductions(%x: tensor<8x16xf32>) -> tensor<f32> {
 // The matmul stays outside; bias add and the tanh-gelu epilogue form one kernel after it.
 // CHECK-LABEL: func.func @matmul_epilogue
 // CHECK-NEXT: %[[MM:.*]] = "stax.matmul"(%arg0, %arg1)
-// CHECK-NEXT: %[[K:.*]] = "stax.kernel"(%[[MM]], %arg2)
+// CHECK-NEXT: %[[K:.*]] = "stax_graph.kernel"(%[[MM]], %arg2)
 // CHECK-NOT: "stax.matmul"
 // CHECK: "stax.tanh"
 // CHECK-NOT: "stax.matmul"
 // CHECK: {kind = "pointwise", name = "kernel_0"}
 // CHECK-NEXT: return %[[K]]
-// CHECK-NOT: "stax.kernel"
+// CHECK-NOT: "stax_graph.kernel"
 func.func @matmul_epilogue(%x: tensor<8x32xf32>, %w: tensor<32x16xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
   %mm = "stax.matmul"(%x, %w) : (tensor<8x32xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
   %bb = "stax.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<16xf32>) -> tensor<8x16xf32>
@@ -216,18 +216,18 @@ func.func @matmul_epilogue(%x: tensor<8x32xf32>, %w: tensor<32x16xf32>, %b: tens
 // A fallback between two elementwise ops splits them into two kernels; exp's value is
 // a result of the first kernel for both the fallback and the second kernel.
 // CHECK-LABEL: func.func @fallback_splits
-// CHECK-NEXT: %[[K0:.*]] = "stax.kernel"(%arg0)
+// CHECK-NEXT: %[[K0:.*]] = "stax_graph.kernel"(%arg0)
 // CHECK: "stax.exp"
 // CHECK: name = "kernel_0"
-// CHECK-NEXT: %[[F:.*]] = "stax.fallback"(%[[K0]])
-// CHECK-NEXT: %[[K1:.*]] = "stax.kernel"(%[[F]], %[[K0]])
+// CHECK-NEXT: %[[F:.*]] = "stax_graph.fallback"(%[[K0]])
+// CHECK-NEXT: %[[K1:.*]] = "stax_graph.kernel"(%[[F]], %[[K0]])
 // CHECK: "stax.neg"
 // CHECK-NEXT: "stax.add"
 // CHECK: name = "kernel_1"
 // CHECK-NEXT: return %[[K1]]
 func.func @fallback_splits(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %a = "stax.exp"(%x) : (tensor<8x16xf32>) -> tensor<8x16xf32>
-  %f = "stax.fallback"(%a) {target = "aten.cumsum.default", call = "{\"args\": [{\"$operand\": 0}, 1], \"kwargs\": {}}"} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %f = "stax_graph.fallback"(%a) {target = "aten.cumsum.default", call = "{\"args\": [{\"$operand\": 0}, 1], \"kwargs\": {}}"} : (tensor<8x16xf32>) -> tensor<8x16xf32>
   %c = "stax.neg"(%f) : (tensor<8x16xf32>) -> tensor<8x16xf32>
   %d = "stax.add"(%c, %a) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
   return %d : tensor<8x16xf32>
@@ -241,13 +241,13 @@ func.func @fallback_splits(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 // CHECK-NEXT: %[[X2:.*]] = "stax.reshape"(%arg0)
 // CHECK-NEXT: %[[WT:.*]] = "stax.permute"(%arg1)
 // CHECK-NEXT: %[[MM:.*]] = "stax.matmul"(%[[X2]], %[[WT]])
-// CHECK-NEXT: "stax.kernel"(%[[MM]], %arg1)
+// CHECK-NEXT: "stax_graph.kernel"(%[[MM]], %arg1)
 // CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<16x16xf32>, %[[W:.*]]: tensor<16x32xf32>):
 // CHECK-NEXT: "stax.sigmoid"(%[[A]])
 // CHECK-NEXT: %[[P:.*]] = "stax.permute"(%[[W]])
 // CHECK-NEXT: "stax.slice"(%[[P]])
 // CHECK-NEXT: "stax.mul"
-// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: "stax_graph.yield"
 func.func @views_before_matmul(%x: tensor<2x8x32xf32>, %w: tensor<16x32xf32>) -> tensor<16x16xf32> {
   %x2 = "stax.reshape"(%x) : (tensor<2x8x32xf32>) -> tensor<16x32xf32>
   %wt = "stax.permute"(%w) {perm = array<i64: 1, 0>} : (tensor<16x32xf32>) -> tensor<32x16xf32>
@@ -262,12 +262,12 @@ func.func @views_before_matmul(%x: tensor<2x8x32xf32>, %w: tensor<16x32xf32>) ->
 
 // An intermediate that is also returned becomes a second kernel result.
 // CHECK-LABEL: func.func @multi_output
-// CHECK-NEXT: %[[K:.*]]:2 = "stax.kernel"(%arg0)
+// CHECK-NEXT: %[[K:.*]]:2 = "stax_graph.kernel"(%arg0)
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: %[[A:.*]] = "stax.neg"
 // CHECK-NEXT: "stax.exp"(%[[A]])
 // CHECK-NEXT: %[[C:.*]] = "stax.mul"
-// CHECK-NEXT: "stax.yield"(%[[A]], %[[C]])
+// CHECK-NEXT: "stax_graph.yield"(%[[A]], %[[C]])
 // CHECK-NEXT: {kind = "pointwise", name = "kernel_0"} : (tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
 // CHECK-NEXT: return %[[K]]#1, %[[K]]#0
 func.func @multi_output(%x: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {

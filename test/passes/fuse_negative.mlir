@@ -5,15 +5,15 @@
 // Two reductions of one input over different dims have different signatures: two
 // kernels, even though they share their input.
 // CHECK-LABEL: func.func @different_signatures
-// CHECK-NEXT: %[[A:.*]] = "stax.kernel"(%arg0)
+// CHECK-NEXT: %[[A:.*]] = "stax_graph.kernel"(%arg0)
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: "stax.reduce_sum"{{.*}}dims = array<i64: 1>
-// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: "stax_graph.yield"
 // CHECK-NEXT: name = "kernel_0"
-// CHECK-NEXT: %[[B:.*]] = "stax.kernel"(%arg0)
+// CHECK-NEXT: %[[B:.*]] = "stax_graph.kernel"(%arg0)
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: "stax.reduce_sum"{{.*}}dims = array<i64: 0>
-// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: "stax_graph.yield"
 // CHECK-NEXT: name = "kernel_1"
 // CHECK-NEXT: return %[[A]], %[[B]]
 func.func @different_signatures(%x: tensor<8x16xf32>) -> (tensor<8xf32>, tensor<16xf32>) {
@@ -30,7 +30,7 @@ func.func @different_signatures(%x: tensor<8x16xf32>) -> (tensor<8xf32>, tensor<
 // CHECK: "stax.reduce_sum"
 // CHECK-NOT: "stax.reduce_max"
 // CHECK: name = "kernel_0"
-// CHECK-NEXT: "stax.kernel"
+// CHECK-NEXT: "stax_graph.kernel"
 // CHECK: "stax.reduce_max"
 // CHECK: name = "kernel_1"
 func.func @chained_different_signatures(%x: tensor<8x16xf32>) -> tensor<1x1xf32> {
@@ -44,16 +44,16 @@ func.func @chained_different_signatures(%x: tensor<8x16xf32>) -> tensor<1x1xf32>
 // Pointwise ops on different shapes with no reduction between them (through a
 // reshape) are two kernels; the reshape is cloned into the second one.
 // CHECK-LABEL: func.func @different_shapes
-// CHECK-NEXT: %[[K0:.*]] = "stax.kernel"(%arg0)
+// CHECK-NEXT: %[[K0:.*]] = "stax_graph.kernel"(%arg0)
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: "stax.exp"
-// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: "stax_graph.yield"
 // CHECK-NEXT: name = "kernel_0"
-// CHECK-NEXT: %[[K1:.*]] = "stax.kernel"(%[[K0]])
+// CHECK-NEXT: %[[K1:.*]] = "stax_graph.kernel"(%[[K0]])
 // CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<8x16xf32>):
 // CHECK-NEXT: "stax.reshape"(%[[A]])
 // CHECK-NEXT: "stax.neg"
-// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: "stax_graph.yield"
 // CHECK-NEXT: name = "kernel_1"
 func.func @different_shapes(%x: tensor<8x16xf32>) -> tensor<128xf32> {
   %a = "stax.exp"(%x) : (tensor<8x16xf32>) -> tensor<8x16xf32>
@@ -67,8 +67,8 @@ func.func @different_shapes(%x: tensor<8x16xf32>) -> tensor<128xf32> {
 // A small pointwise value broadcast into a bigger pointwise op, with no reduction:
 // the domains differ, so two kernels.
 // CHECK-LABEL: func.func @broadcast_of_pointwise
-// CHECK-COUNT-2: "stax.kernel"
-// CHECK-NOT: "stax.kernel"
+// CHECK-COUNT-2: "stax_graph.kernel"
+// CHECK-NOT: "stax_graph.kernel"
 func.func @broadcast_of_pointwise(%x: tensor<8x16xf32>, %y: tensor<8x1xf32>) -> tensor<8x16xf32> {
   %e = "stax.exp"(%y) : (tensor<8x1xf32>) -> tensor<8x1xf32>
   %eb = "stax.broadcast_in_dim"(%e) {dims = array<i64: 0, 1>} : (tensor<8x1xf32>) -> tensor<8x16xf32>
@@ -81,16 +81,16 @@ func.func @broadcast_of_pointwise(%x: tensor<8x16xf32>, %y: tensor<8x1xf32>) -> 
 // exp -> matmul -> add that also reads exp: putting exp and add in one kernel would
 // make a cycle through the matmul, so: kernel, matmul, kernel.
 // CHECK-LABEL: func.func @cycle_through_matmul
-// CHECK-NEXT: %[[K0:.*]] = "stax.kernel"(%arg0)
+// CHECK-NEXT: %[[K0:.*]] = "stax_graph.kernel"(%arg0)
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: "stax.exp"
-// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: "stax_graph.yield"
 // CHECK-NEXT: name = "kernel_0"
 // CHECK-NEXT: %[[MM:.*]] = "stax.matmul"(%[[K0]], %arg1)
-// CHECK-NEXT: %[[K1:.*]] = "stax.kernel"(%[[K0]], %[[MM]])
+// CHECK-NEXT: %[[K1:.*]] = "stax_graph.kernel"(%[[K0]], %[[MM]])
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: "stax.add"
-// CHECK-NEXT: "stax.yield"
+// CHECK-NEXT: "stax_graph.yield"
 // CHECK-NEXT: name = "kernel_1"
 // CHECK-NEXT: return %[[K1]]
 func.func @cycle_through_matmul(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
@@ -105,9 +105,9 @@ func.func @cycle_through_matmul(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> ten
 // A permute of an in-kernel value is not index arithmetic on an input: the consumer
 // gets its own kernel (which permutes the first kernel's result).
 // CHECK-LABEL: func.func @permute_of_intermediate
-// CHECK: %[[K0:.*]] = "stax.kernel"(%arg0)
+// CHECK: %[[K0:.*]] = "stax_graph.kernel"(%arg0)
 // CHECK: name = "kernel_0"
-// CHECK-NEXT: "stax.kernel"(%[[K0]])
+// CHECK-NEXT: "stax_graph.kernel"(%[[K0]])
 // CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<8x8xf32>):
 // CHECK-NEXT: %[[P:.*]] = "stax.permute"(%[[A]])
 // CHECK-NEXT: "stax.mul"(%[[P]], %[[A]])
