@@ -13,7 +13,7 @@ Design:
   makes torch's type promotion and broadcasting explicit with `stax.convert`,
   `stax.broadcast_in_dim` and `stax.full`.
 - A handler that meets a case it does not cover raises `_Fallback`; the node (and every
-  node without a handler) then becomes `stax.fallback`, which PyTorch runs at run time.
+  node without a handler) then becomes `stax_graph.fallback`, which PyTorch runs at run time.
 - Graph-level problems the driver must handle by not compiling (symbolic shapes,
   non-tensor inputs, unsupported dtypes, mutating ops) raise `UnsupportedGraph`.
 
@@ -35,6 +35,7 @@ import torch
 import torch.fx
 
 from stax._mlir import func, ir
+from stax.dialects.stax_dialect import FALLBACK, StaxVerificationError, verify_module
 
 __all__ = ["import_graph", "ImportedGraph", "InputSpec", "OutputSpec", "UnsupportedGraph",
            "ImporterError", "HANDLERS", "torch_dtype_to_mlir"]
@@ -52,7 +53,7 @@ class ImporterError(RuntimeError):
 
 
 class _Fallback(Exception):
-    """Raised by a handler for a case it does not cover: emit stax.fallback instead."""
+    """Raised by a handler for a case it does not cover: emit stax_graph.fallback instead."""
 
 
 @dataclass
@@ -80,7 +81,7 @@ class ImportedGraph:
     func_name: str
     inputs: list[InputSpec]
     outputs: list[OutputSpec]
-    fallback_ops: list[str] = field(default_factory=list)
+    fallback_ops: list[str] = field(default_factory=list)  # targets of stax_graph.fallback ops
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
@@ -381,7 +382,7 @@ class _Builder:
             if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
                 raise UnsupportedGraph(f"node {node.name} ({target}) has a symbolic argument {x}")
             raise UnsupportedGraph(f"node {node.name} ({target}) has an argument of type "
-                                   f"{type(x).__name__} that stax.fallback cannot encode")
+                                   f"{type(x).__name__} that stax_graph.fallback cannot encode")
 
         call = {"args": enc(list(node.args)), "kwargs": enc(dict(node.kwargs))}
         val = _val(node)
@@ -401,7 +402,7 @@ class _Builder:
         attrs = {"target": ir.StringAttr.get(name), "call": ir.StringAttr.get(json.dumps(call))}
         if multi and positions != list(range(len(vals))):
             attrs["result_positions"] = ir.DenseI64ArrayAttr.get(positions)
-        op = ir.Operation.create("stax.fallback", results=types, operands=operands,
+        op = ir.Operation.create(FALLBACK, results=types, operands=operands,
                                  attributes=attrs, loc=self.loc)
         self.fallback_ops.append(name)
         if not multi:
@@ -767,57 +768,30 @@ def _cat(b, node, a):
         if s[dim] == 0:
             continue
         ins.append(v)
+    return _concat(b, ins, shape, dtype, dim)
+
+
+@_reg(aten.stack.default)
+def _stack(b, node, a):
+    shape, dtype = _out(node)
+    dim = _norm_dim(a["dim"], len(shape))
+    piece = list(shape)
+    piece[dim] = 1
+    ins = [b.reshape(b.convert(b.v(t), dtype), piece) for t in a["tensors"]]
+    return _concat(b, ins, shape, dtype, dim)
+
+
+def _concat(b, ins, shape, dtype, dim):
+    """torch.cat of N values as a chain of binary stax.concat."""
     if not ins:
         return b.full(shape, dtype, 0)
-    if len(ins) == 1:
-        return ins[0]
-    if len({str(v.type) for v in ins}) == 1 or _variadic_types_ok():
-        return b.emit("concat", ins, [b.tt(shape, dtype)],
-                      {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
-    # Workaround while the dialect's IRDL constraint forces all variadic operands to one
-    # type: pad every input to the full shape and pick each one's range with select.
-    i64 = torch.int64
-    pos = b.emit("iota", [], [b.tt(shape, i64)],
-                 {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
-    r, off = None, 0
-    for v in ins:
-        n = _vshape(v)[dim]
-        low, high = [0] * len(shape), [0] * len(shape)
-        low[dim], high[dim] = off, shape[dim] - off - n
-        p = b.emit("pad", [v], [b.tt(shape, dtype)],
-                   {"low": ir.DenseI64ArrayAttr.get(low), "high": ir.DenseI64ArrayAttr.get(high),
-                    "value": b.scalar_attr(dtype, 0)})
-        r = p if r is None else b.select(b.compare("ge", pos, b.full(shape, i64, off)), p, r)
-        off += n
+    r = ins[0]
+    for v in ins[1:]:
+        out = list(_vshape(r))
+        out[dim] += _vshape(v)[dim]
+        r = b.emit("concat", [r, v], [b.tt(out, dtype)],
+                   {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
     return r
-
-
-_VARIADIC_OK: list[bool] = []
-
-
-def _variadic_types_ok() -> bool:
-    """Whether the loaded dialect accepts variadic operands of different types (it should;
-    an IRDL constraint bug made it unify them). Probed once, in the current context."""
-    if not _VARIADIC_OK:
-        with ir.Location.unknown():
-            m = ir.Module.create()
-            a = ir.RankedTensorType.get([1], ir.F32Type.get())
-            c = ir.RankedTensorType.get([2], ir.F32Type.get())
-            with ir.InsertionPoint(m.body):
-                f = func.FuncOp("probe", ir.FunctionType.get([a, c], []))
-                blk = f.add_entry_block()
-                with ir.InsertionPoint(blk):
-                    ir.Operation.create(
-                        "stax.concat", results=[ir.RankedTensorType.get([3], ir.F32Type.get())],
-                        operands=list(blk.arguments),
-                        attributes={"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)})
-                    func.ReturnOp([])
-            try:
-                ok = bool(m.operation.verify())
-            except ir.MLIRError:
-                ok = False
-        _VARIADIC_OK.append(ok)
-    return _VARIADIC_OK[0]
 
 
 @_reg(aten.constant_pad_nd.default)
@@ -1328,11 +1302,9 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context) -> I
             ir.FunctionType.get(arg_types, [r.type for r in results]))
 
         try:
-            ok = module.operation.verify()
-        except ir.MLIRError as e:
+            verify_module(module)
+        except (ir.MLIRError, StaxVerificationError) as e:
             raise ImporterError(f"stax importer produced invalid IR (bug): {e}") from e
-        if not ok:
-            raise ImporterError("stax importer produced invalid IR (bug)")
 
     return ImportedGraph(module=module, func_name="main", inputs=inputs, outputs=outputs,
                          fallback_ops=b.fallback_ops, constants=constants)
