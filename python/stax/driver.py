@@ -47,9 +47,15 @@ UNFUSED_PIPELINE = ["canonicalize", "cse"]
 ROUTE = "stax-cpu"
 
 VIEW_OPS = ("stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice")
+try:  # the structural ops live in `stax_graph` (IRDL variadics must be homogeneous)
+    from stax.dialects.stax_dialect import KERNEL, YIELD, FALLBACK
+except ImportError:  # an older dialect module
+    KERNEL, YIELD, FALLBACK = "stax.kernel", "stax.yield", "stax.fallback"
+KERNEL_OPS = (KERNEL, "stax.kernel")
+FALLBACK_OPS = (FALLBACK, "stax.fallback")
 # top-level ops the wrapper handles itself (everything else goes into a kernel)
-_WRAPPER_OPS = ("stax.kernel", "stax.matmul", "stax.fallback", "stax.constant",
-                "func.return") + VIEW_OPS
+_WRAPPER_OPS = KERNEL_OPS + FALLBACK_OPS + ("stax.matmul", "stax.constant",
+                                            "func.return") + VIEW_OPS
 
 
 class StaxGuardError(RuntimeError):
@@ -227,7 +233,7 @@ def wrap_op_in_kernel(op) -> Any:
             operands.append(v)
     with op.context, op.location:
         kernel = ir.Operation.create(
-            "stax.kernel", results=[r.type for r in op.results], operands=operands,
+            KERNEL, results=[r.type for r in op.results], operands=operands,
             regions=1, ip=ir.InsertionPoint(op))
         block = kernel.regions[0].blocks.append(*[v.type for v in operands])
         arg_of = {v: block.arguments[i] for i, v in enumerate(operands)}
@@ -239,7 +245,7 @@ def wrap_op_in_kernel(op) -> Any:
             op.name, results=[r.type for r in op.results],
             operands=[arg_of[v] for v in op.operands], attributes=attrs,
             ip=ir.InsertionPoint(block))
-        ir.Operation.create("stax.yield", operands=list(inner.results),
+        ir.Operation.create(YIELD, operands=list(inner.results),
                             ip=ir.InsertionPoint(block))
     for old, new in zip(op.results, kernel.results):
         old.replace_all_uses_with(new)
@@ -732,7 +738,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         name = op.operation.name
         if name == "func.return":
             break
-        if name == "stax.kernel":
+        if name in KERNEL_OPS:
             if dry_run:
                 for r in op.operation.results:
                     define(r, em.new_var(), result_strides(r))
@@ -749,7 +755,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             em.emit(f"{fn}({a.var}, {b.var}, out={var})")
             library_calls.append(f"{fn} {list(a.shape)}x{list(b.shape)} "
                                  f"{str(a.dtype).replace('torch.', '')} (matmul outside kernels)")
-        elif name == "stax.fallback":
+        elif name in FALLBACK_OPS:
             _emit_fallback(op, em, vals, define, fallback_ops)
         elif name == "stax.constant":
             r = op.operation.results[0]
