@@ -17,9 +17,10 @@ Design:
 - Graph-level problems the driver must handle by not compiling (symbolic shapes,
   non-tensor inputs, unsupported dtypes, mutating ops) raise `UnsupportedGraph`.
 
-Fallback results: one result per tensor the op returns; when the op returns a tuple with
-None entries (e.g. `convolution_backward` with an output mask), the op also carries
-`result_positions = array<i64: ...>`, the tuple position of each result.
+Fallback results: one result per tensor the op returns. When the op returns a tuple or
+list (even of one tensor), the op carries `result_positions = array<i64: ...>`, the
+position of each result in what the op returns; None entries (e.g. `convolution_backward`
+with an output mask) have no result. Without the attribute the op returns one tensor.
 """
 from __future__ import annotations
 
@@ -400,7 +401,7 @@ class _Builder:
             positions.append(i)
         name = str(target)
         attrs = {"target": ir.StringAttr.get(name), "call": ir.StringAttr.get(json.dumps(call))}
-        if multi and positions != list(range(len(vals))):
+        if multi:
             attrs["result_positions"] = ir.DenseI64ArrayAttr.get(positions)
         op = ir.Operation.create(FALLBACK, results=types, operands=operands,
                                  attributes=attrs, loc=self.loc)

@@ -319,3 +319,20 @@ def test_direct_ops(name):
     ig, text, _ = do_import(gm, inputs)
     # repeat has no stax op: the only acceptable fallback here
     assert set(ig.fallback_ops) <= {"aten.repeat.default"}, (ig.fallback_ops, targets(gm))
+
+
+def test_conv_training_fallback_multi_result():
+    conv = nn.Conv2d(2, 3, 3)
+    graphs = capture(conv, x4(1, 2, 5, 5), backward=True)
+    (fgm, fex), (bgm, bex) = graphs
+    ig, text, ctx = do_import(bgm, bex)
+    assert "aten.convolution_backward.default" in ig.fallback_ops
+    with ctx:
+        op = next(o for o in _fallback_ops(ig.module)
+                  if ir.StringAttr(o.attributes["target"]).value
+                  == "aten.convolution_backward.default")
+        pos = list(ir.DenseI64ArrayAttr(op.attributes["result_positions"]))
+        # x needs no grad: output_mask [False, True, True] -> results for positions 1, 2
+        assert pos == [1, 2]
+        assert [str(r.type) for r in op.results] == ["tensor<3x2x3x3xf32>", "tensor<3xf32>"]
+    assert [o.kind for o in ig.outputs][-1] == "none"
