@@ -435,8 +435,10 @@ class CompiledGraph:
 
     # -- save / load -------------------------------------------------------------------
     def save(self, path: str) -> None:
-        """Write the wrapper source, each kernel's lowered MLIR and the captured constants.
-        Loading recompiles the kernels from that MLIR (JIT code cannot be saved)."""
+        """Write the wrapper source, each kernel's lowered MLIR (`.mlir` of the kernel, the
+        scf/vector/memref text before the LLVM pipeline), the guards and the captured
+        constants (torch.save). Loading re-JITs the kernels from that MLIR (JIT code
+        cannot be saved), but neither imports nor runs the stax passes again."""
         consts = {k: v for k, v in self._globals.items()
                   if k[:1] == "c" and k[1:].isdigit()}
         fallbacks = {k: str(v) for k, v in self._globals.items()
@@ -446,20 +448,19 @@ class CompiledGraph:
                      notes=self.notes, input_names=self.input_names, guards=self.guards,
                      kernel_mlir=self.kernel_mlir,
                      kernel_names=[getattr(k, "name", f"k{i}") for i, k in enumerate(self.kernels)],
+                     kernel_nargs=[getattr(k, "n_args", None) for k in self.kernels],
+                     kernel_widths=[getattr(k, "vector_width", None) for k in self.kernels],
                      fallbacks=fallbacks, constants=consts)
         torch.save(state, path)
 
     @classmethod
     def load(cls, path: str) -> "CompiledGraph":
+        """Load what `save` wrote, in any process: the wrapper source runs as saved, the
+        kernels are JIT-compiled again from their stored MLIR (no import, no passes)."""
         state = torch.load(path, weights_only=False)
-        from stax.targets import llvm
-        loader = getattr(llvm, "load_kernel", None)
-        if loader is None:
-            raise NotImplementedError(
-                "stax.targets.llvm has no load_kernel(mlir_text, name); a saved "
-                "CompiledGraph cannot be reloaded without it")
-        kernels = [loader(text, name) for text, name in
-                   zip(state["kernel_mlir"], state["kernel_names"])]
+        kernels = [_reload_kernel(text, name, n_args, width) for text, name, n_args, width in
+                   zip(state["kernel_mlir"], state["kernel_names"], state["kernel_nargs"],
+                       state["kernel_widths"])]
         g = _base_globals(state["guards"], state["graph_id"])
         for i, k in enumerate(kernels):
             g[f"k{i}"] = k
@@ -471,6 +472,24 @@ class CompiledGraph:
                    fallback_ops=state["fallback_ops"], notes=state["notes"],
                    input_names=state["input_names"], guards=state["guards"],
                    kernel_mlir=state["kernel_mlir"])
+
+
+def _reload_kernel(text: str, name: str, n_args: int, width):
+    """JIT one kernel again from the MLIR text `compile_kernel` lowered it to."""
+    from stax.targets import llvm
+    loader = getattr(llvm, "load_kernel", None)
+    if loader is not None:
+        return loader(text, name)
+    from stax._mlir import ExecutionEngine, PassManager, ir
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    with ctx, ir.Location.unknown():
+        m = ir.Module.parse(text)
+        PassManager.parse(llvm._PIPELINE).run(m.operation)
+        engine = ExecutionEngine(m, opt_level=3)
+    k = llvm.CpuKernel(name, text, None, engine, n_args, width)
+    k._context = ctx
+    return k
 
 
 def _bind(names: list[str], args, kwargs, what) -> tuple:

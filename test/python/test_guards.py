@@ -192,3 +192,34 @@ def test_stax_callable_with_wrong_shape_raises_guard_error():
         c(torch.randn(4, 9), torch.randn(4, 9))
     # aot_autograd's runtime may complain first; whatever raises, it is not a wrong answer
     assert isinstance(e.value, (StaxGuardError, RuntimeError, AssertionError))
+
+
+def test_save_and_load_in_a_fresh_process(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    def f(a, b):
+        return torch.softmax(a @ b, dim=-1) + torch.cumsum(a, 1)[:, :1]
+
+    a, b = torch.randn(8, 16), torch.randn(16, 8)
+    gm, ex = capture_aten(f, a, b)
+    cg = compile_graph(gm, ex, resolve_config())
+    path = tmp_path / "graph.stax"
+    cg.save(str(path))
+    torch.save({"a": a, "b": b, "want": gm(a, b)}, str(tmp_path / "io.pt"))
+    code = textwrap.dedent(f"""
+        import sys, torch
+        from stax.driver import CompiledGraph
+        cg = CompiledGraph.load({str(path)!r})
+        io = torch.load({str(tmp_path / 'io.pt')!r})
+        out = cg(io["a"], io["b"])
+        for o, w in zip(out, io["want"]):
+            torch.testing.assert_close(o, w)
+        print("LOADED", len(cg.kernels), cg.source_hash)
+        assert "stax.importer" not in sys.modules  # nothing was imported or re-fused
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"LOADED {len(cg.kernels)} {cg.source_hash}" in r.stdout
