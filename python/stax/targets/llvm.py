@@ -392,7 +392,9 @@ class _KernelLowering:
     def _lower(self, width):
         self.em = em = _Emitter(width)
         self.row_vals = {}
+        self.splittable = True
         params = ", ".join(f"{a.name}: {a.memref}" for a in self.inputs + self.outputs)
+        params += ", %part: index, %nparts: index"
         if any(a.extent == 0 for a in self.outputs):
             body_lines = []
         elif self.reductions:
@@ -407,14 +409,41 @@ class _KernelLowering:
         return "module {\n  " + "\n".join(text) + "\n}\n"
 
     # --------------------------------------------------------------- loops
+    def _part_range(self, n, align):
+        """[lo, hi) of the outermost loop for this call's part (%part of %nparts): the
+        caller may split a kernel across threads. lo/hi are multiples of `align`,
+        except hi == n for the last part."""
+        em = self.em
+        c = lambda v: em.const(v, "index")  # noqa: E731
+        a = em.op(f"arith.muli %part, {c(n)} : index", "index")
+        lo = em.op(f"arith.divui {a}, %nparts : index", "index")
+        p1 = em.op(f"arith.addi %part, {c(1)} : index", "index")
+        b = em.op(f"arith.muli {p1}, {c(n)} : index", "index")
+        hi = em.op(f"arith.divui {b}, %nparts : index", "index")
+        if align > 1:
+            lo = em.op(f"arith.muli {em.op(f'arith.divui {lo}, {c(align)} : index', 'index')}, "
+                       f"{c(align)} : index", "index")
+            hi = em.op(f"arith.muli {em.op(f'arith.divui {hi}, {c(align)} : index', 'index')}, "
+                       f"{c(align)} : index", "index")
+            last = em.op(f"arith.cmpi eq, {p1}, %nparts : index", "i1")
+            hi = em.op(f"arith.select {last}, {c(n)}, {hi} : index", "index")
+        return lo, hi
+
     def _loop_nest(self, shape, body, vectorize=True):
-        """for idx in shape: body(idx), innermost dim vectorized; tail in 1 lane."""
+        """for idx in shape: body(idx), innermost dim vectorized; tail in 1 lane.
+        The outermost dim covers only this call's part (see _part_range)."""
         em = self.em
         idx = []
         opened = 0
+        top = self.em.indent == 2  # only top-level nests are split across threads
+        if not shape or not top:
+            if top:
+                self.splittable = False
         for d, n in enumerate(shape[:-1] if shape else []):
             iv = em.fresh()
-            em.emit(f"scf.for {iv} = {em.const(0, 'index')} to {em.const(n, 'index')} "
+            lo, hi = (self._part_range(n, 1) if (d == 0 and top)
+                      else (em.const(0, 'index'), em.const(n, 'index')))
+            em.emit(f"scf.for {iv} = {lo} to {hi} "
                     f"step {em.const(1, 'index')} {{")
             em.push()
             opened += 1
@@ -425,6 +454,9 @@ class _KernelLowering:
         else:
             n = shape[-1]
             W = em.W if vectorize else 1
+            if len(shape) == 1 and top:
+                self._split_vector_loop(n, W, idx, body)
+                return
             main = (n // W) * W if W > 1 else 0
             if main:
                 iv = em.fresh()
@@ -452,6 +484,37 @@ class _KernelLowering:
         for _ in range(opened):
             em.pop()
             em.emit("}")
+
+    def _split_vector_loop(self, n, W, idx, body):
+        """A rank-1 nest: this part's [lo, hi) in W-wide steps, then a 1-lane tail."""
+        em = self.em
+        lo, hi = self._part_range(n, W)
+        if W > 1:
+            span = em.op(f"arith.subi {hi}, {lo} : index", "index")
+            q = em.op(f"arith.divui {span}, {em.const(W, 'index')} : index", "index")
+            q = em.op(f"arith.muli {q}, {em.const(W, 'index')} : index", "index")
+            mid = em.op(f"arith.addi {lo}, {q} : index", "index")
+            iv = em.fresh()
+            em.emit(f"scf.for {iv} = {lo} to {mid} step {em.const(W, 'index')} {{")
+            em.push()
+            em.vars[iv] = Var(iv, n, lane=True)
+            em.lane_var = iv
+            body(idx + [Aff.var(iv)])
+            em.lane_var = None
+            em.pop()
+            em.emit("}")
+        else:
+            mid = lo
+        saved_w = em.W
+        em.W = 1
+        iv = em.fresh()
+        em.emit(f"scf.for {iv} = {mid} to {hi} step {em.const(1, 'index')} {{")
+        em.push()
+        em.vars[iv] = Var(iv, n)
+        body(idx + [Aff.var(iv)])
+        em.pop()
+        em.emit("}")
+        em.W = saved_w
 
     # --------------------------------------------------------------- pointwise
     def _emit_pointwise_kernel(self):
@@ -511,9 +574,13 @@ class _KernelLowering:
         # Outer loops over kept dims, scalar.
         opened = 0
         outer_idx = {}
-        for d in outer_dims:
+        if not outer_dims:
+            self.splittable = False
+        for k, d in enumerate(outer_dims):
             iv = em.fresh()
-            em.emit(f"scf.for {iv} = {em.const(0, 'index')} to {em.const(S[d], 'index')} "
+            lo, hi = (self._part_range(S[d], 1) if k == 0
+                      else (em.const(0, 'index'), em.const(S[d], 'index')))
+            em.emit(f"scf.for {iv} = {lo} to {hi} "
                     f"step {em.const(1, 'index')} {{")
             em.push()
             opened += 1
@@ -1280,30 +1347,74 @@ def lower_kernel_to_mlir(kernel_op, input_strides, output_strides, name="kernel"
     return _KernelLowering(kernel_op, input_strides, output_strides, name).lower()
 
 
+# Work (elements touched) below which a kernel runs on the calling thread only: a
+# hand-off to the worker costs tens of microseconds.
+PARALLEL_MIN_ELEMENTS = 1 << 16
+
+_pool = None
+
+
+def _worker_pool(n):
+    global _pool
+    if _pool is None or _pool._max_workers < n:
+        from concurrent.futures import ThreadPoolExecutor
+        _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="stax-cpu")
+    return _pool
+
+
+def cpu_parallelism() -> int:
+    """How many parts a large kernel is split into: torch's intra-op thread count,
+    so `torch.set_num_threads(1)` makes stax single-threaded too."""
+    return max(1, torch.get_num_threads())
+
+
 class CpuKernel:
     """A JIT-compiled kernel. Call it as `k(*inputs, *outputs)` with torch tensors whose
     shapes, dtypes and strides are the ones it was compiled for (the driver's guards
-    ensure that); it writes the outputs in place."""
+    ensure that); it writes the outputs in place.
 
-    def __init__(self, name, mlir_text, llvm_ir, engine, n_args, vector_width):
+    Large kernels are split over the outermost loop into `cpu_parallelism()` parts;
+    ctypes releases the GIL during the native call, so the parts run on separate cores.
+    """
+
+    def __init__(self, name, mlir_text, llvm_ir, engine, n_args, vector_width, splittable, work):
         self.name = name
         self.mlir = mlir_text
         self.llvm_ir = llvm_ir
         self.vector_width = vector_width
+        self.splittable = splittable
+        self.work = work
         self._engine = engine  # keeps the code alive
         addr = engine.raw_lookup(name)
         if not addr:
             raise KernelLoweringError(f"JIT did not produce symbol {name}")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
         self._slots = [ctypes.c_void_p() for _ in range(n_args)]
-        self._packed = (ctypes.c_void_p * n_args)(*[ctypes.addressof(s) for s in self._slots])
         self.n_args = n_args
+        self._parts = {}
+
+    def _packed(self, part, nparts):
+        key = (part, nparts)
+        got = self._parts.get(key)
+        if got is None:
+            p, n = ctypes.c_ssize_t(part), ctypes.c_ssize_t(nparts)
+            arr = (ctypes.c_void_p * (self.n_args + 2))(
+                *[ctypes.addressof(s) for s in self._slots], ctypes.addressof(p), ctypes.addressof(n))
+            got = self._parts[key] = (arr, p, n)
+        return got[0]
 
     def __call__(self, *tensors):
-        slots = self._slots
-        for s, t in zip(slots, tensors):
+        for s, t in zip(self._slots, tensors):
             s.value = t.data_ptr()
-        self._fn(self._packed)
+        nparts = cpu_parallelism() if (self.splittable and self.work >= PARALLEL_MIN_ELEMENTS) else 1
+        if nparts == 1:
+            self._fn(self._packed(0, 1))
+            return
+        pool = _worker_pool(nparts - 1)
+        futures = [pool.submit(self._fn, self._packed(p, nparts)) for p in range(1, nparts)]
+        self._fn(self._packed(0, nparts))
+        for f in futures:
+            f.result()
 
 
 def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", ctx=None) -> CpuKernel:
@@ -1329,4 +1440,13 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", ctx=
         except Exception:  # only for dumps
             llvm_ir = None
         engine = ExecutionEngine(m, opt_level=3)
-    return CpuKernel(name, text, llvm_ir, engine, len(low.inputs) + len(low.outputs), width)
+    work = max([_numel(a.shape) for a in low.inputs + low.outputs] + [0])
+    return CpuKernel(name, text, llvm_ir, engine, len(low.inputs) + len(low.outputs), width,
+                     low.splittable, work)
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
