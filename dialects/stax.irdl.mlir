@@ -325,11 +325,12 @@ module {
     }
     irdl.operation @concat {
       %0 = irdl.base "!builtin.tensor"
-      irdl.operands(inputs: variadic %0)
-      %1 = irdl.any
-      irdl.attributes {"dim" = %1}
-      %2 = irdl.base "!builtin.tensor"
-      irdl.results(result: %2)
+      %1 = irdl.base "!builtin.tensor"
+      irdl.operands(lhs: %0, rhs: %1)
+      %2 = irdl.any
+      irdl.attributes {"dim" = %2}
+      %3 = irdl.base "!builtin.tensor"
+      irdl.results(result: %3)
     }
     irdl.operation @pad {
       %0 = irdl.base "!builtin.tensor"
@@ -419,27 +420,6 @@ module {
       irdl.attributes {"dim" = %0}
       %1 = irdl.base "!builtin.tensor"
       irdl.results(result: %1)
-    }
-    irdl.operation @kernel {
-      %0 = irdl.base "!builtin.tensor"
-      irdl.operands(inputs: variadic %0)
-      %1 = irdl.base "!builtin.tensor"
-      irdl.results(outputs: variadic %1)
-      %2 = irdl.region
-      irdl.regions(body: %2)
-    }
-    irdl.operation @yield {
-      %0 = irdl.base "!builtin.tensor"
-      irdl.operands(values: variadic %0)
-    }
-    irdl.operation @fallback {
-      %0 = irdl.base "!builtin.tensor"
-      irdl.operands(inputs: variadic %0)
-      %1 = irdl.any
-      %2 = irdl.any
-      irdl.attributes {"target" = %1, "call" = %2}
-      %3 = irdl.base "!builtin.tensor"
-      irdl.results(outputs: variadic %3)
     }
   }
 }

@@ -31,7 +31,7 @@ from typing import TextIO
 from stax._mlir import PassManager, ir
 
 __all__ = ["PassInfo", "PassError", "PASSES", "IMPORT_ERRORS", "list_passes", "run_pipeline",
-           "split_pipeline", "base_name", "resolve", "format_location", "format_mlir_error",
+           "split_pipeline", "base_name", "resolve", "verify", "format_location", "format_mlir_error",
            "ir_dump_header"]
 
 
@@ -131,7 +131,29 @@ def relocate(text: str, filename: str | None) -> str:
     if not filename:
         return text
     text = re.sub(r'loc\("-":(\d+):(\d+)\)', lambda m: f"{filename}:{m[1]}:{m[2]}", text)
-    return re.sub(r'"-":(\d+):(\d+)', lambda m: f"{filename}:{m[1]}:{m[2]}", text)
+    text = re.sub(r'"-":(\d+):(\d+)', lambda m: f"{filename}:{m[1]}:{m[2]}", text)
+    return re.sub(r'(?m)^-:(\d+):(\d+):', lambda m: f"{filename}:{m[1]}:{m[2]}:", text)
+
+
+def verify(module: "ir.Module") -> None:
+    """Verify `module` the way every stax tool does: MLIR's verifier (stax ops, IRDL
+    constraints, Python verifiers), then the structural `stax_graph` ops
+    (`stax_dialect.verify_module`). Raises PassError with located messages."""
+    from stax.dialects import stax_dialect
+
+    check = getattr(stax_dialect, "verify_module", None)
+    structural_error = getattr(stax_dialect, "StaxVerificationError", None)
+    try:
+        if check is None:
+            module.operation.verify()
+        else:
+            check(module)
+    except ir.MLIRError as e:
+        raise PassError("IR does not verify", diagnostics=_diagnostics(e)) from None
+    except Exception as e:  # noqa: BLE001
+        if structural_error is not None and isinstance(e, structural_error):
+            raise PassError(str(e)) from None
+        raise
 
 
 def ir_dump_header(pass_name: str) -> str:
@@ -362,14 +384,6 @@ def _stax_runner(info: PassInfo) -> Callable[["ir.Module"], None]:
         except ir.MLIRError as e:
             raise PassError(f"pass '{info.name}' failed", pass_name=info.name,
                             diagnostics=_diagnostics(e)) from None
-        try:
-            module.operation.verify()
-        except ir.MLIRError as e:
-            diags = [(loc, sev, f"{msg} (after pass '{info.name}')")
-                     for loc, sev, msg in _diagnostics(e)]
-            raise PassError(f"IR does not verify after pass '{info.name}'",
-                            pass_name=info.name, diagnostics=diags) from None
-
     return run
 
 
@@ -399,6 +413,7 @@ def run_pipeline(module: "ir.Module", names: list[str], print_ir_after_all: bool
 
     All names are resolved before the first pass runs. `print_ir_after_all` writes the
     IR after each pass to `stream` (default stderr) under an `ir_dump_header`;
+    the module is verified after each pass (`verify`), `stax_graph` ops included;
     `dump_callback(pass_name, module_text)` is called after each pass.
     Raises PassError on an unknown name, a failing pass or IR that does not verify.
     """
@@ -406,6 +421,14 @@ def run_pipeline(module: "ir.Module", names: list[str], print_ir_after_all: bool
         runners = [(spec.strip(), resolve(spec)) for spec in names if spec.strip()]
         for spec, runner in runners:
             runner(module)
+            try:
+                verify(module)
+            except PassError as e:
+                e.pass_name = spec
+                e.message = f"{e.message} (after pass '{spec}')"
+                e.diagnostics = [(loc, sev, f"{msg} (after pass '{spec}')")
+                                 for loc, sev, msg in e.diagnostics]
+                raise
             if print_ir_after_all or dump_callback is not None:
                 text = str(module)
                 if print_ir_after_all:

@@ -133,7 +133,7 @@ def _process(text: str, line_offset: int, filename: str, names: list[str],
              pipeline: str | None, args, ctx) -> str | None:
     """The printed module, or None after reporting the error(s) on stderr."""
     from stax._mlir import PassManager, ir
-    from stax.passes.registry import (PassError, format_mlir_error, run_pipeline)
+    from stax.passes.registry import PassError, format_mlir_error, run_pipeline, verify
 
     try:
         with ctx:  # the dialect's verifiers build types in the ambient context
@@ -142,6 +142,8 @@ def _process(text: str, line_offset: int, filename: str, names: list[str],
         _err(format_mlir_error(e, filename))
         return None
     try:
+        with ctx:
+            verify(module)  # the structural stax_graph ops are checked here
         if pipeline is not None:
             with ctx:
                 try:
@@ -149,6 +151,7 @@ def _process(text: str, line_offset: int, filename: str, names: list[str],
                 except ir.MLIRError as e:
                     _err(format_mlir_error(e, filename))
                     return None
+                verify(module)
         elif names:
             run_pipeline(module, names, print_ir_after_all=args.print_ir_after_all)
     except PassError as e:
@@ -188,7 +191,8 @@ def _run(argv) -> int:
         return 1
 
     ctx = new_context()
-    ctx.allow_unregistered_dialects = args.allow_unregistered_dialect
+    if args.allow_unregistered_dialect:  # (new_context() may already allow them)
+        ctx.allow_unregistered_dialects = True
     chunks = _split(text) if args.split_input_file else [(0, text)]
     outputs, failed = [], 0
     for offset, chunk in chunks:

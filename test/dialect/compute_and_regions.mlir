@@ -1,4 +1,5 @@
-// Round trip of matmul, the creation ops, stax.kernel / stax.yield and stax.fallback.
+// Round trip of matmul, the creation ops, and the structural ops stax_graph.kernel /
+// stax_graph.yield / stax_graph.fallback (unregistered ops checked by verify_module).
 // RUN: stax-opt %s | stax-opt | FileCheck %s
 // RUN: stax-opt %s --mlir-print-op-generic | stax-opt | FileCheck %s
 
@@ -31,14 +32,14 @@ func.func @creation() {
 // A reduction kernel (row softmax) and a fallback to ATen.
 // CHECK-LABEL: func.func @kernel_and_fallback
 func.func @kernel_and_fallback(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  // CHECK: %[[K:.*]] = "stax.kernel"(%{{.*}}) ({
+  // CHECK: %[[K:.*]] = "stax_graph.kernel"(%{{.*}}) ({
   // CHECK-NEXT: ^bb0(%[[ARG:.*]]: tensor<4x8xf32>):
   // CHECK-NEXT: "stax.reduce_max"(%[[ARG]])
   // CHECK: "stax.exp"
   // CHECK: "stax.div"
-  // CHECK-NEXT: "stax.yield"(%{{.*}}) : (tensor<4x8xf32>) -> ()
+  // CHECK-NEXT: "stax_graph.yield"(%{{.*}}) : (tensor<4x8xf32>) -> ()
   // CHECK-NEXT: }) {name = "softmax_0"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %0 = "stax.kernel"(%x) ({
+  %0 = "stax_graph.kernel"(%x) ({
   ^bb0(%a: tensor<4x8xf32>):
     %m = "stax.reduce_max"(%a) {dims = array<i64: 1>, keepdim = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
     %mb = "stax.broadcast_in_dim"(%m) {dims = array<i64: 0, 1>} : (tensor<4x1xf32>) -> tensor<4x8xf32>
@@ -47,20 +48,20 @@ func.func @kernel_and_fallback(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
     %s = "stax.reduce_sum"(%e) {dims = array<i64: 1>, keepdim = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
     %sb = "stax.broadcast_in_dim"(%s) {dims = array<i64: 0, 1>} : (tensor<4x1xf32>) -> tensor<4x8xf32>
     %r = "stax.div"(%e, %sb) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
-    "stax.yield"(%r) : (tensor<4x8xf32>) -> ()
+    "stax_graph.yield"(%r) : (tensor<4x8xf32>) -> ()
   }) {name = "softmax_0"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  // CHECK: "stax.fallback"(%[[K]]) {call = "{\22args\22: [{\22$operand\22: 0}, 1], \22kwargs\22: {}}", target = "aten.cumsum.default"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %1 = "stax.fallback"(%0) {target = "aten.cumsum.default", call = "{\"args\": [{\"$operand\": 0}, 1], \"kwargs\": {}}"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  // CHECK: "stax_graph.fallback"(%[[K]]) {call = "{\22args\22: [{\22$operand\22: 0}, 1], \22kwargs\22: {}}", target = "aten.cumsum.default"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = "stax_graph.fallback"(%0) {target = "aten.cumsum.default", call = "{\"args\": [{\"$operand\": 0}, 1], \"kwargs\": {}}"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   // A kernel with several results and a fallback with none.
-  // CHECK: "stax.kernel"(%{{.*}}, %{{.*}}) ({
-  // CHECK: "stax.yield"(%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<4x8xf32>) -> ()
+  // CHECK: "stax_graph.kernel"(%{{.*}}, %{{.*}}) ({
+  // CHECK: "stax_graph.yield"(%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<4x8xf32>) -> ()
   // CHECK-NEXT: }) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
-  %2:2 = "stax.kernel"(%0, %1) ({
+  %2:2 = "stax_graph.kernel"(%0, %1) ({
   ^bb0(%p: tensor<4x8xf32>, %q: tensor<4x8xf32>):
     %t = "stax.tanh"(%p) : (tensor<4x8xf32>) -> tensor<4x8xf32>
-    "stax.yield"(%t, %q) : (tensor<4x8xf32>, tensor<4x8xf32>) -> ()
+    "stax_graph.yield"(%t, %q) : (tensor<4x8xf32>, tensor<4x8xf32>) -> ()
   }) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
-  // CHECK: "stax.fallback"(%{{.*}}) {call = "{}", target = "aten._assert_async.msg"} : (tensor<4x8xf32>) -> ()
-  "stax.fallback"(%2#1) {target = "aten._assert_async.msg", call = "{}"} : (tensor<4x8xf32>) -> ()
+  // CHECK: "stax_graph.fallback"(%{{.*}}) {call = "{}", target = "aten._assert_async.msg"} : (tensor<4x8xf32>) -> ()
+  "stax_graph.fallback"(%2#1) {target = "aten._assert_async.msg", call = "{}"} : (tensor<4x8xf32>) -> ()
   return %2#0 : tensor<4x8xf32>
 }

@@ -96,8 +96,8 @@ func.func @iota_bool() {
 
 // fallback target type
 func.func @fallback_target_type(%a: tensor<4xf32>) {
-  // ERR: invalid_compute.mlir:[[# @LINE + 1]]:8: error: 'stax.fallback' op requires string attribute 'target', got 1 : i64
-  %0 = "stax.fallback"(%a) {target = 1 : i64, call = "{}"} : (tensor<4xf32>) -> tensor<4xf32>
+  // ERR: invalid_compute.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.fallback' op requires string attribute 'target', got 1 : i64
+  %0 = "stax_graph.fallback"(%a) {target = 1 : i64, call = "{}"} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
 
@@ -105,8 +105,8 @@ func.func @fallback_target_type(%a: tensor<4xf32>) {
 
 // fallback target format
 func.func @fallback_target_format(%a: tensor<4xf32>) {
-  // ERR: invalid_compute.mlir:[[# @LINE + 1]]:8: error: 'stax.fallback' op attribute 'target' = "cumsum" must be 'namespace.op.overload', e.g. "aten.convolution.default"
-  %0 = "stax.fallback"(%a) {target = "cumsum", call = "{}"} : (tensor<4xf32>) -> tensor<4xf32>
+  // ERR: invalid_compute.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.fallback' op attribute 'target' = "cumsum" must be 'namespace.op.overload', e.g. "aten.convolution.default"
+  %0 = "stax_graph.fallback"(%a) {target = "cumsum", call = "{}"} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
 
@@ -114,8 +114,8 @@ func.func @fallback_target_format(%a: tensor<4xf32>) {
 
 // fallback call type
 func.func @fallback_call_type(%a: tensor<4xf32>) {
-  // ERR: invalid_compute.mlir:[[# @LINE + 1]]:8: error: 'stax.fallback' op requires string attribute 'call' (JSON), got 3 : i64
-  %0 = "stax.fallback"(%a) {target = "aten.cumsum.default", call = 3 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  // ERR: invalid_compute.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.fallback' op requires string attribute 'call' (JSON), got 3 : i64
+  %0 = "stax_graph.fallback"(%a) {target = "aten.cumsum.default", call = 3 : i64} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
 
@@ -123,7 +123,7 @@ func.func @fallback_call_type(%a: tensor<4xf32>) {
 
 // fallback call json
 func.func @fallback_call_json(%a: tensor<4xf32>) {
-  // ERR: invalid_compute.mlir:[[# @LINE + 1]]:8: error: 'stax.fallback' op attribute 'call' is not valid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)
-  %0 = "stax.fallback"(%a) {target = "aten.cumsum.default", call = "{args: }"} : (tensor<4xf32>) -> tensor<4xf32>
+  // ERR: invalid_compute.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.fallback' op attribute 'call' is not valid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)
+  %0 = "stax_graph.fallback"(%a) {target = "aten.cumsum.default", call = "{args: }"} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }

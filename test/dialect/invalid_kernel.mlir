@@ -6,12 +6,12 @@
 
 // kernel blocks
 func.func @kernel_blocks(%a: tensor<4xf32>) {
-  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax.kernel' op body must have exactly one block, has 2
-  %0 = "stax.kernel"(%a) ({
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.kernel' op body must have exactly one block, has 2
+  %0 = "stax_graph.kernel"(%a) ({
   ^bb0(%x: tensor<4xf32>):
-    "stax.yield"(%x) : (tensor<4xf32>) -> ()
+    "stax_graph.yield"(%x) : (tensor<4xf32>) -> ()
   ^bb1(%y: tensor<4xf32>):
-    "stax.yield"(%y) : (tensor<4xf32>) -> ()
+    "stax_graph.yield"(%y) : (tensor<4xf32>) -> ()
   }) : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -20,10 +20,10 @@ func.func @kernel_blocks(%a: tensor<4xf32>) {
 
 // kernel arg count
 func.func @kernel_arg_count(%a: tensor<4xf32>) {
-  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax.kernel' op body has 2 block arguments for 1 inputs
-  %0 = "stax.kernel"(%a) ({
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.kernel' op body has 2 block arguments for 1 inputs
+  %0 = "stax_graph.kernel"(%a) ({
   ^bb0(%x: tensor<4xf32>, %y: tensor<4xf32>):
-    "stax.yield"(%x) : (tensor<4xf32>) -> ()
+    "stax_graph.yield"(%x) : (tensor<4xf32>) -> ()
   }) : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -32,11 +32,11 @@ func.func @kernel_arg_count(%a: tensor<4xf32>) {
 
 // kernel arg type
 func.func @kernel_arg_type(%a: tensor<4xf32>) {
-  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax.kernel' op block argument #0 has type tensor<4xf16> but input #0 is tensor<4xf32>
-  %0 = "stax.kernel"(%a) ({
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.kernel' op block argument #0 has type tensor<4xf16> but input #0 is tensor<4xf32>
+  %0 = "stax_graph.kernel"(%a) ({
   ^bb0(%x: tensor<4xf16>):
     %c = "stax.convert"(%x) : (tensor<4xf16>) -> tensor<4xf32>
-    "stax.yield"(%c) : (tensor<4xf32>) -> ()
+    "stax_graph.yield"(%c) : (tensor<4xf32>) -> ()
   }) : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -45,8 +45,8 @@ func.func @kernel_arg_type(%a: tensor<4xf32>) {
 
 // kernel terminator
 func.func @kernel_terminator(%a: tensor<4xf32>) {
-  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax.kernel' op body must end in stax.yield
-  %0 = "stax.kernel"(%a) ({
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.kernel' op body must end in stax_graph.yield
+  %0 = "stax_graph.kernel"(%a) ({
   ^bb0(%x: tensor<4xf32>):
     "llvm.unreachable"() : () -> ()
   }) : (tensor<4xf32>) -> tensor<4xf32>
@@ -57,11 +57,11 @@ func.func @kernel_terminator(%a: tensor<4xf32>) {
 
 // kernel yield types
 func.func @kernel_yield_types(%a: tensor<4xf32>) {
-  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax.kernel' op stax.yield gives ['tensor<1xf32>'] but the kernel results are ['tensor<4xf32>']
-  %0 = "stax.kernel"(%a) ({
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.kernel' op stax_graph.yield gives ['tensor<1xf32>'] but the kernel results are ['tensor<4xf32>']
+  %0 = "stax_graph.kernel"(%a) ({
   ^bb0(%x: tensor<4xf32>):
     %r = "stax.reduce_sum"(%x) {dims = array<i64: 0>, keepdim = true} : (tensor<4xf32>) -> tensor<1xf32>
-    "stax.yield"(%r) : (tensor<1xf32>) -> ()
+    "stax_graph.yield"(%r) : (tensor<1xf32>) -> ()
   }) : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -70,11 +70,11 @@ func.func @kernel_yield_types(%a: tensor<4xf32>) {
 
 // kernel body op
 func.func @kernel_body_op(%a: tensor<4xf32>) {
-  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax.kernel' op body may hold only stax compute ops, found 'stax.fallback'
-  %0 = "stax.kernel"(%a) ({
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.kernel' op body may hold only stax compute ops, found 'stax_graph.fallback'
+  %0 = "stax_graph.kernel"(%a) ({
   ^bb0(%x: tensor<4xf32>):
-    %f = "stax.fallback"(%x) {target = "aten.cumsum.default", call = "{}"} : (tensor<4xf32>) -> tensor<4xf32>
-    "stax.yield"(%f) : (tensor<4xf32>) -> ()
+    %f = "stax_graph.fallback"(%x) {target = "aten.cumsum.default", call = "{}"} : (tensor<4xf32>) -> tensor<4xf32>
+    "stax_graph.yield"(%f) : (tensor<4xf32>) -> ()
   }) : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -83,12 +83,55 @@ func.func @kernel_body_op(%a: tensor<4xf32>) {
 
 // kernel body foreign op
 func.func @kernel_body_foreign_op(%a: tensor<4xf32>) {
-  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax.kernel' op body may hold only stax compute ops, found 'arith.constant'
-  %0 = "stax.kernel"(%a) ({
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.kernel' op body may hold only stax compute ops, found 'arith.constant'
+  %0 = "stax_graph.kernel"(%a) ({
   ^bb0(%x: tensor<4xf32>):
     %c = arith.constant dense<1.0> : tensor<4xf32>
-    "stax.yield"(%c) : (tensor<4xf32>) -> ()
+    "stax_graph.yield"(%c) : (tensor<4xf32>) -> ()
   }) : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// kernel isolated
+func.func @kernel_isolated(%a: tensor<4xf32>) {
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.kernel' op is isolated from above, but 'stax.add' operand #1 is defined outside the kernel; pass it as a kernel input
+  %0 = "stax_graph.kernel"(%a) ({
+  ^bb0(%x: tensor<4xf32>):
+    %s = "stax.add"(%x, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    "stax_graph.yield"(%s) : (tensor<4xf32>) -> ()
+  }) : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// kernel no region
+func.func @kernel_no_region(%a: tensor<4xf32>) {
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.kernel' op must have one region, has 0
+  %0 = "stax_graph.kernel"(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// fallback region
+func.func @fallback_region(%a: tensor<4xf32>) {
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.fallback' op must not have regions
+  %0 = "stax_graph.fallback"(%a) ({
+  ^bb0:
+    %z = "stax.iota"() {dim = 0 : i64} : () -> tensor<4xf32>
+  }) {target = "aten.cumsum.default", call = "{}"} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// unknown structural op
+func.func @unknown_structural_op(%a: tensor<4xf32>) {
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: unknown structural op 'stax_graph.launch' (known: stax_graph.kernel, stax_graph.yield, stax_graph.fallback)
+  %0 = "stax_graph.launch"(%a) : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
 
@@ -97,8 +140,8 @@ func.func @kernel_body_foreign_op(%a: tensor<4xf32>) {
 // yield outside kernel
 func.func @yield_outside_kernel(%a: tensor<4xf32>) {
   "scf.execute_region"() ({
-  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:5: error: 'stax.yield' op must be the terminator of a stax.kernel body
-    "stax.yield"(%a) : (tensor<4xf32>) -> ()
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:5: error: 'stax_graph.yield' op must be the terminator of a stax_graph.kernel body
+    "stax_graph.yield"(%a) : (tensor<4xf32>) -> ()
   }) : () -> ()
   return
 }

@@ -139,19 +139,10 @@ func.func @slice_result(%a: tensor<8xf32>) {
 
 // -----
 
-// concat empty
-func.func @concat_empty() {
-  // ERR: invalid_views.mlir:[[# @LINE + 1]]:8: error: 'stax.concat' op needs at least one input
-  %0 = "stax.concat"() {dim = 0 : i64} : () -> tensor<4xf32>
-  return
-}
-
-// -----
-
 // concat dim not int
 func.func @concat_dim_not_int(%a: tensor<4xf32>) {
   // ERR: invalid_views.mlir:[[# @LINE + 1]]:8: error: 'stax.concat' op requires integer attribute 'dim', got "x"
-  %0 = "stax.concat"(%a) {dim = "x"} : (tensor<4xf32>) -> tensor<4xf32>
+  %0 = "stax.concat"(%a, %a) {dim = "x"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<8xf32>
   return
 }
 
@@ -168,17 +159,26 @@ func.func @concat_dim_range(%a: tensor<4xf32>) {
 
 // concat input type
 func.func @concat_input_type(%a: tensor<4xf32>) {
-  // ERR: invalid_views.mlir:[[# @LINE + 1]]:8: error: 'stax.concat' op input #0 has type tensor<4xf32>; expected rank 2 and element type f32
+  // ERR: invalid_views.mlir:[[# @LINE + 1]]:8: error: 'stax.concat' op operand 'lhs' has type tensor<4xf32>; expected rank 2 and element type f32
   %0 = "stax.concat"(%a, %a) {dim = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<8x1xf32>
   return
 }
 
 // -----
 
+// concat rhs type
+func.func @concat_rhs_type(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // ERR: invalid_views.mlir:[[# @LINE + 1]]:8: error: 'stax.concat' op operand 'rhs' has type tensor<4xf16>; expected rank 1 and element type f32
+  %0 = "stax.concat"(%a, %b) {dim = 0 : i64} : (tensor<4xf32>, tensor<4xf16>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
 // concat input size
-func.func @concat_input_size(%a: tensor<2x3xf32>) {
-  // ERR: invalid_views.mlir:[[# @LINE + 1]]:8: error: 'stax.concat' op input #0 has size 3 in dim 1; the result has 5
-  %0 = "stax.concat"(%a, %a) {dim = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x5xf32>
+func.func @concat_input_size(%a: tensor<2x5xf32>, %b: tensor<2x3xf32>) {
+  // ERR: invalid_views.mlir:[[# @LINE + 1]]:8: error: 'stax.concat' op operand 'rhs' has size 3 in dim 1; the result has 5
+  %0 = "stax.concat"(%a, %b) {dim = 0 : i64} : (tensor<2x5xf32>, tensor<2x3xf32>) -> tensor<4x5xf32>
   return
 }
 
@@ -186,7 +186,7 @@ func.func @concat_input_size(%a: tensor<2x3xf32>) {
 
 // concat sum
 func.func @concat_sum(%a: tensor<2x3xf32>) {
-  // ERR: invalid_views.mlir:[[# @LINE + 1]]:8: error: 'stax.concat' op inputs sum to 4 along dim 0 but the result has 5
+  // ERR: invalid_views.mlir:[[# @LINE + 1]]:8: error: 'stax.concat' op operands sum to 4 along dim 0 but the result has 5
   %0 = "stax.concat"(%a, %a) {dim = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
   return
 }

@@ -1,6 +1,7 @@
 // Upstream MLIR tools read stax IR through the generated IRDL file, with no Python
-// dialect loaded: torch-mlir-opt parses, verifies and prints it, and stax-opt reads
-// the result back.
+// dialect loaded: torch-mlir-opt parses, verifies and prints it. The structural ops
+// (stax_graph.kernel/yield/fallback) are unregistered ops by design, so upstream tools
+// need --allow-unregistered-dialect for them (and do not check them).
 //
 // IRDL checks only what IRDL can say: op names, operand/result counts and that they
 // are tensors, and that the declared attributes are present. The shape and type rules
@@ -8,9 +9,9 @@
 // passes here, while stax-opt rejects it (the STAX check). What IRDL
 // rejects is in irdl_upstream_invalid.mlir.
 //
-// RUN: torch-mlir-opt --irdl-file=%stax_irdl %s | FileCheck %s
-// RUN: torch-mlir-opt --irdl-file=%stax_irdl %s --mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
-// RUN: torch-mlir-opt --irdl-file=%stax_irdl %s | not stax-opt 2>&1 | FileCheck %s --check-prefix=STAX
+// RUN: torch-mlir-opt --irdl-file=%stax_irdl --allow-unregistered-dialect %s | FileCheck %s
+// RUN: torch-mlir-opt --irdl-file=%stax_irdl --allow-unregistered-dialect %s --mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
+// RUN: torch-mlir-opt --irdl-file=%stax_irdl --allow-unregistered-dialect %s | not stax-opt 2>&1 | FileCheck %s --check-prefix=STAX
 
 // CHECK-LABEL: func.func @ops
 // GENERIC: "func.func"
@@ -22,9 +23,17 @@ func.func @ops(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4xf32> {
   %1 = "stax.add"(%a, %0) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   // CHECK: "stax.reduce_sum"(%{{.*}}) {dims = array<i64: 1>, keepdim = false} : (tensor<4x8xf32>) -> tensor<4xf32>
   %2 = "stax.reduce_sum"(%1) {dims = array<i64: 1>, keepdim = false} : (tensor<4x8xf32>) -> tensor<4xf32>
-  // CHECK: "stax.fallback"(%{{.*}}) {call = "{}", target = "aten.cumsum.default"} : (tensor<4xf32>) -> tensor<4xf32>
-  %3 = "stax.fallback"(%2) {target = "aten.cumsum.default", call = "{}"} : (tensor<4xf32>) -> tensor<4xf32>
-  return %3 : tensor<4xf32>
+  // CHECK: "stax_graph.kernel"(%{{.*}}) ({
+  // CHECK: "stax.exp"
+  // CHECK: "stax_graph.yield"
+  %3 = "stax_graph.kernel"(%2) ({
+  ^bb0(%x: tensor<4xf32>):
+    %e = "stax.exp"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    "stax_graph.yield"(%e) : (tensor<4xf32>) -> ()
+  }) : (tensor<4xf32>) -> tensor<4xf32>
+  // CHECK: "stax_graph.fallback"(%{{.*}}) {call = "{}", target = "aten.cumsum.default"} : (tensor<4xf32>) -> tensor<4xf32>
+  %4 = "stax_graph.fallback"(%3) {target = "aten.cumsum.default", call = "{}"} : (tensor<4xf32>) -> tensor<4xf32>
+  return %4 : tensor<4xf32>
 }
 
 // CHECK-LABEL: func.func @lenient
