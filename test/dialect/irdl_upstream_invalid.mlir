@@ -23,7 +23,7 @@ func.func @missing_attribute(%a: tensor<4xf32>) {
 // -----
 
 func.func @structural(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // ERR: irdl_upstream_invalid.mlir:[[# @LINE + 1]]:8: error: operation being parsed with an unregistered dialect
+  // ERR: irdl_upstream_invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: operation being parsed with an unregistered dialect
   %0 = "stax_graph.fallback"(%a) {target = "aten.cumsum.default", call = "{}"} : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
