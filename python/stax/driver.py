@@ -448,8 +448,7 @@ class CompiledGraph:
                      notes=self.notes, input_names=self.input_names, guards=self.guards,
                      kernel_mlir=self.kernel_mlir,
                      kernel_names=[getattr(k, "name", f"k{i}") for i, k in enumerate(self.kernels)],
-                     kernel_nargs=[getattr(k, "n_args", None) for k in self.kernels],
-                     kernel_widths=[getattr(k, "vector_width", None) for k in self.kernels],
+                     kernel_init=[_kernel_init_args(k) for k in self.kernels],
                      fallbacks=fallbacks, constants=consts)
         torch.save(state, path)
 
@@ -458,9 +457,8 @@ class CompiledGraph:
         """Load what `save` wrote, in any process: the wrapper source runs as saved, the
         kernels are JIT-compiled again from their stored MLIR (no import, no passes)."""
         state = torch.load(path, weights_only=False)
-        kernels = [_reload_kernel(text, name, n_args, width) for text, name, n_args, width in
-                   zip(state["kernel_mlir"], state["kernel_names"], state["kernel_nargs"],
-                       state["kernel_widths"])]
+        kernels = [_reload_kernel(text, name, init) for text, name, init in
+                   zip(state["kernel_mlir"], state["kernel_names"], state["kernel_init"])]
         g = _base_globals(state["guards"], state["graph_id"])
         for i, k in enumerate(kernels):
             g[f"k{i}"] = k
@@ -474,7 +472,21 @@ class CompiledGraph:
                    kernel_mlir=state["kernel_mlir"])
 
 
-def _reload_kernel(text: str, name: str, n_args: int, width):
+_NOT_SAVED = ("self", "name", "mlir_text", "llvm_ir", "engine")
+
+
+def _kernel_init_args(k) -> dict:
+    """The CpuKernel constructor arguments (other than the code) to rebuild `k` with."""
+    import inspect
+    params = inspect.signature(type(k).__init__).parameters
+    out = {}
+    for p in params:
+        if p not in _NOT_SAVED:
+            out[p] = getattr(k, p, getattr(k, "_" + p, None))
+    return out
+
+
+def _reload_kernel(text: str, name: str, init: dict):
     """JIT one kernel again from the MLIR text `compile_kernel` lowered it to."""
     from stax.targets import llvm
     loader = getattr(llvm, "load_kernel", None)
@@ -487,7 +499,7 @@ def _reload_kernel(text: str, name: str, n_args: int, width):
         m = ir.Module.parse(text)
         PassManager.parse(llvm._PIPELINE).run(m.operation)
         engine = ExecutionEngine(m, opt_level=3)
-    k = llvm.CpuKernel(name, text, None, engine, n_args, width)
+    k = llvm.CpuKernel(name, text, None, engine, **init)
     k._context = ctx
     return k
 
