@@ -348,7 +348,8 @@ def _upstream_runner(spec: str) -> Callable[["ir.Module"], None]:
         except ValueError as e:
             msg = str(e)
             if "does not refer to a registered pass" in msg:
-                raise _unknown(base_name(spec)) from None
+                m = re.search(r"'([^']+)' does not refer to a registered pass", msg)
+                raise _unknown(m.group(1) if m else base_name(spec)) from None
             if first_err is None:
                 first_err = msg
     if not pms:
