@@ -165,7 +165,7 @@ def _make_unary(name: str, kind: str):
         if not _kind_ok(kind, et):
             return _fail(self, f"operand 'input' has element type {et}; expected "
                                f"{_KIND_WORDS[kind]} element type")
-        want_et = ir.IntegerType.get_signless(1) if name == "isnan" else et
+        want_et = ir.IntegerType.get_signless(1, context=self.operation.context) if name == "isnan" else et
         if list(tr.shape) != list(ti.shape) or tr.element_type != want_et:
             return _fail(self, f"result type {tr} must be tensor of shape {list(ti.shape)} "
                                f"and element type {want_et}")
@@ -480,7 +480,7 @@ def _make_arg_reduce(name: str):
         want = _reduced_shape(list(ti.shape), [dim], keep)
         if list(tr.shape) != want:
             return _fail(self, f"result shape {list(tr.shape)} must be {want}")
-        if tr.element_type != ir.IntegerType.get_signless(64):
+        if tr.element_type != ir.IntegerType.get_signless(64, context=self.operation.context):
             return _fail(self, f"result element type must be i64, got {tr.element_type}")
         return True
 

@@ -211,3 +211,22 @@ def test_strided_output_matches_requested_layout():
         k2 = compile_kernel(kop.operation, [x.stride()], [out.stride()], "k2")
         k2(x, out)
     torch.testing.assert_close(out, torch.tanh(x), rtol=2e-6, atol=2e-6)
+
+
+def test_column_reduction_over_batch_dim_with_full_output():
+    # Reduced dim precedes the kept (contiguous) dim: emitted in column mode.
+    x = torch.randn(37, 50)
+    S, R = ttype((37, 50), F32), ttype((1, 50), F32)
+    body = f'''    %s = "stax.reduce_sum"(%a0) {{dims = array<i64: 0>, keepdim = true}} : ({S}) -> {R}
+    %n = "stax.full"() {{value = 37.0 : f32}} : () -> {R}
+    %m = "stax.div"(%s, %n) : ({R}, {R}) -> {R}
+    %mb = "stax.broadcast_in_dim"(%m) {{dims = array<i64: 0, 1>}} : ({R}) -> {S}
+    %c = "stax.sub"(%a0, %mb) : ({S}, {S}) -> {S}
+    %mx = "stax.reduce_max"(%c) {{dims = array<i64: 0>, keepdim = true}} : ({S}) -> {R}
+    "stax_graph.yield"(%c, %m, %mx) : ({S}, {R}, {R}) -> ()'''
+    (c, m, mx), k = run_kernel(body, [x], [((37, 50), F32), ((1, 50), F32), ((1, 50), F32)])
+    mean = x.mean(0, keepdim=True)
+    torch.testing.assert_close(m, mean)
+    torch.testing.assert_close(c, x - mean)
+    torch.testing.assert_close(mx, (x - mean).amax(0, keepdim=True))
+    assert "vector.load" in k.mlir and k.vector_width == 16

@@ -571,12 +571,21 @@ class _KernelLowering:
         full_outs = [i for i, v in enumerate(self.yielded) if self._is_full_space(v)]
         row_outs = [i for i in range(len(self.yielded)) if i not in full_outs]
 
-        # Outer loops over kept dims, scalar.
+        inner_shape = [S[d] for d in D]
+        column = (em.W > 1 and outer_dims and D[-1] < outer_dims[-1]
+                  and S[outer_dims[-1]] >= em.W
+                  and not any(r.operation.name in ("stax.argmax", "stax.argmin")
+                              for r in self.reductions))
+        # Row mode: one row (all kept indices fixed) at a time, vectorized along the
+        # innermost reduced dim. Column mode (the reduced dims precede the last kept
+        # dim, e.g. a sum over the batch dim): W neighbouring rows at once, vectorized
+        # along the last kept dim, so loads stay contiguous.
+        loop_dims = outer_dims[:-1] if column else outer_dims
         opened = 0
         outer_idx = {}
         if not outer_dims:
             self.splittable = False
-        for k, d in enumerate(outer_dims):
+        for k, d in enumerate(loop_dims):
             iv = em.fresh()
             lo, hi = (self._part_range(S[d], 1) if k == 0
                       else (em.const(0, 'index'), em.const(S[d], 'index')))
@@ -587,7 +596,6 @@ class _KernelLowering:
             em.vars[iv] = Var(iv, S[d])
             outer_idx[d] = Aff.var(iv)
         self.outer_idx = outer_idx
-        inner_shape = [S[d] for d in D]
 
         def full_index(inner):
             idx = []
@@ -597,19 +605,125 @@ class _KernelLowering:
             return idx
 
         self.full_index = full_index
-        for p in phases:
-            self._emit_phase([r for r in self.reductions if phase[r] == p], inner_shape, full_index)
-        for i in row_outs:
-            self._store_row(i)
-        if full_outs:
-            def body(inner):
-                idx = full_index(inner)
-                for i in full_outs:
-                    self._store(i, self._eval(self.yielded[i], idx), idx, full=True)
-            self._loop_nest(inner_shape, body)
+
+        def rows_body(column_mode):
+            for p in phases:
+                reds = [r for r in self.reductions if phase[r] == p]
+                if column_mode:
+                    self._emit_phase_column(reds, inner_shape, full_index)
+                else:
+                    self._emit_phase(reds, inner_shape, full_index)
+            for i in row_outs:
+                self._store_row(i)
+            if full_outs:
+                def body(inner):
+                    idx = full_index(inner)
+                    for i in full_outs:
+                        self._store(i, self._eval(self.yielded[i], idx), idx, full=True)
+                if column_mode:
+                    self._plain_loops(inner_shape, body)
+                else:
+                    self._loop_nest(inner_shape, body)
+
+        if not column:
+            rows_body(False)
+        else:
+            last = outer_dims[-1]
+            n = S[last]
+            W = em.W
+            if loop_dims:
+                lo, hi = em.const(0, "index"), em.const(n, "index")
+                mid = em.const((n // W) * W, "index")
+            else:
+                lo, hi = self._part_range(n, W)
+                span = em.op(f"arith.subi {hi}, {lo} : index", "index")
+                q = em.op(f"arith.divui {span}, {em.const(W, 'index')} : index", "index")
+                q = em.op(f"arith.muli {q}, {em.const(W, 'index')} : index", "index")
+                mid = em.op(f"arith.addi {lo}, {q} : index", "index")
+            for a, b, step, lane in ((lo, mid, W, True), (mid, hi, 1, False)):
+                iv = em.fresh()
+                em.emit(f"scf.for {iv} = {a} to {b} step {em.const(step, 'index')} {{")
+                em.push()
+                em.vars[iv] = Var(iv, n, lane=lane)
+                outer_idx[last] = Aff.var(iv)
+                saved = em.W
+                if lane:
+                    em.lane_var = iv
+                else:
+                    em.W = 1
+                rows_body(True)
+                em.lane_var = None
+                em.W = saved
+                em.pop()
+                em.emit("}")
         for _ in range(opened):
             em.pop()
             em.emit("}")
+
+    def _plain_loops(self, shape, body):
+        """Step-1 loops over `shape` that keep the current lane setting."""
+        em = self.em
+        idx = []
+        for n in shape:
+            iv = em.fresh()
+            em.emit(f"scf.for {iv} = {em.const(0, 'index')} to {em.const(n, 'index')} "
+                    f"step {em.const(1, 'index')} {{")
+            em.push()
+            em.vars[iv] = Var(iv, n)
+            idx.append(Aff.var(iv))
+        body(idx)
+        for _ in shape:
+            em.pop()
+            em.emit("}")
+
+    def _emit_phase_column(self, reds, inner_shape, full_index):
+        """Reductions along step-1 loops, one accumulator lane per kept-dim neighbour."""
+        em = self.em
+        vec = em.lane_var is not None and em.W > 1
+        specs = [(r, r.operation.name.split(".")[1], dtype_of(_etype(r.operands[0]))) for r in reds]
+        types = [em.vt(dt.comp, vec) for _, _, dt in specs]
+        cur = []
+        for (r, kind, dt), ty in zip(specs, types):
+            fl = dt.comp.startswith("f")
+            start = {"reduce_sum": 0.0 if fl else 0, "reduce_prod": 1.0 if fl else 1,
+                     "reduce_max": _lowest(dt.comp, dt.unsigned),
+                     "reduce_min": _highest(dt.comp, dt.unsigned)}[kind]
+            cur.append(em.splat(start, ty))
+        ivs, res_names = [], []
+        for n in inner_shape:
+            iv = em.fresh()
+            res = [em.fresh() for _ in cur]
+            iters = [em.fresh() for _ in cur]
+            res_names.append(res)
+            em.emit(f"{', '.join(res)} = scf.for {iv} = {em.const(0, 'index')} to "
+                    f"{em.const(n, 'index')} step {em.const(1, 'index')} iter_args("
+                    + ", ".join(f"{i} = {c}" for i, c in zip(iters, cur))
+                    + ") -> (" + ", ".join(types) + ") {")
+            em.push()
+            em.vars[iv] = Var(iv, n)
+            ivs.append(iv)
+            cur = iters
+        idx = full_index([Aff.var(v) for v in ivs])
+        new = []
+        for (r, kind, dt), acc, ty in zip(specs, cur, types):
+            x = self._eval(r.operands[0], idx)
+            xs = em.to_vec(x) if vec else x.ssa
+            fl = dt.comp.startswith("f")
+            u = dt.unsigned or dt.comp == "i1"
+            op = {"reduce_sum": "addf" if fl else "addi", "reduce_prod": "mulf" if fl else "muli",
+                  "reduce_max": "maximumf" if fl else ("maxui" if u else "maxsi"),
+                  "reduce_min": "minimumf" if fl else ("minui" if u else "minsi")}[kind]
+            if dt.comp == "i1":
+                op = {"reduce_sum": "ori", "reduce_max": "ori", "reduce_prod": "andi",
+                      "reduce_min": "andi"}[kind]
+            new.append(em.op(f"arith.{op} {acc}, {xs} : {ty}", ty))
+        for k in range(len(inner_shape)):
+            em.emit("scf.yield " + ", ".join(new) + " : " + ", ".join(types))
+            em.pop()
+            em.emit("}")
+            new = res_names[len(inner_shape) - 1 - k]
+        for (r, kind, dt), v in zip(specs, new):
+            self.row_vals[r.results[0]] = _Val(v, vec, dt.comp)
 
     def _is_full_space(self, v):
         """Does v vary along the reduced dims (i.e. is it computed per element)?"""
