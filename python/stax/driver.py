@@ -903,22 +903,30 @@ def _emit_fallback(op, em: _Emitter, vals, define, fallback_ops):
     except Exception:
         predicted = None
     results = list(op.operation.results)
+    # Where each result sits in what the op returns (tuple results; None entries have
+    # no result). Without the attribute the op returns one tensor.
+    positions = (list(ir.DenseI64ArrayAttr(attrs["result_positions"]))
+                 if "result_positions" in attrs else None)
     tmp = em.new_var()
     em.emit(f"{tmp} = {fname}({arg_src})  # {target}")
     for i, r in enumerate(results):
+        pos = positions[i] if positions is not None else None
         shape, dtype = _tensor_type(r)
         st = None
-        if predicted is not None and i < len(predicted) and isinstance(predicted[i], torch.Tensor):
-            st = tuple(predicted[i].stride())
+        if predicted is not None:
+            p = predicted[pos] if pos is not None and pos < len(predicted) else (
+                predicted[0] if pos is None and len(predicted) == 1 else None)
+            if isinstance(p, torch.Tensor):
+                st = tuple(p.stride())
         if st is None:
             st = contiguous_strides(shape)
-        var = tmp if len(results) == 1 else em.new_var()
-        if len(results) != 1:
-            em.emit(f"{var} = {tmp}[{i}]")
+        var = tmp if pos is None else em.new_var()
+        if pos is not None:
+            em.emit(f"{var} = {tmp}[{pos}]")
         # the kernels downstream were compiled for `st`: make sure that is what we have
         em.emit(f"if {var}.stride() != {st!r}:")
         em.emit(f"{var} = _restride({var}, {shape!r}, {st!r})", 2)
         define(r, var, st, root_dynamic=True)
-    if len(results) != 1:
+    if positions is not None:
         em.emit(f"del {tmp}")
     fallback_ops.append(target)
