@@ -1,0 +1,115 @@
+"""Whole small models (test/python/models.py) through `torch.compile(backend="stax")`,
+inference, compared with eager on fresh random inputs, float32 and bfloat16.
+
+Every test asserts the route: the graph compiled natively (`stax_route == "stax-cpu"`),
+no op ran through PyTorch except the expected ones (conv runs as a fallback op), and
+STAX_STRICT=1 turns a lowering failure into an error.
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import stax.backend as B
+from models import MODEL_NAMES, make_inputs, make_model
+
+F32, BF16 = torch.float32, torch.bfloat16
+TOL = {F32: dict(rtol=1e-5, atol=1e-5), BF16: dict(rtol=2e-2, atol=2e-2)}
+
+# (batch, seq) per model: small enough that the file runs in well under a minute
+SIZES = {"mlp": (2, 16), "gpt2": (2, 32), "gpt2_sdpa": (2, 32), "llama": (2, 32),
+         "conv_bn_relu": (2, 12)}
+# ops stax leaves to PyTorch inside an otherwise native graph
+EXPECTED_FALLBACK = {"conv_bn_relu": ["aten.convolution.default"]}
+
+
+@pytest.fixture(autouse=True)
+def _strict(monkeypatch):
+    monkeypatch.setenv("STAX_STRICT", "1")
+    monkeypatch.delenv("STAX_DEBUG", raising=False)
+    torch._dynamo.reset()
+    B.clear()
+    torch.manual_seed(0)
+    yield
+    torch._dynamo.reset()
+    B.clear()
+
+
+def _check_route(name):
+    assert len(B.compiled_callables) == 1, (
+        f"expected one compiled graph, got {len(B.compiled_callables)} (graph break or "
+        "recompile)")
+    c = B.compiled_callables[0]
+    assert c.stax_route == "stax-cpu", f"route {c.stax_route}: {c.stax_fallback_reason}"
+    assert c.stax_fallback_reason is None
+    expected = EXPECTED_FALLBACK.get(name, [])
+    if expected:
+        for op in expected:
+            assert op in c.stax_fallback_ops, c.stax_fallback_ops
+        assert set(c.stax_fallback_ops) <= set(expected), c.stax_fallback_ops
+    else:
+        assert c.stax_fallback_ops == [], c.stax_fallback_ops
+    assert c.stax_kernel_count >= 1
+    return c
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_model_inference(name, dtype):
+    model = make_model(name, dtype)
+    ref_model = copy.deepcopy(model)
+    batch, seq = SIZES[name]
+    cm = torch.compile(model, backend="stax", fullgraph=True)
+    with torch.no_grad():
+        for which in ("A", "B"):
+            (x,) = make_inputs(name, batch, seq, dtype)
+            ref = ref_model(x.clone())
+            out = cm(x)
+            assert out.dtype == ref.dtype and out.shape == ref.shape
+            assert torch.isfinite(ref).all()
+            torch.testing.assert_close(out, ref, **TOL[dtype],
+                                       msg=lambda m: f"{name} {dtype} inputs {which}: {m}")
+    c = _check_route(name)
+    if name != "conv_bn_relu":
+        assert c.stax_library_calls, "the linear layers should run as library matmuls"
+
+
+def test_model_with_grad_enabled_forward():
+    # parameters require grad and autograd is on: aot_autograd compiles a forward graph
+    # (the backward is compiled lazily and not needed here)
+    model = make_model("gpt2", F32)
+    ref_model = copy.deepcopy(model)
+    cm = torch.compile(model, backend="stax", fullgraph=True)
+    (x,) = make_inputs("gpt2", 2, 16, F32)
+    out = cm(x)
+    torch.testing.assert_close(out, ref_model(x), **TOL[F32])
+    c = _check_route("gpt2")
+    assert any("forward" in g.graph_id for g in c.stax_graphs), [g.graph_id for g in c.stax_graphs]
+
+
+def test_gpt2_sdpa_matches_explicit_attention():
+    # the two attention formulations of the same weights agree through stax
+    m1 = make_model("gpt2", F32)
+    m2 = make_model("gpt2_sdpa", F32)
+    m2.load_state_dict(m1.state_dict())
+    (x,) = make_inputs("gpt2", 2, 24, F32)
+    with torch.no_grad():
+        a = torch.compile(m1, backend="stax", fullgraph=True)(x)
+        b = torch.compile(m2, backend="stax", fullgraph=True)(x)
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    for c in B.compiled_callables:
+        assert c.stax_route == "stax-cpu" and c.stax_fallback_ops == []
+
+
+def test_model_api_sizes():
+    # the constructor kwargs and make_inputs are the API the benchmarks rely on
+    m = make_model("llama", F32, dim=32, n_heads=2, hidden=48, max_seq=16)
+    (x,) = make_inputs("llama", 3, 8, F32, dim=32)
+    assert x.shape == (3, 8, 32) and m(x).shape == (3, 8, 32)
+    m = make_model("mlp", BF16, in_features=16, hidden=24, out_features=8)
+    (x,) = make_inputs("mlp", 2, 4, BF16, dim=16)
+    assert m(x).shape == (2, 4, 8) and m(x).dtype == BF16
+    (x,) = make_inputs("conv_bn_relu", 2, 10, F32)
+    assert x.shape == (2, 3, 10, 10)
