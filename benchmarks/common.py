@@ -248,3 +248,37 @@ def _make_gpt2_class():
 
 def _GPT2Block(hidden, heads, seq):
     return _make_gpt2_class()(hidden, heads, seq)
+
+
+def mlp(d_in: int = 512, d_hidden: int = 2048, d_out: int = 512):
+    """A small MLP (LayerNorm -> Linear -> GELU(tanh) -> Linear, residual) in eval mode.
+    Uses `MLP` from test/python/models.py when it exists and accepts these sizes;
+    otherwise the definition below. Returns (module, source_label)."""
+    sys.path.insert(0, os.path.join(REPO, "test", "python"))
+    try:
+        from models import MLP  # type: ignore
+        for args in ((d_in, d_hidden, d_out), ()):
+            try:
+                return MLP(*args).eval(), f"test/python/models.py MLP{args}"
+            except TypeError:
+                continue
+    except Exception:  # noqa: BLE001 - models.py absent or broken: own MLP
+        pass
+    finally:
+        sys.path.pop(0)
+    import torch
+    from torch import nn
+
+    class _MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = nn.LayerNorm(d_in)
+            self.fc1 = nn.Linear(d_in, d_hidden)
+            self.fc2 = nn.Linear(d_hidden, d_out)
+
+        def forward(self, x):
+            h = self.fc1(self.ln(x))
+            h = torch.nn.functional.gelu(h, approximate="tanh")
+            return self.fc2(h) + x
+
+    return _MLP().eval(), f"benchmarks/common.py MLP({d_in}, {d_hidden}, {d_out})"
