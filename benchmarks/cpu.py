@@ -130,7 +130,8 @@ def build_report(results, state, cmdline, warm):
     L.append("- one-time backend warm-up (trivial function, not charged to any case): " +
              ", ".join(f"{b} {s:.2f} s" for b, s in warm.items()))
     L.append("- all three run in one process with the same torch thread count; stax "
-             "kernels are single-threaded, its matmuls run through torch (library calls)")
+             "splits large kernels over torch.get_num_threads() parts (its own thread "
+             "pool) and runs matmuls through torch (library calls)")
     L.append("")
     L.append("## Results\n")
     L.append("Times are medians of N timed runs after warm-up. speedup = eager_ms / "
