@@ -35,10 +35,23 @@ if [ -d /opt/wheels ]; then
   PIP+=(--find-links /opt/wheels)
 fi
 
+# pip stays quiet except for errors (and drops the noise about local index paths
+# that this machine's pip config names but that do not exist)
+pip_install() {
+  set +e
+  "${PIP[@]}" "$@" 2>&1 | grep -v "is ignored: it is neither a file nor a directory"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  if [ "$rc" -ne 0 ]; then
+    echo "setup_env: pip install $* failed (exit $rc)" >&2
+    exit "$rc"
+  fi
+}
+
 echo "setup_env: installing torch==2.13.0 (CPU)"
-"${PIP[@]}" "torch==2.13.0"
+pip_install "torch==2.13.0"
 echo "setup_env: installing stax (editable) with test extras"
-"${PIP[@]}" -e '.[test]'
+pip_install -e '.[test]'
 
 # the CPU build must have stayed (a dependency must not have replaced it)
 "$VENV/bin/python" - <<'PY'
