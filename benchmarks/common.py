@@ -282,3 +282,32 @@ def mlp(d_in: int = 512, d_hidden: int = 2048, d_out: int = 512):
             return self.fc2(h) + x
 
     return _MLP().eval(), f"benchmarks/common.py MLP({d_in}, {d_hidden}, {d_out})"
+
+
+def median_ms_interleaved(fns: dict, args, *, warmup: int = 2, rounds: int = 5,
+                          min_runs: int = 10, max_runs: int = 200,
+                          target_s: float = 1.0) -> dict:
+    """Like `median_ms` for several callables at once, but their timed runs are
+    interleaved in `rounds` rounds (order rotated every round), so that load from other
+    processes on a shared machine hits all of them alike. Returns name -> (median ms, N)."""
+    import torch
+    names = list(fns)
+    per = {}
+    with torch.no_grad():
+        for n in names:
+            t0 = time.perf_counter()
+            for _ in range(warmup):
+                fns[n](*args)
+            per[n] = (time.perf_counter() - t0) / max(warmup, 1)
+        counts = {n: int(min(max_runs, max(min_runs, target_s / max(per[n], 1e-6))))
+                  for n in names}
+        times = {n: [] for n in names}
+        for r in range(rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for n in order:
+                k = -(-counts[n] // rounds)
+                for _ in range(k):
+                    t = time.perf_counter()
+                    fns[n](*args)
+                    times[n].append(time.perf_counter() - t)
+    return {n: (statistics.median(times[n]) * 1e3, len(times[n])) for n in names}

@@ -6,7 +6,8 @@ all in ONE process, same thread count.
 For each case: cold compile time (torch._dynamo.reset(), then the first call: Dynamo +
 AOT + backend compile + one run), correctness against eager (max abs error, dtype-aware
 tolerance), then steady state (warm-up, then the median of N timed runs, N >= 10 and
-adaptive to about 1 s). STAX_STRICT=1 is set before torch is imported, so a stax fallback
+adaptive to about 1.5 s; the runs of eager/inductor/stax are interleaved in 5 rounds so
+that load from other processes hits all three alike). STAX_STRICT=1 is set before torch is imported, so a stax fallback
 raises and shows as FAILED instead of being timed as stax; for stax the route must be
 "stax-cpu". Inductor's caches are disabled and its cache dir is a fresh tmpdir.
 
@@ -74,7 +75,7 @@ def run_case(name, fn, args, target_s):
     r = {"name": name}
     with torch.no_grad():
         ref = fn(*args)
-    r["eager_ms"], r["eager_n"] = common.median_ms(fn, args, target_s=target_s)
+    timed = {"eager": fn}
     for backend in ("inductor", "stax"):
         stax.backend.clear()
         compiled, out, cold, err = common.compile_cold(fn, args, backend)
@@ -92,20 +93,22 @@ def run_case(name, fn, args, target_s):
                     err = f"route {rep.route!r} != 'stax-cpu': {rep.fallback_reason}"
         if err is not None:
             r[f"{backend}_error"] = err
-            print(f"  {backend}: FAILED: {err.splitlines()[0][:300]}", flush=True)
+            print(f"  {backend}: FAILED (cold attempt {cold:.2f} s): "
+                  f"{' '.join(err.split())[:400]}", flush=True)
             continue
         r[f"{backend}_err"], r[f"{backend}_ok"] = common.compare(out, ref)
-        r[f"{backend}_ms"], r[f"{backend}_n"] = common.median_ms(compiled, args,
-                                                                 target_s=target_s)
+        timed[backend] = compiled
         extra = ""
         if backend == "stax":
-            extra = (f", route {r['stax_route']}, kernels {r['stax_kernels']}, "
+            extra = (f"; route {r['stax_route']}, kernels {r['stax_kernels']}, "
                      f"library calls {r['stax_library_calls']}, "
                      f"fallback ops {r['stax_fallback_ops']}")
-        print(f"  {backend}: cold {cold:.2f} s, {r[backend + '_ms']:.3f} ms "
-              f"(median of {r[backend + '_n']}), max abs err {r[backend + '_err']:.2e} "
+        print(f"  {backend}: cold {cold:.2f} s, max abs err {r[backend + '_err']:.2e} "
               f"{'ok' if r[backend + '_ok'] else 'MISMATCH'}{extra}", flush=True)
-    print(f"  eager: {r['eager_ms']:.3f} ms (median of {r['eager_n']})", flush=True)
+    # steady state: all variants interleaved (a shared machine's load hits them alike)
+    for k, (ms, n) in common.median_ms_interleaved(timed, args, target_s=target_s).items():
+        r[f"{k}_ms"], r[f"{k}_n"] = ms, n
+        print(f"  {k}: {ms:.3f} ms (median of {n})", flush=True)
     torch._dynamo.reset()
     return r
 
@@ -134,7 +137,8 @@ def build_report(results, state, cmdline, warm):
              "pool) and runs matmuls through torch (library calls)")
     L.append("")
     L.append("## Results\n")
-    L.append("Times are medians of N timed runs after warm-up. speedup = eager_ms / "
+    L.append("Times are medians of N timed runs after warm-up (eager, inductor and stax "
+             "interleaved in 5 rounds). speedup = eager_ms / "
              "stax_ms; vs inductor = stax_ms / inductor_ms (lower is better); cold = "
              "first call after `torch._dynamo.reset()` (Dynamo + AOT + compile + one run); "
              "cold ratio = stax_cold / inductor_cold.\n")
