@@ -190,9 +190,8 @@ def gpt2_block(hidden: int = 768, heads: int = 12, seq: int = 256):
     sys.path.insert(0, os.path.join(REPO, "test", "python"))
     try:
         from models import GPT2Block  # type: ignore
-        for kw in ({"hidden": hidden, "heads": heads, "seq": seq},
-                   {"hidden": hidden, "heads": heads},
-                   {"d_model": hidden, "n_head": heads}):
+        for kw in ({"dim": hidden, "n_heads": heads, "max_seq": seq},
+                   {"dim": hidden, "n_heads": heads}):
             try:
                 return GPT2Block(**kw).eval(), f"test/python/models.py GPT2Block({kw})"
             except TypeError:
@@ -259,7 +258,8 @@ def mlp(d_in: int = 512, d_hidden: int = 2048, d_out: int = 512):
         from models import MLP  # type: ignore
         for args in ((d_in, d_hidden, d_out), ()):
             try:
-                return MLP(*args).eval(), f"test/python/models.py MLP{args}"
+                return MLP(*args).eval(), (f"test/python/models.py MLP{args} "
+                                           f"(Linear+GELU layers, then Linear)")
             except TypeError:
                 continue
     except Exception:  # noqa: BLE001 - models.py absent or broken: own MLP
