@@ -24,6 +24,23 @@ SIZES = {"mlp": (2, 16), "gpt2": (2, 32), "gpt2_sdpa": (2, 32), "llama": (2, 32)
 # ops stax leaves to PyTorch inside an otherwise native graph
 EXPECTED_FALLBACK = {"conv_bn_relu": ["aten.convolution.default"]}
 
+# Real stax bugs (minimal reproducers: test_numerics_ops.py::test_bug_*). Strict xfail:
+# fixing the bug turns these into XPASS failures, so the mark must then be removed.
+BUG_VIEW_OF_STRIDED = (
+    "driver._view_layout catches only RuntimeError, but torch raises ValueError for a "
+    "reshape that is no view of a permuted layout: the bmm operands of multi-head "
+    "attention (view->permute->expand->clone->view to [B*H, T, D]) fail to compile "
+    "instead of becoming copy kernels (test_bug_bmm_of_transposed_4d_view)")
+BUG_BOOL_FULL = (
+    "importer emits stax.full {value = true} for the bool tril mask that "
+    "sdpa(is_causal=True) decomposes into; the verifier rejects the bool attribute "
+    "(test_bug_bool_full)")
+KNOWN_BUGS = {
+    "gpt2": BUG_VIEW_OF_STRIDED,
+    "gpt2_sdpa": BUG_BOOL_FULL + "; then " + BUG_VIEW_OF_STRIDED,
+    "llama": BUG_VIEW_OF_STRIDED,
+}
+
 
 @pytest.fixture(autouse=True)
 def _strict(monkeypatch):
@@ -57,7 +74,9 @@ def _check_route(name):
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
 @pytest.mark.parametrize("name", MODEL_NAMES)
-def test_model_inference(name, dtype):
+def test_model_inference(name, dtype, request):
+    if name in KNOWN_BUGS:
+        request.node.add_marker(pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[name]))
     model = make_model(name, dtype)
     ref_model = copy.deepcopy(model)
     batch, seq = SIZES[name]
@@ -76,6 +95,7 @@ def test_model_inference(name, dtype):
         assert c.stax_library_calls, "the linear layers should run as library matmuls"
 
 
+@pytest.mark.xfail(strict=True, reason=BUG_VIEW_OF_STRIDED)
 def test_model_with_grad_enabled_forward():
     # parameters require grad and autograd is on: aot_autograd compiles a forward graph
     # (the backward is compiled lazily and not needed here)
@@ -89,6 +109,7 @@ def test_model_with_grad_enabled_forward():
     assert any("forward" in g.graph_id for g in c.stax_graphs), [g.graph_id for g in c.stax_graphs]
 
 
+@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["gpt2_sdpa"])
 def test_gpt2_sdpa_matches_explicit_attention():
     # the two attention formulations of the same weights agree through stax
     m1 = make_model("gpt2", F32)

@@ -28,6 +28,24 @@ I64, I32 = torch.int64, torch.int32
 
 TOL = {F32: (1e-5, 1e-5), BF16: (2e-2, 2e-2), F16: (1e-3, 1e-3), torch.float64: (1e-9, 1e-9)}
 
+# Real stax bugs these tests found (minimal reproducers are the test_bug_* tests below).
+# The cases stay in the sweep, marked strict xfail, so fixing the bug flips them to XPASS.
+BUG_VIEW_OF_STRIDED = (
+    "driver._view_layout catches only RuntimeError around `_meta(src).view(shape)`, but "
+    "torch raises ValueError ('Cannot view a tensor with shape ... and strides ...') for a "
+    "reshape that is not a view of a permuted/expanded layout, so the bmm operand of a "
+    "transposed 4-D matmul (view->permute->expand->clone->view) is never turned into a "
+    "copy kernel and the graph fails to compile")
+BUG_BOOL_FULL = (
+    "importer emits `stax.full {value = true}` for a bool fill (torch.ones(..., "
+    "dtype=torch.bool), the tril mask of sdpa(is_causal=True)); the stax.full verifier "
+    "rejects the bool attribute: \"'stax.full' op requires scalar attribute 'value', got "
+    "true\"")
+BUG_DEL_ROOT = (
+    "driver wrapper codegen `del`s a root buffer after its first as_strided view, then "
+    "emits a second view of a view (e.g. t(t(mm))) as as_strided(<deleted root>) -> "
+    "UnboundLocalError at run time (hits every linear weight gradient in backward)")
+
 
 @pytest.fixture(autouse=True)
 def _strict(monkeypatch):
@@ -87,6 +105,10 @@ def check_route(fallback_ops=()):
         else:
             for op in fallback_ops:
                 assert op in c.stax_fallback_ops, (op, c.stax_fallback_ops)
+
+
+def xfail(request, reason):
+    request.node.add_marker(pytest.mark.xfail(strict=True, reason=reason))
 
 
 def run_case(fn, make_inputs, *, tol=None, fallback_ops=()):
@@ -239,20 +261,20 @@ BCAST = {
 }
 
 
-@pytest.mark.parametrize("dtype", FLOATS, ids=str)
-@pytest.mark.parametrize("bcast", list(BCAST))
-@pytest.mark.parametrize("name", list(BINARY))
+# bf16 floor/trunc-based ops are not compared: eager rounds the quotient to bf16 before
+# flooring/truncating, stax keeps it in f32 until the store, so near-integer quotients
+# legitimately differ by one whole step. Broadcast patterns beyond same/row: f32 only.
+_FLOOR_OPS = ("remainder", "floor_divide", "div_trunc")
+BINARY_PARAMS = [(n, bc, d) for n in BINARY for bc in BCAST for d in FLOATS
+                 if d == F32 or (bc in ("same", "row") and n not in _FLOOR_OPS)]
+
+
+@pytest.mark.parametrize("name,bcast,dtype", BINARY_PARAMS,
+                         ids=[f"{n}-{b}-{str(d)[6:]}" for n, b, d in BINARY_PARAMS])
 def test_binary(name, bcast, dtype):
-    if bcast not in ("same", "row") and dtype == BF16:
-        pytest.skip("broadcast patterns are covered in float32")
     fn, mk = BINARY[name]
     sa, sb = BCAST[bcast]
-    tol = None
-    if name in ("remainder", "floor_divide") and dtype == BF16:
-        # eager rounds the quotient to bf16 before flooring; near-integer quotients can
-        # floor differently (one whole divisor apart): compare in f32 semantics instead.
-        pytest.skip("bf16 floor-based ops are not comparable op-by-op")
-    run_case(fn, lambda: mk(sa, sb, dtype), tol=tol)
+    run_case(fn, lambda: mk(sa, sb, dtype))
 
 
 SCALAR_FNS = {
@@ -276,11 +298,13 @@ SCALAR_FNS = {
 }
 
 
-@pytest.mark.parametrize("dtype", FLOATS, ids=str)
-@pytest.mark.parametrize("name", list(SCALAR_FNS))
+SCALAR_PARAMS = [(n, d) for n in SCALAR_FNS for d in FLOATS
+                 if d == F32 or n not in ("rem_s", "rem_neg_s", "floordiv_s")]
+
+
+@pytest.mark.parametrize("name,dtype", SCALAR_PARAMS,
+                         ids=[f"{n}-{str(d)[6:]}" for n, d in SCALAR_PARAMS])
 def test_binary_scalar(name, dtype):
-    if dtype == BF16 and name in ("rem_s", "rem_neg_s", "floordiv_s"):
-        pytest.skip("bf16 floor-based ops are not comparable op-by-op")
     run_case(SCALAR_FNS[name], lambda: (rnd(S, dtype, nonzero=True),))
 
 
@@ -447,7 +471,7 @@ RED = {
     "std_multi_keep": lambda x: x.std((0, 2), keepdim=True),
     "var_mean": lambda x: torch.var_mean(x, -1),
     "logsumexp": lambda x: torch.logsumexp(x, -1),
-    "norm": lambda x: torch.linalg.vector_norm(x, dim=-1),
+    "norm_manual": lambda x: x.pow(2).sum(-1).sqrt(),
 }
 R3 = (3, 5, 33)
 
@@ -500,7 +524,7 @@ VIEWS = {
     "slice_step": (lambda x: x[:, 1::3] * 2, (4, 33)),
     "slice_neg": (lambda x: x[1:-1, -7:] + 1, (4, 33)),
     "slice_out": (lambda x: x[:, 2:20:2], (4, 33)),
-    "select": (lambda x: x[:, 3] + x[2], R3),
+    "select": (lambda x: (x[:, 3] * 2, x[2] + 1), R3),
     "select_neg": (lambda x: x.select(-1, -1) * 2, R3),
     "squeeze_unsqueeze": (lambda x: x.unsqueeze(1).squeeze(1).unsqueeze(-1) + 1, (4, 33)),
     "squeeze_dim": (lambda x: x[:, :1].squeeze(1) * 2, (4, 33)),
@@ -523,12 +547,12 @@ VIEWS = {
 }
 
 
-@pytest.mark.parametrize("dtype", [F32, BF16, I64], ids=str)
-@pytest.mark.parametrize("name", list(VIEWS))
+VIEW_PARAMS = [(n, d) for n in VIEWS for d in (F32, BF16, I64) if not (d == I64 and n == "t_plus")]
+
+
+@pytest.mark.parametrize("name,dtype", VIEW_PARAMS, ids=[f"{n}-{str(d)[6:]}" for n, d in VIEW_PARAMS])
 def test_view(name, dtype):
     fn, shape = VIEWS[name]
-    if dtype == I64 and name in ("t_plus",):
-        pytest.skip("exp on int")
     run_case(fn, lambda: (rnd(shape, dtype),))
 
 
@@ -555,7 +579,8 @@ def test_softmax_large(log):
     run_case(lambda x: f(x * 3, dim=-1), lambda: (rnd(L),))
 
 
-def test_softmax_masked_causal():
+def test_softmax_masked_causal(request):
+    xfail(request, BUG_BOOL_FULL)
     def fn(x):
         n = x.shape[-1]
         mask = torch.ones(n, n, dtype=torch.bool).tril()
@@ -612,8 +637,10 @@ MM = {
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("name", list(MM))
-def test_matmul(name, dtype):
+def test_matmul(name, dtype, request):
     fn, shapes = MM[name]
+    if name == "matmul_bcast_4d":
+        xfail(request, BUG_VIEW_OF_STRIDED)
     tol = None
     if dtype == F32 and name == "mm_large":
         tol = (1e-4, 1e-4)  # K=1024 dot products
@@ -664,3 +691,31 @@ def test_cumsum_falls_back_but_route_is_native():
     # cumsum has no stax handler: it runs through PyTorch inside the compiled graph
     run_case(lambda x: torch.cumsum(x * 2, -1) + 1, lambda: (rnd(S),),
              fallback_ops=("aten.cumsum.default",))
+
+
+def test_vector_norm_is_a_fallback_op():
+    # coverage gap, not a wrong result: aten.linalg_vector_norm has no importer handler
+    # (and no core-ATen decomposition), so it runs through PyTorch inside the graph
+    run_case(lambda x: torch.linalg.vector_norm(x, dim=-1) + 1, lambda: (rnd(R3),),
+             fallback_ops=("aten.linalg_vector_norm.default",))
+
+
+# ----------------------------------------------------------------------------- minimal bug reproducers
+
+@pytest.mark.xfail(strict=True, reason=BUG_VIEW_OF_STRIDED)
+def test_bug_bmm_of_transposed_4d_view():
+    def fn(x):
+        q = x.view(2, 8, 4, 16).transpose(1, 2)  # [2, 4, 8, 16], non-contiguous
+        return q @ q.transpose(-2, -1)
+    run_case(fn, lambda: (rnd((2, 8, 64)),))
+
+
+@pytest.mark.xfail(strict=True, reason=BUG_BOOL_FULL)
+def test_bug_bool_full():
+    run_case(lambda x: torch.where(torch.ones(4, 33, dtype=torch.bool), x, 0.0),
+             lambda: (rnd(S),))
+
+
+@pytest.mark.xfail(strict=True, reason=BUG_DEL_ROOT)
+def test_bug_view_of_view_of_matmul_result():
+    run_case(lambda a, b: (a @ b).t().t(), lambda: (rnd((4, 16)), rnd((16, 8))))
