@@ -155,7 +155,7 @@ def build_report(results, state, cmdline, warm):
         err_s = "FAILED" if "stax_error" in r else \
             f"{r['stax_err']:.1e} {'ok' if r['stax_ok'] else 'MISMATCH'}"
         L.append(f"| {r['name']} | {e:.3f} | {fmt(i, '.3f')} | {fmt(s, '.3f')} | "
-                 f"{fmt(e / s if s else None, '.2f')}x | "
+                 f"{fmt(e / s if s else None, '.2f')}{'x' if s else ''} | "
                  f"{fmt(s / i if s and i else None, '.2f')} | {fmt(ic, '.2f')} | "
                  f"{fmt(sc, '.2f')} | {fmt(sc / ic if sc and ic else None, '.3f')} | "
                  f"{err_i} / {err_s} | {r.get('stax_kernels', '-')} | "
