@@ -392,6 +392,8 @@ class _KernelLowering:
     def _lower(self, width):
         self.em = em = _Emitter(width)
         self.row_vals = {}
+        self.stash = None
+        self.stash_active = False
         self.splittable = True
         params = ", ".join(f"{a.name}: {a.memref}" for a in self.inputs + self.outputs)
         params += ", %part: index, %nparts: index"
@@ -606,6 +608,27 @@ class _KernelLowering:
 
         self.full_index = full_index
 
+        # Stash: in the last reduction phase, the per-element value it reduces (softmax's
+        # exp(x - max)) is also written to a full-row output buffer, and the output phase
+        # reads it back instead of recomputing it (one exp per element, not two). Only
+        # where the output holds the compute type exactly (f32/f64), so no rounding.
+        self.stash = None
+        self.stash_active = False
+        if not column and phases:
+            last_inputs = [r.operands[0] for r in self.reductions if phase[r] == phases[-1]]
+            for i in full_outs:
+                out = self.outputs[i]
+                if out.dtype.mem != out.dtype.comp or _shape(self.yielded[i]) != S:
+                    continue
+                for c in last_inputs:
+                    if c in self.defining and _shape(c) == S and \
+                            self.defining[c].operation.name not in _VIEWS and \
+                            self._depends_on(self.yielded[i], c):
+                        self.stash = (c, i)
+                        break
+                if self.stash:
+                    break
+
         def rows_body(column_mode):
             for p in phases:
                 reds = [r for r in self.reductions if phase[r] == p]
@@ -620,6 +643,7 @@ class _KernelLowering:
                     idx = full_index(inner)
                     for i in full_outs:
                         self._store(i, self._eval(self.yielded[i], idx), idx, full=True)
+                self.stash_active = self.stash is not None and not column_mode
                 if column_mode:
                     self._plain_loops(inner_shape, body)
                 else:
@@ -659,6 +683,20 @@ class _KernelLowering:
         for _ in range(opened):
             em.pop()
             em.emit("}")
+
+    def _depends_on(self, v, target):
+        seen = set()
+        stack = [v]
+        while stack:
+            x = stack.pop()
+            if x == target:
+                return True
+            o = self.defining.get(x)
+            if o is None or o.operation.name in _REDUCTIONS or id(o) in seen:
+                continue
+            seen.add(id(o))
+            stack.extend(o.operands)
+        return False
 
     def _plain_loops(self, shape, body):
         """Step-1 loops over `shape` that keep the current lane setting."""
@@ -829,6 +867,8 @@ class _KernelLowering:
             lin = None
             for r, kind, dt in specs:
                 x = self._eval(r.operands[0], idx)
+                if self.stash is not None and r.operands[0] == self.stash[0]:
+                    self._write(self.outputs[self.stash[1]], x, idx)
                 if kind in ("argmax", "argmin"):
                     if lin is None:
                         lin = em.index(_row_major_linear(inner, inner_shape))
@@ -918,6 +958,10 @@ class _KernelLowering:
             return got
         if v in self.row_vals:
             return self.row_vals[v]
+        if self.stash_active and v == self.stash[0]:
+            res = self._load(self.outputs[self.stash[1]], idx)
+            em.remember(key, res)
+            return res
         if v in self.arg_index:
             res = self._load(self.inputs[self.arg_index[v]], idx)
         else:
