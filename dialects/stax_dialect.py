@@ -79,6 +79,20 @@ def _bool_attr(op, name):
     return ir.BoolAttr(a).value
 
 
+def _is_scalar_attr(a) -> bool:
+    # The bindings hand an i1 integer attribute back as ir.BoolAttr.
+    return isinstance(a, (ir.FloatAttr, ir.IntegerAttr, ir.BoolAttr))
+
+
+def scalar_attr_value(a):
+    """The Python value of a scalar attribute (float, int or bool->int)."""
+    if isinstance(a, ir.BoolAttr):
+        return int(a.value)
+    if isinstance(a, ir.FloatAttr):
+        return a.value
+    return ir.IntegerAttr(a).value
+
+
 def _is_float(t) -> bool:
     return isinstance(t, (ir.F32Type, ir.F16Type, ir.BF16Type, ir.F64Type)) or \
         isinstance(t, ir.FloatType)
@@ -426,7 +440,7 @@ class PadOp(Stax.Operation, name="pad", traits=[ext.Pure]):
         if list(tr.shape) != want or ti.element_type != tr.element_type:
             return _fail(self, f"result type {tr} must have shape {want}")
         v = _attr(self, "value")
-        if v is None or not (isinstance(v, ir.FloatAttr) or isinstance(v, ir.IntegerAttr)):
+        if not _is_scalar_attr(v):
             return _fail(self, f"requires scalar attribute 'value', got {v}")
         return True
 
@@ -546,7 +560,7 @@ class FullOp(Stax.Operation, name="full", traits=[ext.Pure]):
 
     def verify_invariants(self):
         v = _attr(self, "value")
-        if v is None or not (isinstance(v, ir.FloatAttr) or isinstance(v, ir.IntegerAttr)):
+        if not _is_scalar_attr(v):
             return _fail(self, f"requires scalar attribute 'value', got {v}")
         return True
 

@@ -820,10 +820,14 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                                        "wrapper")
         # free what is no longer needed
         dead = []
+        # views are taken of their root variable: a root stays while any view of it lives
+        live_roots = {vals[w].root for w in vals
+                      if w in keep or last_use.get(w, -1) > idx}
         for v in list(op.operation.operands) + list(op.operation.results):
             if v in keep or v not in vals or vals[v].var.startswith(("a", "c")):
                 continue
-            if last_use.get(v, -1) <= idx and vals[v].var not in dead:
+            if last_use.get(v, -1) <= idx and vals[v].var not in dead and \
+                    vals[v].var not in live_roots:
                 dead.append(vals[v].var)
         if dead:
             em.emit(f"del {', '.join(dead)}")

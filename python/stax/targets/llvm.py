@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import torch
 
 from stax._mlir import ExecutionEngine, PassManager, ir
+from stax.dialects.stax_dialect import scalar_attr_value
 from stax.targets import cpu_math
 
 VECTOR_WIDTH = 16
@@ -1079,7 +1080,7 @@ class _KernelLowering:
             raise KernelLoweringError(f"kernel {self.name}: reduction used before computed")
         if name == "stax.full":
             a = o.attributes["value"]
-            val = ir.FloatAttr(a).value if isinstance(a, ir.FloatAttr) else ir.IntegerAttr(a).value
+            val = scalar_attr_value(a)
             if rdt.is_bool:
                 return _Val(em.const(1 if val else 0, "i1"), False, "i1")
             if rdt.comp.startswith("f") and rdt.mem in ("bf16", "f16"):
@@ -1179,7 +1180,7 @@ class _KernelLowering:
             c2 = em.op(f"arith.cmpi ult, {p}, {em.const(lo + n, 'index')} : index", "i1")
             conds.append(em.op(f"arith.andi {c1}, {c2} : i1", "i1"))
         a = o.attributes["value"]
-        pv = ir.FloatAttr(a).value if isinstance(a, ir.FloatAttr) else ir.IntegerAttr(a).value
+        pv = scalar_attr_value(a)
         vec = em.W > 1 and em.lane_var is not None
         ty = em.vt(rdt.comp, vec)
         padv = em.splat(pv if not rdt.is_bool else int(bool(pv)), ty)
@@ -1272,7 +1273,7 @@ class _KernelLowering:
             o = self.defining.get(o.operands[0])
         if o is not None and o.operation.name == "stax.full":
             a = o.attributes["value"]
-            return ir.FloatAttr(a).value if isinstance(a, ir.FloatAttr) else ir.IntegerAttr(a).value
+            return scalar_attr_value(a)
         return None
 
     def _binary(self, kind, ins, dt: DType, o) -> _Val:
