@@ -37,14 +37,15 @@ BUG_VIEW_OF_STRIDED = (
     "transposed 4-D matmul (view->permute->expand->clone->view) is never turned into a "
     "copy kernel and the graph fails to compile")
 BUG_BOOL_FULL = (
-    "importer emits `stax.full {value = true}` for a bool fill (torch.ones(..., "
-    "dtype=torch.bool), the tril mask of sdpa(is_causal=True)); the stax.full verifier "
-    "rejects the bool attribute: \"'stax.full' op requires scalar attribute 'value', got "
-    "true\"")
+    "a bool stax.full (torch.ones(..., dtype=torch.bool), the tril mask of "
+    "sdpa(is_causal=True)) fails verification: stax_dialect FullOp.verify_invariants "
+    "accepts only ir.FloatAttr/ir.IntegerAttr, but the MLIR Python bindings hand back the "
+    "importer's i1 IntegerAttr as ir.BoolAttr (`true`): \"'stax.full' op requires scalar "
+    "attribute 'value', got true\"")
 BUG_DEL_ROOT = (
-    "driver wrapper codegen `del`s a root buffer after its first as_strided view, then "
-    "emits a second view of a view (e.g. t(t(mm))) as as_strided(<deleted root>) -> "
-    "UnboundLocalError at run time (hits every linear weight gradient in backward)")
+    "driver wrapper frees a buffer (`del vN`) once the IR value's last use has passed, but a "
+    "later view of a view (e.g. t(t(mm))) is emitted as as_strided(vN, ...) of that same "
+    "root -> UnboundLocalError at run time (hits every linear weight gradient in backward)")
 
 
 @pytest.fixture(autouse=True)

@@ -36,9 +36,9 @@ def _strict(monkeypatch):
 
 # Real stax bugs (minimal reproducers: test_numerics_ops.py::test_bug_*). Strict xfail.
 BUG_DEL_ROOT = (
-    "driver wrapper codegen dels a root buffer after its first as_strided view and then "
-    "emits a view of a view of it (the weight gradient t(t(mm(grad^T, x)))) as "
-    "as_strided(<deleted var>): UnboundLocalError in the backward wrapper "
+    "driver wrapper frees a buffer (`del vN`) once the IR value's last use has passed, but "
+    "the weight gradient t(t(mm(grad^T, x))) is a view of a view emitted as "
+    "as_strided(vN, ...) of that root: UnboundLocalError in the backward wrapper "
     "(test_bug_view_of_view_of_matmul_result)")
 BUG_VIEW_OF_STRIDED = (
     "driver._view_layout catches only RuntimeError, but torch raises ValueError for a "
@@ -95,6 +95,7 @@ def _train_step_check(name, batch, seq, *, input_grad=False, steps=2, tol=(RTOL,
     return c
 
 
+# (verified: with the bugs below worked around in-process, both steps match eager)
 @pytest.mark.xfail(strict=True, reason=BUG_DEL_ROOT)
 def test_mlp_train_step():
     _train_step_check("mlp", 4, 8, input_grad=True)
