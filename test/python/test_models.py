@@ -24,28 +24,6 @@ SIZES = {"mlp": (2, 16), "gpt2": (2, 32), "gpt2_sdpa": (2, 32), "llama": (2, 32)
 # ops stax leaves to PyTorch inside an otherwise native graph
 EXPECTED_FALLBACK = {"conv_bn_relu": ["aten.convolution.default"]}
 
-# Real stax bugs (minimal reproducers: test_numerics_ops.py::test_bug_*). Strict xfail:
-# fixing the bug turns these into XPASS failures, so the mark must then be removed.
-BUG_VIEW_OF_STRIDED = (
-    "driver._view_layout catches only RuntimeError, but torch raises ValueError for a "
-    "reshape that is no view of a permuted layout: the bmm operands of multi-head "
-    "attention (view->permute->expand->clone->view to [B*H, T, D]) fail to compile "
-    "instead of becoming copy kernels (test_bug_bmm_of_transposed_4d_view)")
-BUG_BOOL_FULL = (
-    "a bool stax.full (the tril mask sdpa(is_causal=True) decomposes into) fails "
-    "verification: FullOp.verify_invariants accepts only ir.FloatAttr/ir.IntegerAttr, but "
-    "the MLIR Python bindings hand back an i1 attribute as ir.BoolAttr (test_bug_bool_full)")
-BUG_DEL_ROOT = (
-    "driver wrapper frees a buffer (`del vN`) when the IR value's last use passes although "
-    "a later view of a view still takes as_strided(vN, ...) of that root: UnboundLocalError "
-    "at run time (test_bug_view_of_view_of_matmul_result)")
-# (verified: with all three worked around in-process, every model here matches eager)
-KNOWN_BUGS = {
-    "gpt2": BUG_VIEW_OF_STRIDED + "; then " + BUG_DEL_ROOT,
-    "gpt2_sdpa": BUG_BOOL_FULL + "; then " + BUG_VIEW_OF_STRIDED + "; then " + BUG_DEL_ROOT,
-    "llama": BUG_VIEW_OF_STRIDED + "; then " + BUG_DEL_ROOT,
-}
-
 
 @pytest.fixture(autouse=True)
 def _strict(monkeypatch):
@@ -79,9 +57,7 @@ def _check_route(name):
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
 @pytest.mark.parametrize("name", MODEL_NAMES)
-def test_model_inference(name, dtype, request):
-    if name in KNOWN_BUGS:
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[name]))
+def test_model_inference(name, dtype):
     model = make_model(name, dtype)
     ref_model = copy.deepcopy(model)
     batch, seq = SIZES[name]
@@ -100,7 +76,6 @@ def test_model_inference(name, dtype, request):
         assert c.stax_library_calls, "the linear layers should run as library matmuls"
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["gpt2"])
 def test_model_with_grad_enabled_forward():
     # parameters require grad and autograd is on: aot_autograd compiles a forward graph
     # (the backward is compiled lazily and not needed here)
@@ -114,7 +89,6 @@ def test_model_with_grad_enabled_forward():
     assert any("forward" in g.graph_id for g in c.stax_graphs), [g.graph_id for g in c.stax_graphs]
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["gpt2_sdpa"])
 def test_gpt2_sdpa_matches_explicit_attention():
     # the two attention formulations of the same weights agree through stax
     m1 = make_model("gpt2", F32)
