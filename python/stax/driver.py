@@ -2,10 +2,32 @@
 
     compile_graph(gm, example_inputs, config) -> CompiledGraph
 
+Target selection (`select_target`): from the example inputs' device. All CPU ->
+"stax-cpu" (kernels by `stax.targets.llvm`); all on one CUDA device -> "triton"
+(kernels by `stax.targets.triton`, matmuls by cuBLAS through torch, fallback ops by
+torch on the GPU); anything else (CPU and CUDA tensors mixed, two CUDA devices, other
+devices) is refused with a StaxUnsupportedError naming the inputs, and the backend runs
+the graph as written (or raises under STAX_STRICT=1). On CUDA with `stax.triton=False`
+(or `stax.cuda_codegen=False`) there is no code generator: refused likewise, with that
+reason.
+
 Steps: import (`stax.importer.import_graph`) -> passes (`canonicalize, cse, stax-fuse,
 cse`; without stax-fuse when `stax.fusion=False`, and then every op is wrapped in its
-own one-op `stax.kernel`) -> each `stax.kernel` compiled by `stax.targets.llvm` for
-the exact strides of its inputs and outputs -> a generated Python wrapper.
+own one-op `stax.kernel`) -> each `stax.kernel` compiled by the target for the exact
+strides of its inputs and outputs -> a generated Python wrapper.
+
+Triton specifics. Each kernel is compiled with `aligned`: one bool per pointer argument
+(the kernel's inputs, then its outputs) saying whether that pointer is 16-byte aligned
+on every call. Buffers the wrapper allocates are (the CUDA caching allocator hands out
+512-byte aligned blocks), views of them are when their byte offset is a multiple of 16,
+results of fallback ops are assumed not to be, and graph arguments are when the example
+input's data pointer was: the guards then also check `data_ptr() % 16 == 0` for those
+arguments (a misaligned tensor, e.g. `x[1:]`, fails the guard with advice: pass
+`x.clone()`). Under `stax.max_autotune` the driver calls
+`stax.targets.triton.autotune_kernel` when the target provides it (the autotuner's hook);
+until then the config carries a note saying autotuning is not implemented yet.
+`CompiledGraph.launches_per_call` counts what one call launches: stax kernels + library
+calls + fallback ops (each of the last two is at least one launch).
 
 The wrapper is Python source (`CompiledGraph.source`, hashable, saved as `wrapper.py`
 under STAX_DEBUG_DIR). It
@@ -44,7 +66,10 @@ __all__ = ["compile_graph", "CompiledGraph", "StaxGuardError", "StaxCompileError
 
 FUSED_PIPELINE = ["canonicalize", "cse", "stax-fuse", "cse"]
 UNFUSED_PIPELINE = ["canonicalize", "cse"]
-ROUTE = "stax-cpu"
+ROUTE = "stax-cpu"          # the CPU target's route (kept for compatibility)
+CPU_ROUTE = "stax-cpu"
+TRITON_ROUTE = "triton"
+ALIGN = 16                  # bytes: what `aligned` promises for a pointer
 
 VIEW_OPS = ("stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice")
 try:  # the structural ops live in `stax_graph` (IRDL variadics must be homogeneous)
@@ -123,6 +148,7 @@ class ArgGuard:
     device: str | None = None
     strides: tuple | None = None
     value: Any = None
+    aligned: bool = False     # the kernels rely on data_ptr() % 16 == 0
 
 
 _ADVICE_RECOMPILE = ("call torch.compile again for these inputs (or let Dynamo recompile: "
@@ -150,10 +176,12 @@ def guard_failure(guards: list[ArgGuard], graph_id: str, position: int, value) -
             return StaxGuardError(
                 f"{head} has dtype {value.dtype}, but the code was compiled for {g.dtype}; "
                 f"cast it (x.to({g.dtype})) or {_ADVICE_RECOMPILE}.")
-        if value.device.type != g.device:
+        if (value.device.type != g.device if ":" not in str(g.device)
+                else str(value.device) != g.device):
+            route = CPU_ROUTE if g.device == "cpu" else TRITON_ROUTE
             return StaxGuardError(
                 f"{head} is on device {value.device}, but the code was compiled for "
-                f"{g.device} (the {ROUTE} target); move it (x.to('{g.device}')) or "
+                f"{g.device} (the {route} target); move it (x.to('{g.device}')) or "
                 f"{_ADVICE_RECOMPILE}.")
         if not _strides_agree(value.stride(), g.strides, g.shape):
             return StaxGuardError(
@@ -161,6 +189,13 @@ def guard_failure(guards: list[ArgGuard], graph_id: str, position: int, value) -
                 f"specialized for strides {g.strides} (dims of size 1 are not checked); "
                 f"pass a contiguous tensor (x.contiguous()) if that is what it was "
                 f"compiled with, or {_ADVICE_RECOMPILE}.")
+        if g.aligned and value.data_ptr() % ALIGN:
+            return StaxGuardError(
+                f"{head} has data pointer {value.data_ptr():#x}, which is not {ALIGN}-byte "
+                f"aligned (storage offset {value.storage_offset()}), but the GPU kernels were "
+                f"specialized for an aligned pointer (the example input was); pass an "
+                f"aligned copy: x.clone() (or x.contiguous() when x is not contiguous: on a "
+                f"contiguous tensor it returns x itself), or {_ADVICE_RECOMPILE}.")
         return StaxGuardError(f"{head}: guard failed for an unknown reason "
                               f"(expected shape {g.shape}, dtype {g.dtype}, strides {g.strides}).")
     if g.kind == "int":
@@ -180,9 +215,10 @@ def guard_count(guards: list[ArgGuard], graph_id: str, args) -> StaxGuardError:
 def _guard_src(g: ArgGuard, var: str) -> str | None:
     """A Python boolean expression that is True when argument `var` passes."""
     if g.kind == "tensor":
+        dev_check = (f"{var}.device.type == {g.device!r}" if ":" not in str(g.device)
+                     else f"{var}.device == _dev")
         parts = [f"isinstance({var}, Tensor)", f"{var}.shape == {g.shape!r}",
-                 f"{var}.dtype == {_dtype_src(g.dtype)}",
-                 f"{var}.device.type == {g.device!r}"]
+                 f"{var}.dtype == {_dtype_src(g.dtype)}", dev_check]
         if not any(s == 0 for s in g.shape):
             if all(s > 1 for s in g.shape):
                 parts.append(f"{var}.stride() == {g.strides!r}")
@@ -191,6 +227,8 @@ def _guard_src(g: ArgGuard, var: str) -> str | None:
                 if dims:
                     parts.append(f"_stride_ok({var}.stride(), {tuple(dims)!r}, "
                                  f"{tuple(g.strides[d] for d in dims)!r})")
+        if g.aligned:
+            parts.append(f"{var}.data_ptr() % {ALIGN} == 0")
         return " and ".join(parts)
     if g.kind == "int":
         return f"{var} == {g.value!r}"
@@ -401,8 +439,11 @@ class CompiledGraph:
     route = ROUTE
 
     def __init__(self, *, graph_id, source, globals_, kernels, library_calls, fallback_ops,
-                 notes, input_names, guards, kernel_mlir=(), constants=None):
+                 notes, input_names, guards, kernel_mlir=(), constants=None,
+                 route=CPU_ROUTE, device="cpu"):
         self.graph_id = graph_id
+        self.route = route
+        self.device = device
         self.source = source
         self.kernels = list(kernels)
         self.library_calls = list(library_calls)
@@ -424,6 +465,12 @@ class CompiledGraph:
     def kernel_count(self) -> int:
         return len(self.kernels)
 
+    @property
+    def launches_per_call(self) -> int:
+        """Launches of one call: each stax kernel once, plus each library call and each
+        fallback op (at least one launch each)."""
+        return len(self.kernels) + len(self.library_calls) + len(self.fallback_ops)
+
     def __call__(self, *args, **kwargs):
         if kwargs:
             args = _bind(self.input_names, args, kwargs, self.graph_id)
@@ -439,6 +486,11 @@ class CompiledGraph:
         scf/vector/memref text before the LLVM pipeline), the guards and the captured
         constants (torch.save). Loading re-JITs the kernels from that MLIR (JIT code
         cannot be saved), but neither imports nor runs the stax passes again."""
+        if self.route != CPU_ROUTE:
+            raise StaxUnsupportedError(
+                f"CompiledGraph.save is implemented for the {CPU_ROUTE} target only, not "
+                f"{self.route} (its kernels are in the Triton kernel disk cache; compile "
+                "again to get them)")
         consts = {k: v for k, v in self._globals.items()
                   if k[:1] == "c" and k[1:].isdigit()}
         fallbacks = {k: str(v) for k, v in self._globals.items()
@@ -534,7 +586,7 @@ def _bind(names: list[str], args, kwargs, what) -> tuple:
 _MISSING = object()
 
 
-def _base_globals(guards, graph_id) -> dict:
+def _base_globals(guards, graph_id, device="cpu") -> dict:
     def _guard_fail(i, value):
         raise guard_failure(guards, graph_id, i, value)
 
@@ -543,7 +595,8 @@ def _base_globals(guards, graph_id) -> dict:
 
     return {"torch": torch, "Tensor": torch.Tensor, "empty_strided": torch.empty_strided,
             "as_strided": torch.as_strided, "_stride_ok": _stride_ok,
-            "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count}
+            "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count,
+            "_dev": torch.device(device)}
 
 
 # ----------------------------------------------------------------------------- compile_graph
@@ -557,18 +610,47 @@ def _check_inputs(example_inputs, names):
                 f"input {i} ('{names[i]}') has a symbolic shape "
                 f"({tuple(x.shape) if isinstance(x, torch.Tensor) else x}); stax compiles "
                 "static shapes only (dynamic shapes are not supported yet)")
-        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
-            raise StaxUnsupportedError(
-                f"input {i} ('{names[i]}') is on {x.device}; the {ROUTE} target compiles "
-                "CPU tensors only")
 
 
-def _guards_for(example_inputs, names) -> list[ArgGuard]:
+def select_target(example_inputs, names=None) -> tuple[str, str]:
+    """(route, device) for these example inputs: ("stax-cpu", "cpu") when every tensor
+    is on the CPU (or there is none), ("triton", "cuda:<i>") when every tensor is on the
+    same CUDA device. Raises StaxUnsupportedError naming the inputs otherwise."""
+    devs: dict[str, list[int]] = {}
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, torch.Tensor):
+            d = x.device
+            key = "cpu" if d.type == "cpu" else (
+                f"cuda:{d.index if d.index is not None else torch.cuda.current_device()}"
+                if d.type == "cuda" else str(d))
+            devs.setdefault(key, []).append(i)
+
+    def who(idx):
+        shown = ", ".join(f"{i} ('{names[i]}')" if names else str(i) for i in idx[:6])
+        return shown + (f" and {len(idx) - 6} more" if len(idx) > 6 else "")
+
+    if not devs or set(devs) == {"cpu"}:
+        return CPU_ROUTE, "cpu"
+    if len(devs) == 1:
+        (dev,) = devs
+        if dev.startswith("cuda:"):
+            return TRITON_ROUTE, dev
+        raise StaxUnsupportedError(
+            f"inputs {who(devs[dev])} are on device {dev}; stax targets CPU tensors "
+            "(stax-cpu) and CUDA tensors (triton) only")
+    parts = "; ".join(f"{d}: inputs {who(idx)}" for d, idx in sorted(devs.items()))
+    raise StaxUnsupportedError(
+        f"the graph's tensor inputs are on more than one device ({parts}); stax compiles a "
+        "graph for one device: all CPU (stax-cpu) or all on one CUDA device (triton). Move "
+        "the inputs (including 0-dim tensors such as torch.tensor(2.0)) to one device")
+
+
+def _guards_for(example_inputs, names, device="cpu") -> list[ArgGuard]:
     guards = []
     for i, x in enumerate(example_inputs):
         if isinstance(x, torch.Tensor):
             guards.append(ArgGuard(i, names[i], "tensor", tuple(int(s) for s in x.shape),
-                                   x.dtype, x.device.type,
+                                   x.dtype, x.device.type if device == "cpu" else device,
                                    tuple(int(s) for s in x.stride())))
         elif isinstance(x, (int, bool)) and not isinstance(x, torch.SymInt):
             guards.append(ArgGuard(i, names[i], "int", value=x))
@@ -596,7 +678,8 @@ def _run_passes(module, names, dump: debug.DumpDir):
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig | None = None,
                   *, kind: str = "graph", graph_id: str | None = None) -> CompiledGraph:
-    """Compile one ATen FX graph (as aot_autograd hands it over) for the stax-cpu target.
+    """Compile one ATen FX graph (as aot_autograd hands it over) for the target its
+    example inputs pick (`select_target`): stax-cpu or triton.
 
     Raises (for the backend to fall back on): `stax.importer.UnsupportedGraph`,
     `stax.passes.registry.PassError`, `StaxUnsupportedError`, MLIR / codegen errors.
@@ -612,6 +695,16 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
         raise StaxUnsupportedError(f"the graph has {len(names)} placeholders but "
                                    f"{len(example_inputs)} example inputs came")
     _check_inputs(example_inputs, names)
+    route, device = select_target(example_inputs, names)
+    config = config.for_target(route)
+    if route == TRITON_ROUTE:
+        off = [k for k in ("stax.triton", "stax.cuda_codegen") if not config[k]]
+        if off:
+            how = " and ".join(f"'{k}'=False" for k in off)
+            raise StaxUnsupportedError(
+                f"the inputs are CUDA tensors ({device}) and option {how} turns off the "
+                "triton target, the only GPU code generator of stax; the graph runs as "
+                "written (PyTorch eager on the GPU)")
 
     from stax._mlir import ir, new_context
     from stax.importer import import_graph
@@ -634,19 +727,20 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
             notes.append(f"{stray} op(s) left outside kernels by the passes were compiled "
                          "as one-op kernels")
             dump.ir("wrap-stray-ops", module)
-        guards = _guards_for(example_inputs, names)
+        guards = _guards_for(example_inputs, names, device)
         replans = 0
         while True:
             try:
                 _generate(gm, example_inputs, imported, func_op, guards, names, notes,
-                          graph_id, dump, dry_run=True)
+                          graph_id, dump, dry_run=True, route=route, device=device,
+                          config=config)
                 break
             except _Replan:
                 replans += 1
         if replans:
             dump.ir("view-copies", module)
         cg = _generate(gm, example_inputs, imported, func_op, guards, names, notes,
-                       graph_id, dump)
+                       graph_id, dump, route=route, device=device, config=config)
         # kernels may refer to IR objects: keep their context alive with the callable
         cg._mlir_keepalive = (ctx, module)
         return cg
@@ -656,15 +750,57 @@ class _Replan(Exception):
     """The IR changed while planning (a view became a copy kernel): plan again."""
 
 
+def _ptr_aligned(t: torch.Tensor) -> bool:
+    """data_ptr() % ALIGN == 0. Fake example inputs (aot_autograd hands FakeTensors to
+    the compilers) have no pointer: assume their storage is allocator-aligned, so the
+    storage offset decides (as Inductor does); the guard checks it on every call."""
+    try:
+        return t.data_ptr() % ALIGN == 0
+    except Exception:  # noqa: BLE001 - FakeTensor / FunctionalTensor have no pointer
+        try:
+            return (t.storage_offset() * t.dtype.itemsize) % ALIGN == 0
+        except Exception:  # noqa: BLE001
+            return False
+
+
+def _cuda_arch(device: str) -> int:
+    major, minor = torch.cuda.get_device_capability(torch.device(device))
+    return major * 10 + minor
+
+
+def _triton_compiler(config, device):
+    """compile_kernel(kop, in_strides, out_strides, name, aligned=...) of the triton
+    target, through the autotuner when `config.max_autotune` and the target has one."""
+    from stax.targets import triton as tt
+    arch = _cuda_arch(device)
+    tune = getattr(tt, "autotune_kernel", None)
+    if config is not None and config.max_autotune and callable(tune):
+        def compile_kernel(kop, in_st, out_st, name, aligned=None):
+            return tune(kop, in_st, out_st, name, arch=arch, aligned=aligned,
+                        coordinate_descent=config.coordinate_descent_tuning)
+    else:
+        def compile_kernel(kop, in_st, out_st, name, aligned=None):
+            return tt.compile_kernel(kop, in_st, out_st, name, arch=arch, aligned=aligned)
+    return compile_kernel
+
+
 def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph_id, dump,
-              dry_run=False):
+              dry_run=False, route=CPU_ROUTE, device="cpu", config=None):
     """Generate the wrapper. With `dry_run`, only plan the layouts (no kernel is
     compiled); that may rewrite the IR and raise _Replan."""
+    gpu = route == TRITON_ROUTE
     if not dry_run:
-        from stax.targets.llvm import compile_kernel
+        if gpu:
+            compile_kernel = _triton_compiler(config, device)
+        else:
+            from stax.targets.llvm import compile_kernel
 
     em = _Emitter(graph_id)
-    em.globals.update(_base_globals(guards, graph_id))
+    em.globals.update(_base_globals(guards, graph_id, device))
+    # 16-byte alignment of each root variable's data pointer (True/False); a value's
+    # pointer is aligned when its root's is and its byte offset is a multiple of ALIGN
+    root_aligned: dict[str, bool] = {}
+    aligned_args: set[int] = set()
     block = _block(func_op)
     ops = list(block.operations)
     ret = ops[-1]
@@ -696,6 +832,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         if cond:
             em.emit(f"if not ({cond}):")
             em.emit(f"_guard_fail({i}, {argvars[i]})", 2)
+    align_guard_at = len(em.lines)  # alignment guards go here once the kernels are known
 
     # --- function arguments
     vals: dict = {}
@@ -714,7 +851,10 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             if not isinstance(t, torch.Tensor):
                 t = torch.tensor(t)
             t = t.detach()
+            if gpu:
+                t = t.to(device)
             c = em.add_global("c", t)
+            root_aligned[c] = gpu and _ptr_aligned(t)
             vals[barg] = _Val(c, shape, dtype, tuple(t.stride()), c, 0, True)
             continue
         pos = pos_of.get(spec.name, next_ph)
@@ -722,6 +862,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         ex = example_inputs[pos]
         vals[barg] = _Val(argvars[pos], shape, dtype, tuple(int(s) for s in ex.stride()),
                           argvars[pos], 0, True)
+        if isinstance(ex, torch.Tensor):
+            root_aligned[argvars[pos]] = gpu and _ptr_aligned(ex)
 
     # --- last uses, to free intermediates early
     last_use: dict = {}
@@ -744,17 +886,35 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     def alloc(value, var, strides):
         shape, dtype = _tensor_type(value)
         em.emit(f"{var} = empty_strided({shape!r}, {tuple(strides)!r}, "
-                f"dtype={_dtype_src(dtype)}, device='cpu')")
+                f"dtype={_dtype_src(dtype)}, device={'_dev' if gpu else repr('cpu')})")
+        root_aligned[var] = True  # allocator blocks are (at least) 512-byte aligned
+
+    def is_aligned(v: _Val) -> bool:
+        ok = root_aligned.get(v.root, False) and \
+            (v.offset * v.dtype.itemsize) % ALIGN == 0
+        if ok and v.root in argvars:
+            aligned_args.add(argvars.index(v.root))
+        return ok
 
     def compile_kernel_op(kop):
         ins = [vals[v] for v in kop.operation.operands]
         outs = list(kop.operation.results)
         out_st = [result_strides(r) for r in outs]
         idx = len(kernels)
-        k = compile_kernel(kop, [v.strides for v in ins], out_st, f"{graph_id}_k{idx}")
+        if gpu:
+            aligned = tuple(is_aligned(v) for v in ins) + (True,) * len(outs)
+            k = compile_kernel(kop, [v.strides for v in ins], out_st, f"{graph_id}_k{idx}",
+                               aligned=aligned)
+        else:
+            k = compile_kernel(kop, [v.strides for v in ins], out_st, f"{graph_id}_k{idx}")
         kernels.append(k)
-        kernel_mlir.append(getattr(k, "mlir", None))
+        kernel_mlir.append(getattr(k, "ttir" if gpu else "mlir", None))
         dump.kernel(idx, k)
+        if gpu and dump:
+            for attr, ext in (("ttir", "ttir"), ("ptx", "ptx")):
+                text = getattr(k, attr, None)
+                if text:
+                    dump.write(f"kernel_{idx}.{ext}", str(text))
         kname = em.add_global("k", k)
         outvars = []
         for r, st in zip(outs, out_st):
@@ -792,7 +952,10 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             r = op.operation.results[0]
             shape, dtype = _tensor_type(r)
             t = _dense_to_tensor(op.operation.attributes["value"], shape, dtype)
+            if gpu:
+                t = t.to(device)
             c = em.add_global("c", t)
+            root_aligned[c] = gpu and _ptr_aligned(t)
             define(r, c, t.stride(), root_dynamic=True)
         elif name in VIEW_OPS:
             src = vals[op.operation.operands[0]]
@@ -855,7 +1018,14 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
 
     if dry_run:
         return None
-    header = [f"# stax wrapper for graph {graph_id} (route {ROUTE})",
+    # alignment guards of the arguments some kernel was told are aligned
+    align_lines = []
+    for i in sorted(aligned_args):
+        guards[i].aligned = True
+        align_lines += [f"    if {argvars[i]}.data_ptr() % {ALIGN}:",
+                        f"        _guard_fail({i}, {argvars[i]})"]
+    em.lines[align_guard_at:align_guard_at] = align_lines
+    header = [f"# stax wrapper for graph {graph_id} (route {route}, device {device})",
               f"# arguments: {', '.join(names)}",
               f"# kernels: {len(kernels)}; library calls: {len(library_calls)}; "
               f"fallback ops: {fallback_ops}"]
@@ -864,7 +1034,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     return CompiledGraph(graph_id=graph_id, source=source, globals_=em.globals,
                          kernels=kernels, library_calls=library_calls,
                          fallback_ops=fallback_ops, notes=notes, input_names=names,
-                         guards=guards, kernel_mlir=kernel_mlir)
+                         guards=guards, kernel_mlir=kernel_mlir, route=route, device=device)
 
 
 def _loc_name(op) -> str:

@@ -17,13 +17,27 @@ Modes (as in Inductor):
 A setting that does not apply to the target being compiled for is never silently
 ignored: the resolved config carries a `notes` entry saying so, which ends up in the
 compiled callable's report (`stax_notes`) and is printed under STAX_DEBUG=1.
+
+Targets (picked by the driver from the example inputs' device, `stax.driver.select_target`):
+  "stax-cpu"   CPU tensors: kernels lowered through LLVM (`stax.targets.llvm`)
+  "triton"     CUDA tensors: kernels lowered to TTIR and compiled by Triton
+               (`stax.targets.triton`); matmuls go to cuBLAS through torch;
+               `stax.cudagraphs` captures each compiled graph in a CUDA graph
+               (`stax.cudagraphs`); `stax.triton=False` or `stax.cuda_codegen=False`
+               leave the GPU with no code generator, so graphs run as written (a
+               fallback with that reason; an error under STAX_STRICT=1).
+
+`StaxConfig.max_autotune` is the hook of the Triton autotuner: when it is set and
+`stax.targets.triton` has no `autotune_kernel` yet, the config carries a note saying
+that autotuning is not implemented yet (kernels use the default configuration).
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Mapping
 
-__all__ = ["MODES", "OPTION_KEYS", "DEFAULTS", "StaxConfig", "resolve_config"]
+__all__ = ["MODES", "OPTION_KEYS", "DEFAULTS", "StaxConfig", "resolve_config", "CPU_TARGET",
+           "TRITON_TARGET", "TARGETS", "autotune_available"]
 
 #: option key -> default value (all options are bools)
 DEFAULTS: dict[str, bool] = {
@@ -48,6 +62,8 @@ MODES: dict[str | None, dict[str, bool]] = {
 }
 
 CPU_TARGET = "stax-cpu"
+TRITON_TARGET = "triton"
+TARGETS = (CPU_TARGET, TRITON_TARGET)
 _CPU_TUNING = ("the stax-cpu target has no autotuner yet; kernels use fixed vector width 16 "
                "and row tiling")
 
@@ -68,6 +84,26 @@ class StaxConfig:
     @property
     def fusion(self) -> bool:
         return self.options["stax.fusion"]
+
+    @property
+    def cudagraphs(self) -> bool:
+        return self.options["stax.cudagraphs"]
+
+    @property
+    def max_autotune(self) -> bool:
+        """The autotuning hook (modes max-autotune*, option stax.max_autotune)."""
+        return self.options["stax.max_autotune"]
+
+    @property
+    def coordinate_descent_tuning(self) -> bool:
+        return self.options["stax.coordinate_descent_tuning"]
+
+    def for_target(self, target: str) -> "StaxConfig":
+        """The same mode and options resolved for `target` (notes recomputed)."""
+        if target == self.target:
+            return self
+        explicit = {k: self.options[k] for k in self.explicit}
+        return resolve_config(self.mode, explicit, target=target)
 
 
 def _validate_mode(mode: Any) -> None:
@@ -120,6 +156,39 @@ def _cpu_notes(mode, opts: dict[str, bool], explicit: dict[str, bool]) -> list[s
     return notes
 
 
+def autotune_available() -> bool:
+    """True once the Triton target provides the autotuner (`autotune_kernel`)."""
+    try:
+        from stax.targets import triton as _t
+    except Exception:  # noqa: BLE001 - triton absent or the target not written yet
+        return False
+    return callable(getattr(_t, "autotune_kernel", None))
+
+
+_TRITON_NO_TUNER = ("autotuning is not implemented yet for the triton target; every kernel "
+                    "uses triton_ttir.default_config (block sizes, num_warps and num_stages "
+                    "chosen from the kernel's shape)")
+
+
+def _triton_notes(mode, opts: dict[str, bool], explicit: dict[str, bool]) -> list[str]:
+    def origin(key):
+        return f"option '{key}'" if key in explicit else f"mode {mode!r}"
+
+    notes = []
+    tuning = [k for k in ("stax.max_autotune", "stax.coordinate_descent_tuning") if opts[k]]
+    if tuning and not autotune_available():
+        notes.append(f"{', '.join(origin(k) for k in tuning)}: {_TRITON_NO_TUNER}")
+    for key in ("stax.triton", "stax.cuda_codegen"):
+        if not opts[key]:
+            notes.append(f"option '{key}'=False: the triton target is the only GPU code "
+                         "generator of stax, so CUDA graphs run as written by PyTorch "
+                         "(fallback)")
+    if not opts["stax.fusion"]:
+        notes.append("stax.fusion=False: stax-fuse is skipped; every op is compiled as its "
+                     "own one-op kernel")
+    return notes
+
+
 def resolve_config(mode: str | None = None, options: Mapping[str, Any] | None = None,
                    target: str = CPU_TARGET) -> StaxConfig:
     """Validate `mode` and `options` and merge them: defaults < mode < explicit options.
@@ -131,8 +200,12 @@ def resolve_config(mode: str | None = None, options: Mapping[str, Any] | None = 
     opts = dict(DEFAULTS)
     opts.update(MODES[mode])
     opts.update(explicit)
+    if target not in TARGETS:
+        raise ValueError(f"stax: unknown target {target!r}; targets are {TARGETS}")
     notes: list[str] = []
     if target == CPU_TARGET:
         notes = _cpu_notes(mode, opts, explicit)
+    elif target == TRITON_TARGET:
+        notes = _triton_notes(mode, opts, explicit)
     return StaxConfig(mode=mode, options=opts, target=target, notes=tuple(notes),
                       explicit=tuple(explicit))
