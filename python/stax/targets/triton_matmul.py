@@ -626,13 +626,18 @@ def _from_f32(B: TTIRBuilder, v, elt, shape):
 def _emit_op(B: TTIRBuilder, op: str, a: list, t: str) -> str:
     e, c = B.emit, B.const
     binop = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf",
-             "div": "arith.divf", "maximum": "arith.maximumf", "minimum": "arith.minimumf",
-             "pow": "math.powf"}
+             "div": "tt.precise_divf", "maximum": "arith.maximumf", "minimum": "arith.minimumf",
+             }
+    if op == "pow":
+        return e(f'tt.extern_elementwise {a[0]}, {a[1]} {{libname = "", libpath = "", '
+                 f'pure = true, symbol = "__nv_powf"}} : ({t}, {t}) -> {t}')
     if op in binop:
         return e(f"{binop[op]} {a[0]}, {a[1]} : {t}")
     x = a[0]
-    simple = {"neg": "arith.negf", "abs": "math.absf", "exp": "math.exp", "exp2": "math.exp2",
-              "log": "math.log", "log2": "math.log2", "sqrt": "math.sqrt",
+    if op == "neg":  # arith.negf does not legalize in Triton 3.6; x * -1 keeps -0 and NaN
+        return e(f"arith.mulf {x}, {c(-1.0, t)} : {t}")
+    simple = {"abs": "math.absf", "exp": "math.exp", "exp2": "math.exp2",
+              "log": "math.log", "log2": "math.log2", "sqrt": "tt.precise_sqrt",
               "rsqrt": "math.rsqrt", "sin": "math.sin", "cos": "math.cos", "erf": "math.erf",
               "floor": "math.floor", "ceil": "math.ceil"}
     if op in simple:
@@ -645,15 +650,15 @@ def _emit_op(B: TTIRBuilder, op: str, a: list, t: str) -> str:
         r = e(f"arith.truncf {x} : {t} to {tl_}")
         return e(f"arith.extf {r} : {tl_} to {t}")
     if op == "reciprocal":
-        return e(f"arith.divf {c(1.0, t)}, {x} : {t}")
+        return e(f"tt.precise_divf {c(1.0, t)}, {x} : {t}")
     if op == "relu":
         # max(x, 0) but NaN stays NaN (torch.relu)
         return e(f"arith.maximumf {x}, {c(0.0, t)} : {t}")
     if op == "sigmoid":
-        n = e(f"arith.negf {x} : {t}")
+        n = e(f"arith.mulf {x}, {c(-1.0, t)} : {t}")
         ex = e(f"math.exp {n} : {t}")
         d = e(f"arith.addf {c(1.0, t)}, {ex} : {t}")
-        return e(f"arith.divf {c(1.0, t)}, {d} : {t}")
+        return e(f"tt.precise_divf {c(1.0, t)}, {d} : {t}")
     if op == "silu":
         return e(f"arith.mulf {x}, {_emit_op(B, 'sigmoid', [x], t)} : {t}")
     if op == "tanh":
@@ -678,16 +683,9 @@ def _emit_op(B: TTIRBuilder, op: str, a: list, t: str) -> str:
 
 
 def _tanh(B: TTIRBuilder, x, t):
-    """tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|): no overflow, no cancellation
-    blow-up near 0 beyond f32 rounding (abs error ~1e-7)."""
-    e, c = B.emit, B.const
-    ax = e(f"math.absf {x} : {t}")
-    m2 = e(f"arith.mulf {ax}, {c(-2.0, t)} : {t}")
-    ex = e(f"math.exp {m2} : {t}")
-    num = e(f"arith.subf {c(1.0, t)}, {ex} : {t}")
-    den = e(f"arith.addf {c(1.0, t)}, {ex} : {t}")
-    r = e(f"arith.divf {num}, {den} : {t}")
-    return e(f"math.copysign {r}, {x} : {t}")
+    """libdevice tanhf (Triton 3.6 rejects math.tanh in TTIR and links libdevice)."""
+    return B.emit(f'tt.extern_elementwise {x} {{libname = "", libpath = "", pure = true, '
+                  f'symbol = "__nv_tanhf"}} : ({t}) -> {t}')
 
 
 # ----------------------------------------------------------------------------- from a stax kernel
