@@ -16,15 +16,27 @@ A graph that cannot be compiled (importer, pass or codegen error) runs as writte
 `STAX_STRICT=1` it raises `StaxCompileError` instead. Under `STAX_DEBUG=1` reasons
 and notes are printed to stderr.
 
+The target is picked from the example inputs' device (`stax.driver.select_target`):
+CPU tensors -> "stax-cpu", CUDA tensors -> "triton"; mixed devices, or CUDA with
+`stax.triton=False`, make every graph fall back with that reason. The mode/options notes
+are resolved for the picked target. Under `stax.cudagraphs` (mode "reduce-overhead" or
+"max-autotune") every graph compiled for the triton target runs through a
+`stax.cudagraphs.CudaGraphRunner` (capture on the second call, replay after; see that
+module for the output-aliasing rule and the reasons it records when it cannot capture).
+
 The callable handed back to Dynamo is a `StaxCompiled`; it reports what happened:
 
-    stax_route            "stax-cpu" when every graph compiled natively, "fallback" when
-                          any whole graph fell back
+    stax_route            "stax-cpu" / "triton" when every graph compiled natively for
+                          that target, "fallback" when any whole graph fell back
     stax_fallback_reason  None, or the reason(s) text
     stax_fallback_ops     ATen ops PyTorch runs inside otherwise compiled graphs
     stax_library_calls    matmuls run by the library (torch.mm/bmm with out=)
     stax_notes            settings that do not apply to the target, view copies, ...
     stax_kernel_count     number of compiled kernels (all graphs)
+    stax_launches_per_call  per graph kind (inference / forward / backward): launches of
+                          one call (stax kernels + library calls + fallback ops)
+    stax_cudagraphs       under stax.cudagraphs: each graph's capture status, with the
+                          precise reason where it runs uncaptured
     stax_graphs           the CompiledGraph / FallbackRecord of each graph
 
 Dynamo keeps that callable to itself; tests and users find it through
@@ -41,8 +53,8 @@ from typing import Any
 import torch
 
 from stax import debug
-from stax.driver import (CompiledGraph, StaxCompileError, StaxGuardError, _bind,
-                         compile_graph)
+from stax.driver import (CompiledGraph, StaxCompileError, StaxGuardError,
+                         StaxUnsupportedError, _bind, compile_graph, select_target)
 from stax.options import StaxConfig, resolve_config
 
 __all__ = ["stax", "StaxCompileError", "StaxGuardError", "StaxCompiled", "StaxReport",
@@ -74,11 +86,39 @@ class StaxReport:
     graphs: list = dataclasses.field(default_factory=list)
     extra_notes: list = dataclasses.field(default_factory=list)
 
+    runners: list = dataclasses.field(default_factory=list)
+
     @property
     def route(self) -> str:
         if any(isinstance(g, FallbackRecord) for g in self.graphs):
             return "fallback"
-        return "stax-cpu"
+        routes = {getattr(g, "route", "stax-cpu") for g in self.graphs}
+        if not routes:
+            return self.config.target
+        return routes.pop() if len(routes) == 1 else "mixed:" + ",".join(sorted(routes))
+
+    @property
+    def launches_per_call(self) -> dict[str, int]:
+        """Launches of one call of each graph kind (kind from the graph id)."""
+        out: dict[str, int] = {}
+        for g in self.graphs:
+            if isinstance(g, FallbackRecord):
+                continue
+            kind = next((k for k in ("inference", "forward", "backward")
+                         if f"_{k}_" in g.graph_id), "graph")
+            out[kind] = out.get(kind, 0) + g.launches_per_call
+        return out
+
+    @property
+    def cudagraphs(self) -> list[str]:
+        """Capture status of each graph (empty unless stax.cudagraphs applies)."""
+        out = [r.status() for r in self.runners]
+        if self.config.target == "triton" and self.config.cudagraphs:
+            for g in self.graphs:
+                if isinstance(g, FallbackRecord):
+                    out.append(f"{g.kind} graph {g.graph_id}: not captured: it runs as "
+                               f"written by PyTorch (fallback: {g.reason})")
+        return out
 
     @property
     def fallback_reason(self) -> str | None:
@@ -109,7 +149,10 @@ class StaxReport:
 
     def summary(self) -> str:
         lines = [f"stax route={self.route} kernels={self.kernel_count} "
+                 f"launches/call={self.launches_per_call} "
                  f"graphs={[g.graph_id for g in self.graphs]}"]
+        for x in self.cudagraphs:
+            lines.append(f"  cudagraph: {x}")
         if self.fallback_reason:
             lines.append(f"  fallback: {self.fallback_reason}")
         for x in self.fallback_ops:
@@ -142,6 +185,8 @@ class StaxCompiled:
     stax_notes = property(lambda self: self.report.notes)
     stax_kernel_count = property(lambda self: self.report.kernel_count)
     stax_graphs = property(lambda self: self.report.graphs)
+    stax_launches_per_call = property(lambda self: self.report.launches_per_call)
+    stax_cudagraphs = property(lambda self: self.report.cudagraphs)
 
     def __repr__(self):
         return f"<StaxCompiled {self.report.summary()}>"
@@ -160,15 +205,16 @@ def clear() -> None:
     compiled_callables.clear()
 
 
-def _boxed(cg: CompiledGraph):
+def _boxed(cg: CompiledGraph, runner=None):
     """aot_autograd's calling convention: one list of arguments (`_boxed_call`)."""
-    call = cg._call
+    call = runner if runner is not None else cg._call
 
     def run(args):
         return call(list(args) if not isinstance(args, list) else args)
 
     run._boxed_call = True
     run.compiled_graph = cg
+    run.cudagraph_runner = runner
     return run
 
 
@@ -199,7 +245,12 @@ def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bo
         for n in cg.notes:
             if n not in config.notes:
                 debug.log(f"note: {n}")
-        return _boxed(cg)
+        runner = None
+        if getattr(cg, "route", "stax-cpu") == "triton" and config.cudagraphs:
+            from stax.cudagraphs import CudaGraphRunner
+            runner = CudaGraphRunner(cg._call, cg, kind)
+            report.runners.append(runner)
+        return _boxed(cg, runner)
 
     compiler.__name__ = f"stax_{kind}_compiler"
     return compiler
@@ -210,6 +261,12 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
          strict_native: bool = False):
     """The torch.compile backend (`backend="stax"`). See the module docstring."""
     config = resolve_config(mode, options)  # raises ValueError/TypeError first
+    try:
+        target, _device = select_target(list(example_inputs))
+    except StaxUnsupportedError:
+        target = None  # mixed devices: every graph falls back with the driver's reason
+    if target is not None:
+        config = config.for_target(target)
     strict = bool(strict_native) or debug.strict_enabled()
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     report = StaxReport(config=config, graph_names=names)

@@ -1025,6 +1025,9 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         align_lines += [f"    if {argvars[i]}.data_ptr() % {ALIGN}:",
                         f"        _guard_fail({i}, {argvars[i]})"]
     em.lines[align_guard_at:align_guard_at] = align_lines
+    # the guards alone, as `check(args)` (the CUDA graph runner calls it before replays)
+    guard_end = align_guard_at + len(align_lines)
+    em.lines += ["", "def check(args):"] + em.lines[1:guard_end] + ["    return None"]
     header = [f"# stax wrapper for graph {graph_id} (route {route}, device {device})",
               f"# arguments: {', '.join(names)}",
               f"# kernels: {len(kernels)}; library calls: {len(library_calls)}; "

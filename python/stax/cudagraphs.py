@@ -1,0 +1,306 @@
+"""`reduce-overhead` for the triton target: each compiled graph replayed from a CUDA graph.
+
+    runner = CudaGraphRunner(call, compiled_graph, kind)   # call: the boxed wrapper
+    outs = runner(args)                                     # aot_autograd's convention
+
+What a runner does, call by call:
+
+1. **Warm-up** (first call): runs the wrapper uncaptured. Triton 3.6 builds a small C
+   launcher on the first launch of each argument signature, cuBLAS creates its handle
+   and workspace, the caching allocator grows: none of that may happen inside a capture.
+2. **Capture** (second call): allocates one *static input buffer* per tensor argument
+   (same shape, strides and dtype), copies the arguments in, runs the wrapper once more
+   on a side stream, then records it into a `torch.cuda.CUDAGraph` (private memory
+   pool) and replays it.
+3. **Replay** (every later call): copies each argument into its static buffer (skipped
+   when the argument *is* the static buffer, e.g. a previous output fed back), replays
+   the graph and returns the static outputs.
+
+Arguments that are `nn.Parameter`s (or that Dynamo marked as static inputs) are not
+copied: the graph reads them in place, like Inductor's cudagraphs. If such an argument
+later comes with another data pointer (the parameter was replaced, not updated in
+place), the graph is captured again for the new pointers (`recaptures` counts it).
+
+Outputs (the aliasing decision, documented): for **inference** graphs the returned
+tensors ARE the graph's static output buffers; the next call of the same compiled
+callable overwrites them (as with Inductor's cudagraph trees; Inductor raises when an
+overwritten output is read, stax does not check). Clone an output you keep across calls
+(`out.clone()`). For **forward / backward** graphs of training the outputs are cloned on
+return, because the forward's outputs include the activations saved for backward, which
+must survive a second forward before the backward (gradient accumulation).
+An output that is a graph argument itself is returned as the caller's argument, not
+the static buffer.
+
+When capture is impossible the runner runs every call uncaptured and records the precise
+reason (`reason`, `status()`, and a note in the graph's notes, so the backend's
+`stax_notes` / `stax_cudagraphs` show it):
+
+* a fallback op that synchronizes with the host or has a data-dependent output shape
+  (`aten.nonzero`, `aten._local_scalar_dense` (`.item()`), `aten.masked_select`, ...);
+* a fallback op that makes a CPU tensor (a `device='cpu'` argument);
+* an argument that is not a CUDA tensor on the graph's device (which input, which device);
+* an argument whose layout a static buffer cannot reproduce (overlapping/expanded
+  strides);
+* an output that is a view of an argument (it would alias the static buffer);
+* the capture itself failing (the CUDA error text, with the graph's fallback ops named
+  as suspects).
+
+Dynamic shapes never reach a runner: stax compiles static shapes only, so a graph with
+symbolic sizes runs as written and the backend records that reason (and, under
+cudagraphs, a note that it is not captured).
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+
+__all__ = ["CudaGraphRunner", "UNCAPTURABLE_OPS", "static_reason"]
+
+#: fallback ops that cannot be captured, and why
+UNCAPTURABLE_OPS = {
+    "aten.nonzero": "its output shape depends on the data, so it copies a count to the "
+                    "host (synchronizes)",
+    "aten._local_scalar_dense": "it copies a value to the host (Tensor.item()), which "
+                                "synchronizes",
+    "aten.masked_select": "its output shape depends on the data (synchronizes)",
+    "aten.unique": "its output shape depends on the data (synchronizes)",
+    "aten._unique2": "its output shape depends on the data (synchronizes)",
+    "aten.unique_dim": "its output shape depends on the data (synchronizes)",
+    "aten.unique_consecutive": "its output shape depends on the data (synchronizes)",
+    "aten.repeat_interleave": "with tensor repeats its output shape depends on the data "
+                              "(synchronizes)",
+    "aten.is_nonzero": "it copies a value to the host (synchronizes)",
+    "aten.equal": "it returns a Python bool (synchronizes)",
+    "aten.allclose": "it returns a Python bool (synchronizes)",
+    "aten.bincount": "its output size depends on the data (synchronizes)",
+    "aten.histc": "it synchronizes on CUDA",
+    "aten.multinomial": "it may synchronize to check its input",
+}
+
+_FALLBACK_LINE = re.compile(r"^\s*\w+ = f\d+\((.*)\)  # (\S+)$")
+
+
+def static_reason(cg) -> str | None:
+    """Why the wrapper of `cg` cannot be captured, decided from what it calls (None when
+    nothing rules capture out)."""
+    for target in getattr(cg, "fallback_ops", []):
+        base = ".".join(target.split(".")[:2])
+        if base in UNCAPTURABLE_OPS:
+            return (f"fallback op {target} is not capturable: {UNCAPTURABLE_OPS[base]}; "
+                    "a CUDA graph replays device work only")
+    for line in getattr(cg, "source", "").splitlines():
+        m = _FALLBACK_LINE.match(line)
+        if m and "torch.device('cpu')" in m.group(1):
+            return (f"fallback op {m.group(2)} creates a CPU tensor (device='cpu' argument); "
+                    "host work and host-device copies cannot be captured")
+    return None
+
+
+def _is_static_input(t: torch.Tensor) -> bool:
+    return isinstance(t, torch.nn.Parameter) or \
+        getattr(t, "_dynamo_static_input_type", None) is not None
+
+
+def _dense(t: torch.Tensor) -> bool:
+    try:
+        from torch._prims_common import is_non_overlapping_and_dense
+        return bool(is_non_overlapping_and_dense(t))
+    except Exception:  # noqa: BLE001
+        return t.is_contiguous()
+
+
+class CudaGraphRunner:
+    """Runs one compiled graph's boxed wrapper `call(list_of_args)` through a CUDA graph
+    (see the module docstring). `kind` is "inference", "forward" or "backward"."""
+
+    def __init__(self, call, cg, kind: str = "inference"):
+        self._call = call
+        self.cg = cg
+        self.kind = kind
+        self.device = torch.device(getattr(cg, "device", "cuda"))
+        self.clone_outputs = kind != "inference"
+        self.reason: str | None = static_reason(cg)
+        self.calls = 0
+        self.replays = 0
+        self.captures = 0
+        self.recaptures = 0
+        self._graph = None
+        self._static: list = []
+        self._borrowed: list[bool] = []
+        self._outs: list = []
+        self._out_is_arg: list = []
+        self._struct = "tuple"
+        if self.reason:
+            self._note(self.reason)
+
+    # ------------------------------------------------------------------ report
+    @property
+    def captured(self) -> bool:
+        return self._graph is not None
+
+    def status(self) -> str:
+        gid = getattr(self.cg, "graph_id", "?")
+        if self.reason:
+            return f"{self.kind} graph {gid}: not captured: {self.reason}"
+        if self._graph is not None:
+            return (f"{self.kind} graph {gid}: captured in a CUDA graph ({self.replays} "
+                    f"replays, {self.recaptures} recaptures)")
+        return f"{self.kind} graph {gid}: not captured yet ({self.calls} warm-up call(s))"
+
+    def _note(self, reason: str) -> None:
+        notes = getattr(self.cg, "notes", None)
+        if notes is not None:
+            text = (f"cudagraphs: {self.kind} graph {getattr(self.cg, 'graph_id', '?')} "
+                    f"runs uncaptured: {reason}")
+            if text not in notes:
+                notes.append(text)
+
+    def _disable(self, reason: str) -> None:
+        self.reason = reason
+        self._graph = None
+        self._static, self._outs = [], []
+        self._note(reason)
+        try:
+            from stax import debug
+            debug.log(f"cudagraphs: {self.kind} graph {getattr(self.cg, 'graph_id', '?')} "
+                      f"runs uncaptured: {reason}")
+        except Exception:  # noqa: BLE001
+            pass
+
+    # ------------------------------------------------------------------ checks
+    def _names(self):
+        return list(getattr(self.cg, "input_names", []) or [])
+
+    def _arg_name(self, i: int) -> str:
+        names = self._names()
+        return f"input {i} ('{names[i]}')" if i < len(names) else f"input {i}"
+
+    def _runtime_reason(self, args) -> str | None:
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                if a.device.type != "cuda" or (a.device.index is not None and
+                                               self.device.index is not None and
+                                               a.device.index != self.device.index):
+                    return (f"{self._arg_name(i)} is on {a.device}, not {self.device}: a "
+                            "CUDA graph can only read device memory of its own device")
+                if not _is_static_input(a) and not _dense(a):
+                    return (f"{self._arg_name(i)} has overlapping or expanded strides "
+                            f"{tuple(a.stride())} (shape {tuple(a.shape)}), which a static "
+                            "input buffer cannot reproduce")
+            elif isinstance(a, torch.SymInt):
+                return f"{self._arg_name(i)} is a symbolic size (dynamic shapes)"
+        return None
+
+    # ------------------------------------------------------------------ calls
+    def __call__(self, args):
+        if self.reason is not None or torch.cuda.is_current_stream_capturing():
+            return self._call(args)
+        if self._graph is None:
+            r = self._runtime_reason(args)
+            if r is not None:
+                self._disable(r)
+                return self._call(args)
+            if self.calls == 0:
+                self.calls += 1
+                return self._call(args)  # warm-up: Triton launchers, cuBLAS, allocator
+            try:
+                self._capture(args)
+            except Exception as e:  # noqa: BLE001 - recorded, then run uncaptured
+                if type(e).__name__ == "StaxGuardError":
+                    raise
+                suspects = getattr(self.cg, "fallback_ops", [])
+                self._disable(
+                    f"capture failed: {type(e).__name__}: {' '.join(str(e).split())[:500]}"
+                    + (f" (the graph's fallback ops {suspects} are the likely cause)"
+                       if suspects else ""))
+                torch.cuda.synchronize()
+                return self._call(args)
+        else:
+            self._check_guards(args)
+            for i, a in enumerate(args):
+                if self._borrowed[i] and a.data_ptr() != self._static[i].data_ptr():
+                    # a parameter was replaced: capture again for the new pointers
+                    self.recaptures += 1
+                    self._capture(args)
+                    break
+        return self._replay(args)
+
+    def _capture(self, args) -> None:
+        # a guard failure must surface as the wrapper's error, with the caller's tensors
+        self._check_guards(args)
+        static, borrowed = [], []
+        for a in args:
+            if isinstance(a, torch.Tensor) and not _is_static_input(a):
+                s = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
+                s.copy_(a)
+                static.append(s)
+                borrowed.append(False)
+            else:
+                static.append(a)
+                borrowed.append(isinstance(a, torch.Tensor))
+        # one more uncaptured run on a side stream (as torch.cuda.graphs recommends)
+        side = torch.cuda.Stream(device=self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            self._call(list(static))
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        torch.cuda.synchronize(self.device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = self._call(list(static))
+        if isinstance(outs, tuple):
+            struct, flat = "tuple", list(outs)
+        elif isinstance(outs, list):
+            struct, flat = "list", list(outs)
+        else:
+            struct, flat = "single", [outs]
+        out_is_arg = []
+        for j, o in enumerate(flat):
+            hit = None
+            if isinstance(o, torch.Tensor):
+                for i, s in enumerate(static):
+                    if isinstance(s, torch.Tensor) and o is s:
+                        hit = i
+                        break
+                if hit is None:
+                    for i, s in enumerate(static):
+                        if isinstance(s, torch.Tensor) and not borrowed[i] and \
+                                s.numel() and o.numel() and \
+                                o.untyped_storage().data_ptr() == s.untyped_storage().data_ptr():
+                            raise RuntimeError(
+                                f"output {j} is a view of {self._arg_name(i)}; replaying "
+                                "would return a view of the static input buffer, not of "
+                                "the caller's tensor")
+            out_is_arg.append(hit)
+        self._graph, self._static, self._borrowed = graph, static, borrowed
+        self._outs, self._out_is_arg, self._struct = flat, out_is_arg, struct
+        self.captures += 1
+        self.calls += 1
+
+    def _check_guards(self, args) -> None:
+        """The wrapper's own guards (`check(args)` of its source): a wrong argument
+        raises its StaxGuardError instead of being copied into a static buffer."""
+        check = (getattr(self.cg, "_globals", None) or {}).get("check")
+        if check is not None:
+            check(args)
+
+    def _replay(self, args):
+        for i, a in enumerate(args):
+            if not self._borrowed[i] and isinstance(a, torch.Tensor):
+                s = self._static[i]
+                if a.data_ptr() != s.data_ptr():
+                    s.copy_(a)
+        self._graph.replay()
+        self.replays += 1
+        out = []
+        for o, hit in zip(self._outs, self._out_is_arg):
+            if hit is not None:
+                out.append(args[hit])
+            elif self.clone_outputs and isinstance(o, torch.Tensor):
+                out.append(o.clone())
+            else:
+                out.append(o)
+        if self._struct == "single":
+            return out[0]
+        return tuple(out) if self._struct == "tuple" else out
