@@ -1,0 +1,206 @@
+"""GPU target, part 2: TTIR -> triton.compile -> a launchable kernel, with a kernel cache.
+
+* `compile_kernel(kernel_op, input_strides, output_strides, name, arch=90, config=None,
+  aligned=None)` emits the TTIR (triton_ttir.emit_ttir) and compiles it.
+* `compile_ttir(ttir, arch)` compiles a TTIRKernel; returns `(compiled, from_cache)`.
+
+Cache: in memory and on disk under `$STAX_CACHE_DIR/triton/` (else
+`~/.cache/stax/triton/`), keyed by sha256 of (TTIR text, num_warps, num_stages,
+triton.__version__, arch). The TTIR text contains the `tt.divisibility` hints, so the
+alignment specialization is part of the key. A disk entry is a folder holding every
+artifact of `CompiledKernel.asm` (ttir, ttgir, llir, ptx, cubin), Triton's metadata JSON
+and the launcher signature, which is all `triton.compiler.CompiledKernel` needs to be
+rebuilt in a fresh process without compiling. `STATS` counts hits and misses.
+
+Compiling needs no GPU (ptxas ships in the wheel); launching does. Launch with
+`TritonKernel(*inputs, *outputs)`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+from stax.targets.triton_ttir import (KernelLoweringError, TritonConfig, TTIRKernel,  # noqa: F401
+                                      emit_ttir)
+
+__all__ = ["compile_kernel", "compile_ttir", "TritonKernel", "STATS", "cache_dir", "cache_key",
+           "clear_memory_cache", "AlignmentError"]
+
+STATS = {"hits": 0, "misses": 0, "memory_hits": 0, "disk_hits": 0}
+_MEM: dict[str, object] = {}
+_LOCK = threading.Lock()
+
+
+class AlignmentError(ValueError):
+    """A tensor passed to a kernel specialized for 16-byte alignment is not aligned."""
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("STAX_CACHE_DIR")
+    base = Path(root) if root else Path.home() / ".cache" / "stax"
+    return base / "triton"
+
+
+def cache_key(ttir: TTIRKernel, arch: int) -> str:
+    import triton
+    h = hashlib.sha256()
+    for part in (ttir.text, str(ttir.num_warps), str(ttir.num_stages), triton.__version__,
+                 f"cuda:{arch}"):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def clear_memory_cache():
+    _MEM.clear()
+
+
+def _target(arch):
+    from triton.backends.compiler import GPUTarget
+    return GPUTarget("cuda", int(arch), 32)
+
+
+def _load_from_disk(d: Path):
+    meta_path = d / "stax.json"
+    if not meta_path.exists():
+        return None
+    from triton.compiler.compiler import CompiledKernel
+    info = json.loads(meta_path.read_text())
+    group = {f: str(d / f) for f in info["files"]}
+    src = SimpleNamespace(signature={int(k): v for k, v in info["signature"].items()},
+                          constants={}, name=info["name"])
+    return CompiledKernel(src, group, info["hash"])
+
+
+def _store_to_disk(d: Path, compiled, signature):
+    """Atomically publish the artifacts: write into a temp folder, then rename."""
+    d.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=d.name + ".tmp", dir=d.parent))
+    try:
+        files = []
+        for fname, path in compiled.metadata_group.items():
+            shutil.copyfile(path, tmp / fname)
+            files.append(fname)
+        info = {"files": files, "signature": {str(k): v for k, v in signature.items()},
+                "name": compiled.name, "hash": compiled.hash}
+        (tmp / "stax.json").write_text(json.dumps(info))
+        try:
+            os.rename(tmp, d)
+        except OSError:  # another process published it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    except Exception:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def compile_ttir(ttir: TTIRKernel, arch: int = 90):
+    """Compile (or fetch from the cache) one TTIR kernel. Returns (CompiledKernel, from_cache)."""
+    import triton
+    key = cache_key(ttir, arch)
+    with _LOCK:
+        got = _MEM.get(key)
+        if got is not None:
+            STATS["hits"] += 1
+            STATS["memory_hits"] += 1
+            return got, True
+    d = cache_dir() / key[:2] / key
+    try:
+        got = _load_from_disk(d)
+    except Exception:   # a damaged entry: recompile and replace it
+        shutil.rmtree(d, ignore_errors=True)
+        got = None
+    if got is not None:
+        with _LOCK:
+            _MEM[key] = got
+            STATS["hits"] += 1
+            STATS["disk_hits"] += 1
+        return got, True
+    with tempfile.TemporaryDirectory(prefix="stax-ttir-") as td:
+        path = os.path.join(td, f"{ttir.name}.ttir")
+        with open(path, "w") as f:
+            f.write(ttir.text)
+        try:
+            compiled = triton.compile(path, target=_target(arch),
+                                      options={"num_warps": ttir.num_warps,
+                                               "num_stages": ttir.num_stages})
+        except Exception as e:
+            raise KernelLoweringError(f"triton.compile failed for kernel {ttir.name} "
+                                      f"(sm_{arch}): {e}\n{ttir.text}") from e
+        # The launcher signature as Triton parsed it from the TTIR ({0: '*bf16', ...}).
+        signature = {int(k): v for k, v in compiled.src.signature.items()}
+        try:
+            _store_to_disk(d, compiled, signature)
+        except OSError:
+            pass  # the disk cache is best effort
+    # Launch through a CompiledKernel whose src carries the signature only (same object
+    # kind a disk hit gives), so hits and misses behave identically.
+    compiled.src = SimpleNamespace(signature=signature, constants={}, name=compiled.name)
+    with _LOCK:
+        _MEM[key] = compiled
+        STATS["misses"] += 1
+    return compiled, False
+
+
+@dataclass
+class TritonKernel:
+    """A compiled kernel. `k(*inputs, *outputs)` launches it on the current stream."""
+    name: str
+    ttir_kernel: TTIRKernel
+    compiled: object
+    arch: int
+    from_cache: bool
+
+    @property
+    def ttir(self):
+        return self.ttir_kernel.text
+
+    @property
+    def ptx(self):
+        return self.compiled.asm["ptx"]
+
+    @property
+    def kind(self):
+        return self.ttir_kernel.kind
+
+    @property
+    def config(self):
+        return self.ttir_kernel.config
+
+    @property
+    def grid(self):
+        return self.ttir_kernel.grid
+
+    @property
+    def aligned(self):
+        return self.ttir_kernel.aligned
+
+    def check_alignment(self, tensors):
+        for i, (t, al) in enumerate(zip(tensors, self.aligned)):
+            if al and t.data_ptr() % 16:
+                raise AlignmentError(
+                    f"kernel {self.name}: argument {i} was specialized for 16-byte alignment "
+                    f"(tt.divisibility = 16) but its data_ptr() is {t.data_ptr():#x} "
+                    f"(offset {t.data_ptr() % 16} mod 16); recompile without the hint")
+
+    def __call__(self, *tensors):
+        n = len(self.ttir_kernel.arg_dtypes)
+        if len(tensors) != n:
+            raise TypeError(f"kernel {self.name} takes {n} tensors, got {len(tensors)}")
+        self.check_alignment(tensors)
+        self.compiled[self.grid](*tensors)
+
+
+def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", *, arch=90,
+                   config: TritonConfig | None = None, aligned=None) -> TritonKernel:
+    """Emit TTIR for one stax kernel (specialized for these strides and alignment) and
+    compile it for sm_<arch>."""
+    tk = emit_ttir(kernel_op, input_strides, output_strides, name, config=config, aligned=aligned)
+    compiled, hit = compile_ttir(tk, arch)
+    return TritonKernel(name, tk, compiled, arch, hit)
