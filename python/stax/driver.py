@@ -53,6 +53,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 from typing import Any, Sequence
 
 import torch
@@ -755,6 +756,9 @@ def _ptr_aligned(t: torch.Tensor) -> bool:
     the compilers) have no pointer: assume their storage is allocator-aligned, so the
     storage offset decides (as Inductor does); the guard checks it on every call."""
     try:
+        from torch._subclasses.fake_tensor import FakeTensor
+        if isinstance(t, FakeTensor):
+            raise TypeError("fake tensor")
         return t.data_ptr() % ALIGN == 0
     except Exception:  # noqa: BLE001 - FakeTensor / FunctionalTensor have no pointer
         try:
@@ -764,8 +768,16 @@ def _ptr_aligned(t: torch.Tensor) -> bool:
 
 
 def _cuda_arch(device: str) -> int:
-    major, minor = torch.cuda.get_device_capability(torch.device(device))
-    return major * 10 + minor
+    """The compute capability to compile for: the device's, or without a usable GPU
+    (fake CUDA example inputs in CI) STAX_TRITON_ARCH (default 90; Triton compiles
+    to PTX/cubin with no GPU)."""
+    env = os.environ.get("STAX_TRITON_ARCH")
+    if env:
+        return int(env)
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability(torch.device(device))
+        return major * 10 + minor
+    return 90
 
 
 def _triton_compiler(config, device):
@@ -775,9 +787,21 @@ def _triton_compiler(config, device):
     arch = _cuda_arch(device)
     tune = getattr(tt, "autotune_kernel", None)
     if config is not None and config.max_autotune and callable(tune):
+        import inspect
+        params = inspect.signature(tune).parameters
+        extra = {}
+        if "budget" in params:  # one tuning-time budget per compiled graph
+            try:
+                from stax.autotune import TuneBudget
+                extra["budget"] = TuneBudget.from_env()
+            except Exception:  # noqa: BLE001 - the tuner's own default then
+                pass
+        if "device" in params:
+            extra["device"] = device
+
         def compile_kernel(kop, in_st, out_st, name, aligned=None):
             return tune(kop, in_st, out_st, name, arch=arch, aligned=aligned,
-                        coordinate_descent=config.coordinate_descent_tuning)
+                        coordinate_descent=config.coordinate_descent_tuning, **extra)
     else:
         def compile_kernel(kop, in_st, out_st, name, aligned=None):
             return tt.compile_kernel(kop, in_st, out_st, name, arch=arch, aligned=aligned)

@@ -4,16 +4,24 @@ inference, compared with eager on fresh random inputs, float32 and bfloat16.
 Every test asserts the route: the graph compiled natively (`stax_route == "stax-cpu"`),
 no op ran through PyTorch except the expected ones (conv runs as a fallback op), and
 STAX_STRICT=1 turns a lowering failure into an error.
+Device switch: STAX_TEST_DEVICE=cuda (default cpu) runs the same tests on the GPU: the
+fixture makes it torch's default device (inputs, models and factory calls inside the
+compiled functions land there) and the expected route becomes "triton".
 """
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import torch
 
 import stax.backend as B
 from models import MODEL_NAMES, make_inputs, make_model
+
+# STAX_TEST_DEVICE=cuda re-runs this file on the GPU (the triton target)
+DEVICE = os.environ.get("STAX_TEST_DEVICE", "cpu")
+ROUTE = "triton" if DEVICE.startswith("cuda") else "stax-cpu"
 
 F32, BF16 = torch.float32, torch.bfloat16
 TOL = {F32: dict(rtol=1e-5, atol=1e-5), BF16: dict(rtol=2e-2, atol=2e-2)}
@@ -32,9 +40,15 @@ def _strict(monkeypatch):
     torch._dynamo.reset()
     B.clear()
     torch.manual_seed(0)
-    yield
-    torch._dynamo.reset()
-    B.clear()
+    if DEVICE != "cpu":
+        torch.set_default_device(DEVICE)
+    try:
+        yield
+    finally:
+        if DEVICE != "cpu":
+            torch.set_default_device(None)
+        torch._dynamo.reset()
+        B.clear()
 
 
 def _check_route(name):
@@ -42,7 +56,7 @@ def _check_route(name):
         f"expected one compiled graph, got {len(B.compiled_callables)} (graph break or "
         "recompile)")
     c = B.compiled_callables[0]
-    assert c.stax_route == "stax-cpu", f"route {c.stax_route}: {c.stax_fallback_reason}"
+    assert c.stax_route == ROUTE, f"route {c.stax_route}: {c.stax_fallback_reason}"
     assert c.stax_fallback_reason is None
     expected = EXPECTED_FALLBACK.get(name, [])
     if expected:
@@ -100,7 +114,7 @@ def test_gpt2_sdpa_matches_explicit_attention():
         b = torch.compile(m2, backend="stax", fullgraph=True)(x)
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     for c in B.compiled_callables:
-        assert c.stax_route == "stax-cpu" and c.stax_fallback_ops == []
+        assert c.stax_route == ROUTE and c.stax_fallback_ops == []
 
 
 def test_model_api_sizes():

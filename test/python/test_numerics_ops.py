@@ -12,16 +12,24 @@ Tolerances (dtype-aware): float32 rtol=atol=1e-5; bfloat16 rtol=atol=2e-2 (stax 
 bf16 in f32 and rounds at stores, eager rounds after each op); float16 rtol=atol=1e-3;
 integer and bool results bit-exact. Pure dtype conversions are compared bit-exactly
 (a single correctly rounded conversion has one right answer).
+Device switch: STAX_TEST_DEVICE=cuda (default cpu) runs the same tests on the GPU: the
+fixture makes it torch's default device (inputs, models and factory calls inside the
+compiled functions land there) and the expected route becomes "triton".
 """
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import stax.backend as B
+
+# STAX_TEST_DEVICE=cuda re-runs this file on the GPU (the triton target)
+DEVICE = os.environ.get("STAX_TEST_DEVICE", "cpu")
+ROUTE = "triton" if DEVICE.startswith("cuda") else "stax-cpu"
 
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 I64, I32 = torch.int64, torch.int32
@@ -37,9 +45,15 @@ def _strict(monkeypatch):
     torch._dynamo.reset()
     B.clear()
     torch.manual_seed(0)
-    yield
-    torch._dynamo.reset()
-    B.clear()
+    if DEVICE != "cpu":
+        torch.set_default_device(DEVICE)
+    try:
+        yield
+    finally:
+        if DEVICE != "cpu":
+            torch.set_default_device(None)
+        torch._dynamo.reset()
+        B.clear()
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -81,7 +95,7 @@ def check_route(fallback_ops=()):
     exactly the expected fallback ops."""
     assert B.compiled_callables, "the stax backend was not invoked"
     for c in B.compiled_callables:
-        assert c.stax_route == "stax-cpu", f"route {c.stax_route}: {c.stax_fallback_reason}"
+        assert c.stax_route == ROUTE, f"route {c.stax_route}: {c.stax_fallback_reason}"
         assert c.stax_fallback_reason is None
         if not fallback_ops:
             assert c.stax_fallback_ops == [], f"unexpected fallback ops {c.stax_fallback_ops}"

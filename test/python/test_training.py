@@ -5,10 +5,14 @@ batch: the loss and every parameter gradient, float32 tolerances.
 Both the forward and the backward graph must have compiled natively (the report of the
 one StaxCompiled lists both; no FallbackRecord), with STAX_STRICT=1 so a lowering
 failure raises.
+Device switch: STAX_TEST_DEVICE=cuda (default cpu) runs the same tests on the GPU: the
+fixture makes it torch's default device (inputs, models and factory calls inside the
+compiled functions land there) and the expected route becomes "triton".
 """
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import torch
@@ -17,6 +21,10 @@ import torch.nn.functional as F
 import stax.backend as B
 from stax.driver import CompiledGraph
 from models import make_inputs, make_model
+
+# STAX_TEST_DEVICE=cuda re-runs this file on the GPU (the triton target)
+DEVICE = os.environ.get("STAX_TEST_DEVICE", "cpu")
+ROUTE = "triton" if DEVICE.startswith("cuda") else "stax-cpu"
 
 F32 = torch.float32
 RTOL = ATOL = 1e-5
@@ -29,9 +37,15 @@ def _strict(monkeypatch):
     torch._dynamo.reset()
     B.clear()
     torch.manual_seed(0)
-    yield
-    torch._dynamo.reset()
-    B.clear()
+    if DEVICE != "cpu":
+        torch.set_default_device(DEVICE)
+    try:
+        yield
+    finally:
+        if DEVICE != "cpu":
+            torch.set_default_device(None)
+        torch._dynamo.reset()
+        B.clear()
 
 
 def _loss(model, x, target):
@@ -73,7 +87,7 @@ def _train_step_check(name, batch, seq, *, input_grad=False, steps=2, tol=(RTOL,
 
     assert len(B.compiled_callables) == 1, "expected one Dynamo graph (graph break/recompile?)"
     c = B.compiled_callables[0]
-    assert c.stax_route == "stax-cpu", f"route {c.stax_route}: {c.stax_fallback_reason}"
+    assert c.stax_route == ROUTE, f"route {c.stax_route}: {c.stax_fallback_reason}"
     assert c.stax_fallback_ops == [], c.stax_fallback_ops
     kinds = [g.graph_id for g in c.stax_graphs]
     assert all(isinstance(g, CompiledGraph) for g in c.stax_graphs), kinds

@@ -1,0 +1,352 @@
+"""The driver and backend on the triton (CUDA) target.
+
+CPU-runnable: target selection from the example inputs' device (fake CUDA tensors stand
+in for real ones), the mode/option notes of the triton target, the refusal of
+`stax.triton=False`, the alignment guard's message, the static reasons of the CUDA
+graph runner, and (when `stax.targets.triton` exists) the whole driver path on fake CUDA
+inputs down to PTX (Triton compiles without a GPU).
+
+GPU (skipped without CUDA): the test models' numerics on `device="cuda"`, f32 and bf16,
+against eager; one training step; route "triton"; softmax in <= 2 kernels; the
+alignment guard; `reduce-overhead` capture, and its recorded reason where it cannot.
+"""
+from __future__ import annotations
+
+import copy
+import importlib.util
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import stax.backend as B
+from stax.driver import (ArgGuard, StaxGuardError, StaxUnsupportedError, compile_graph,
+                         guard_failure, select_target)
+from stax.options import resolve_config
+
+from models import MODEL_NAMES, make_inputs, make_model
+from test_models import EXPECTED_FALLBACK, SIZES, TOL
+from test_numerics_ops import assert_close
+
+F32, BF16 = torch.float32, torch.bfloat16
+CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU (the triton target runs "
+                                "kernels on the device)")
+HAS_TRITON_TARGET = importlib.util.find_spec("stax.targets.triton") is not None and \
+    importlib.util.find_spec("triton") is not None
+
+
+@pytest.fixture(autouse=True)
+def _strict(monkeypatch):
+    monkeypatch.setenv("STAX_STRICT", "1")
+    monkeypatch.delenv("STAX_DEBUG", raising=False)
+    torch._dynamo.reset()
+    B.clear()
+    torch.manual_seed(0)
+    yield
+    torch._dynamo.reset()
+    B.clear()
+
+
+def fake_cuda(*shapes, dtype=F32):
+    with FakeTensorMode():
+        return [torch.empty(s, dtype=dtype, device="cuda") for s in shapes]
+
+
+# ----------------------------------------------------------------------------- CPU-runnable
+
+def test_select_target_by_device():
+    assert select_target([torch.randn(3), 2]) == ("stax-cpu", "cpu")
+    assert select_target([]) == ("stax-cpu", "cpu")
+    a, b = fake_cuda((4, 8), (8,))
+    assert select_target([a, b, 3]) == ("triton", "cuda:0")
+
+
+def test_select_target_mixed_devices_names_the_inputs():
+    (a,) = fake_cuda((4, 8))
+    with pytest.raises(StaxUnsupportedError) as e:
+        select_target([a, torch.tensor(2.0)], ["x", "scale"])
+    msg = str(e.value)
+    assert "more than one device" in msg and "1 ('scale')" in msg and "0 ('x')" in msg
+    assert "cpu" in msg and "cuda:0" in msg
+
+
+def test_select_target_other_device_refused():
+    with pytest.raises(StaxUnsupportedError, match="device meta"):
+        select_target([torch.empty(3, device="meta")])
+
+
+def test_triton_option_off_on_cuda_is_a_clear_refusal():
+    x, = fake_cuda((4, 8))
+    gm = torch.fx.symbolic_trace(lambda x: x * 2.0)
+    cfg = resolve_config(None, {"stax.triton": False})
+    with pytest.raises(StaxUnsupportedError, match="'stax.triton'=False turns off the triton"):
+        compile_graph(gm, [x], cfg)
+    cfg = resolve_config(None, {"stax.cuda_codegen": False})
+    with pytest.raises(StaxUnsupportedError, match="'stax.cuda_codegen'=False"):
+        compile_graph(gm, [x], cfg)
+
+
+def test_triton_mode_notes():
+    c = resolve_config("max-autotune", target="triton")
+    from stax.options import autotune_available
+    if not autotune_available():
+        assert any("autotuning is not implemented yet" in n for n in c.notes), c.notes
+    assert c.max_autotune and c.cudagraphs and c.coordinate_descent_tuning
+    # cudagraphs applies on the GPU: no "not applicable" note there
+    assert not any("not applicable" in n for n in c.notes)
+    assert resolve_config("reduce-overhead", target="triton").notes == ()
+    assert resolve_config(None, target="triton").notes == ()
+    off = resolve_config(None, {"stax.triton": False}, target="triton")
+    assert any("'stax.triton'=False" in n and "fallback" in n for n in off.notes)
+    # the CPU notes are unchanged, and for_target switches between them
+    cpu = resolve_config("max-autotune")
+    assert any("cudagraphs: not applicable on CPU" in n for n in cpu.notes)
+    gpu = cpu.for_target("triton")
+    assert gpu.target == "triton" and gpu.mode == "max-autotune"
+    assert not any("not applicable on CPU" in n for n in gpu.notes)
+    with pytest.raises(ValueError, match="unknown target"):
+        resolve_config(None, target="tpu")
+
+
+def test_alignment_guard_message_says_what_to_do():
+    g = ArgGuard(0, "x", "tensor", (7,), F32, "cpu", (1,), aligned=True)
+    base = torch.randn(8)
+    x = base[1:]  # 4 bytes past an aligned pointer
+    assert x.data_ptr() % 16
+    msg = str(guard_failure([g], "g0", 0, x))
+    assert "not 16-byte aligned" in msg and "x.clone()" in msg and "contiguous()" in msg
+
+
+def test_cudagraph_static_reasons():
+    from stax.cudagraphs import static_reason
+
+    class CG:  # what the runner reads of a CompiledGraph
+        fallback_ops = ["aten.nonzero.default"]
+        source = ""
+
+    r = static_reason(CG())
+    assert r and "aten.nonzero.default" in r and "not capturable" in r
+    CG.fallback_ops = ["aten.cumsum.default"]
+    CG.source = ("def call(args):\n    v3 = f0(a0, 1, device=torch.device('cpu'))  "
+                 "# aten.arange.start\n")
+    r = static_reason(CG())
+    assert r and "aten.arange.start" in r and "CPU tensor" in r
+    CG.source = ""
+    assert static_reason(CG()) is None
+
+
+@pytest.mark.skipif(not HAS_TRITON_TARGET, reason="stax.targets.triton or triton missing")
+def test_driver_compiles_fake_cuda_graph_to_ptx(monkeypatch):
+    # no GPU needed: the kernels are compiled for sm_90 from fake CUDA example inputs
+    monkeypatch.setenv("STAX_TRITON_ARCH", "90")
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x):
+        return torch.softmax(x, dim=-1) * 2.0
+
+    with FakeTensorMode() as mode:
+        x = torch.empty(64, 256, device="cuda")
+        gm = make_fx(f, tracing_mode="fake")(x)
+    cg = compile_graph(gm, [x], resolve_config(None, target="triton"))
+    assert cg.route == "triton" and cg.device == "cuda:0"
+    assert 1 <= cg.kernel_count <= 2
+    assert all(getattr(k, "ptx", None) for k in cg.kernels)
+    assert "device=_dev" in cg.source
+    del mode
+
+
+# ----------------------------------------------------------------------------- GPU
+
+@pytest.fixture
+def on_cuda():
+    torch.set_default_device("cuda")
+    try:
+        yield
+    finally:
+        torch.set_default_device(None)
+
+
+def _the_callable(route="triton"):
+    assert len(B.compiled_callables) == 1, \
+        f"expected one compiled graph, got {len(B.compiled_callables)}"
+    c = B.compiled_callables[0]
+    assert c.stax_route == route, f"route {c.stax_route}: {c.stax_fallback_reason}"
+    return c
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_model_inference_cuda(name, dtype, on_cuda):
+    model = make_model(name, dtype)
+    ref_model = copy.deepcopy(model)
+    batch, seq = SIZES[name]
+    cm = torch.compile(model, backend="stax", fullgraph=True)
+    with torch.no_grad():
+        for which in ("A", "B"):
+            (x,) = make_inputs(name, batch, seq, dtype)
+            assert x.is_cuda
+            ref = ref_model(x.clone())
+            out = cm(x)
+            assert out.is_cuda
+            torch.testing.assert_close(out, ref, **TOL[dtype],
+                                       msg=lambda m: f"{name} {dtype} inputs {which}: {m}")
+    c = _the_callable()
+    expected = EXPECTED_FALLBACK.get(name, [])
+    assert set(c.stax_fallback_ops) <= set(expected), c.stax_fallback_ops
+    assert c.stax_kernel_count >= 1
+    lp = c.stax_launches_per_call
+    assert lp and all(v >= c.stax_kernel_count for v in lp.values()), lp
+    if name != "conv_bn_relu":
+        assert c.stax_library_calls, "linear layers should be cuBLAS library calls"
+
+
+@needs_cuda
+def test_training_step_cuda(on_cuda):
+    model = make_model("gpt2", F32)
+    ref = copy.deepcopy(model)
+
+    def loss_fn(m, x, t):
+        return F.mse_loss(m(x), t)
+
+    step = torch.compile(loss_fn, backend="stax", fullgraph=True)
+    (x,) = make_inputs("gpt2", 2, 16, F32)
+    t = torch.randn_like(x)
+    loss = step(model, x, t)
+    loss.backward()
+    ref_loss = loss_fn(ref, x, t)
+    ref_loss.backward()
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-5)
+    for (n, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5,
+                                   msg=lambda m: f"grad of {n}: {m}")
+    c = _the_callable()
+    kinds = " ".join(g.graph_id for g in c.stax_graphs)
+    assert "forward" in kinds and "backward" in kinds, kinds
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_softmax_is_at_most_two_kernels(dtype, on_cuda):
+    x = torch.randn(512, 1000, dtype=dtype)
+    f = torch.compile(lambda x: torch.softmax(x, dim=-1), backend="stax", fullgraph=True)
+    assert_close(f(x), torch.softmax(x, dim=-1), what="softmax")
+    c = _the_callable()
+    assert c.stax_kernel_count <= 2, c.stax_kernel_count
+    assert c.stax_launches_per_call == {"inference": c.stax_kernel_count}
+
+
+@needs_cuda
+def test_misaligned_input_fails_the_guard(on_cuda):
+    f = torch.compile(lambda x: torch.sigmoid(x) * 3.0, backend="stax", fullgraph=True)
+    x = torch.randn(1025)
+    f(x[:1024])
+    with pytest.raises(StaxGuardError, match=r"16-byte aligned.*x\.clone\(\)"):
+        f(x[1:])
+    assert_close(f(x[1:].clone()), torch.sigmoid(x[1:]) * 3.0, what="after clone")
+
+
+@needs_cuda
+def test_triton_option_off_falls_back_with_reason(monkeypatch, on_cuda):
+    monkeypatch.setenv("STAX_STRICT", "0")
+    f = torch.compile(lambda x: x * 2.0 + 1.0, backend="stax",
+                      options={"stax.triton": False})
+    x = torch.randn(16)
+    assert_close(f(x), x * 2.0 + 1.0)
+    c = _the_callable("fallback")
+    assert "'stax.triton'=False" in c.stax_fallback_reason
+
+
+@needs_cuda
+def test_mixed_devices_fall_back_with_reason(monkeypatch, on_cuda):
+    monkeypatch.setenv("STAX_STRICT", "0")
+    f = torch.compile(lambda x, s: x * s + 1.0, backend="stax",
+                      mode="reduce-overhead")
+    x, s = torch.randn(16), torch.tensor(3.0, device="cpu")
+    for _ in range(3):
+        assert_close(f(x, s), x * s + 1.0)
+    c = _the_callable("fallback")
+    assert "more than one device" in c.stax_fallback_reason
+    assert any("not captured" in r and "more than one device" in r
+               for r in c.stax_cudagraphs), c.stax_cudagraphs
+
+
+@needs_cuda
+def test_max_autotune_says_what_it_does(on_cuda):
+    f = torch.compile(lambda x: torch.tanh(x) * 2.0, backend="stax", mode="max-autotune")
+    x = torch.randn(1000)
+    assert_close(f(x), torch.tanh(x) * 2.0)
+    c = _the_callable()
+    from stax.options import autotune_available
+    if not autotune_available():
+        assert any("autotuning is not implemented yet" in n for n in c.stax_notes), \
+            c.stax_notes
+
+
+@needs_cuda
+def test_reduce_overhead_captures_and_replays(on_cuda):
+    def f(x, y):
+        return torch.softmax(x, dim=-1) * y + 1.0
+
+    cf = torch.compile(f, backend="stax", mode="reduce-overhead", fullgraph=True)
+    for i in range(4):  # warm-up, capture, replays: fresh inputs every call
+        x, y = torch.randn(64, 300), torch.randn(64, 300)
+        out = cf(x, y)
+        assert_close(out, f(x, y), what=f"call {i}")
+    c = _the_callable()
+    status = c.stax_cudagraphs
+    assert len(status) == 1 and "captured in a CUDA graph" in status[0], status
+    runner = c.report.runners[0]
+    assert runner.captured and runner.replays >= 2
+    # a wrong argument still hits the guard (not a silent copy into the static buffer)
+    with pytest.raises(StaxGuardError):
+        cf(torch.randn(64, 300), torch.randn(64, 300, dtype=BF16).float()[:, :299])
+
+
+@needs_cuda
+def test_reduce_overhead_model_cuda(on_cuda):
+    model = make_model("gpt2", BF16).eval()
+    ref_model = copy.deepcopy(model)
+    cm = torch.compile(model, backend="stax", mode="reduce-overhead", fullgraph=True)
+    with torch.no_grad():
+        for i in range(3):
+            (x,) = make_inputs("gpt2", 2, 32, BF16)
+            torch.testing.assert_close(cm(x), ref_model(x), **TOL[BF16])
+    c = _the_callable()
+    assert any("captured in a CUDA graph" in s for s in c.stax_cudagraphs), c.stax_cudagraphs
+
+
+@needs_cuda
+def test_reduce_overhead_records_reason_when_it_cannot_capture(on_cuda):
+    # a runner over a graph whose fallback op synchronizes: never captured, reason kept
+    from stax.cudagraphs import CudaGraphRunner
+
+    calls = []
+
+    class CG:
+        graph_id = "g_test"
+        fallback_ops = ["aten._local_scalar_dense.default"]
+        source = ""
+        notes: list = []
+        device = "cuda:0"
+        input_names = ["x"]
+
+    def call(args):
+        calls.append(1)
+        return (args[0] * 2,)
+
+    r = CudaGraphRunner(call, CG(), "inference")
+    x = torch.randn(8)
+    for _ in range(3):
+        assert_close(r([x])[0], x * 2)
+    assert not r.captured and len(calls) == 3
+    assert "aten._local_scalar_dense.default" in r.reason and "host" in r.reason
+    assert any("runs uncaptured" in n for n in CG.notes)
+    # an input on the CPU: which input, and why
+    r2 = CudaGraphRunner(lambda a: (a[0] + 1,), type("G", (), {"graph_id": "g2",
+                         "fallback_ops": [], "source": "", "notes": [], "device": "cuda:0",
+                         "input_names": ["x"]})(), "inference")
+    r2([torch.randn(4, device="cpu")])
+    assert "input 0 ('x') is on cpu" in r2.reason
