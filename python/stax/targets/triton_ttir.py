@@ -348,6 +348,8 @@ class _Emitter:
             lit = key[0]
             if shape:
                 text = f"arith.constant dense<{lit}> : {self.ty(shape, elem)}"
+            elif elem == "i1":
+                text = f"arith.constant {lit}"
             else:
                 text = f"arith.constant {lit} : {elem}"
             self.consts[key] = (name, text)
@@ -1388,7 +1390,8 @@ class _Lowering:
             return em.const(v, comp, sh)
 
         if kind == "neg":
-            return r(f"arith.negf {a} : {ty}") if fl else r(f"arith.subi {c(0)}, {a} : {ty}")
+            # Triton 3.6 TTIR rejects arith.negf; -0.0 - x is the same bits (signs of 0 too).
+            return r(f"arith.subf {c(-0.0)}, {a} : {ty}") if fl else r(f"arith.subi {c(0)}, {a} : {ty}")
         if kind == "abs":
             if fl:
                 return r(f"math.absf {a} : {ty}")
@@ -1428,7 +1431,7 @@ class _Lowering:
                 return r(f"tt.precise_divf {c(1.0)}, {a} : {ty}")
             return r(f"arith.divf {c(1.0)}, {a} : {ty}")
         if kind == "sigmoid":
-            n = em.op(f"arith.negf {a} : {ty}")
+            n = em.op(f"arith.subf {c(-0.0)}, {a} : {ty}")
             e = em.op(f"math.exp {n} : {ty}")
             d = em.op(f"arith.addf {e}, {c(1.0)} : {ty}")
             if f32 and sh:
