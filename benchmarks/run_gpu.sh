@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The whole H200 session in one script (device time is scarce):
+#   bash benchmarks/run_gpu.sh [tests|bench|all]      (default: all)
+# Results go to $OUT (the device tool returns what is written there; default
+# benchmarks/results/gpu-run/): nvidia-smi, the GPU pytest logs, benchmarks/gpu.py's
+# markdown report, its per-case JSON lines and its log.
+#   tests: test/python/test_triton_driver.py, then the numerics suite re-run on the GPU
+#          (STAX_TEST_DEVICE=cuda: test_numerics_ops.py, test_models.py, test_training.py)
+#   bench: benchmarks/gpu.py (eager vs inductor vs stax, STAX_STRICT=1)
+# STAX_GPU_TEST_TIMEOUT / STAX_GPU_BENCH_TIMEOUT bound each part (seconds).
+set -u
+phase="${1:-all}"
+OUT="${OUT:-benchmarks/results/gpu-run}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+PY="${PYTHON:-python3}"
+
+{
+  echo "== $(date -u +%FT%TZ) phase=$phase host=$(hostname)"
+  nvidia-smi || true
+  nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,power.limit --format=csv || true
+  $PY -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
+  git rev-parse HEAD 2>/dev/null || true
+} 2>&1 | tee "$OUT/gpu-machine.txt"
+
+if [[ "$phase" == "tests" || "$phase" == "all" ]]; then
+  timeout "${STAX_GPU_TEST_TIMEOUT:-240}" $PY -m pytest -q -rfEs -p no:cacheprovider \
+      test/python/test_triton_driver.py 2>&1 | tail -n 150 > "$OUT/gpu-pytest-triton-driver.log"
+  echo "test_triton_driver: $(tail -n 1 "$OUT/gpu-pytest-triton-driver.log")"
+  STAX_TEST_DEVICE=cuda timeout "${STAX_GPU_SUITE_TIMEOUT:-300}" $PY -m pytest -q -rfE \
+      -p no:cacheprovider test/python/test_numerics_ops.py test/python/test_models.py \
+      test/python/test_training.py 2>&1 | tail -n 400 > "$OUT/gpu-pytest-numerics-cuda.log"
+  echo "numerics suite on cuda: $(tail -n 1 "$OUT/gpu-pytest-numerics-cuda.log")"
+fi
+
+if [[ "$phase" == "bench" || "$phase" == "all" ]]; then
+  timeout "${STAX_GPU_BENCH_TIMEOUT:-540}" $PY benchmarks/gpu.py --label h200 \
+      --out "$OUT/gpu-h200.md" --jsonl "$OUT/gpu-h200.jsonl" ${STAX_GPU_BENCH_ARGS:-} \
+      > "$OUT/gpu-bench.log" 2>&1
+  echo "gpu.py exit $?"
+  tail -n 60 "$OUT/gpu-bench.log"
+fi
