@@ -265,11 +265,13 @@ def tune(key: str, candidates: list, build: Callable[[Any], Callable[[], None]],
          budget: TuneBudget | None = None, workers: int | None = None,
          stream=None, min_improvement: float = 0.01, max_descent_steps: int = 64,
          on_no_gpu: str = "raise", clock: Callable[[], float] = time.monotonic,
-         force: bool = False):
+         force: bool = False, label: str | None = None):
     """Pick the fastest of `candidates` (see the module docstring). Returns
     (best_config, timings: Timings). `build(cfg)` compiles and returns a no-argument
     launch; `bench(fn, cfg) -> ms` defaults to cuda_bench; `valid(cfg)` filters the
-    coordinate-descent neighbours (e.g. the shared-memory budget)."""
+    coordinate-descent neighbours (e.g. the shared-memory budget). `label` is the short
+    name shown in the progress line (default: the key, cut to 48 characters)."""
+    shown = label or (key if len(key) <= 48 else key[:45] + "...")
     stream = stream if stream is not None else sys.stderr
     if not candidates:
         raise ValueError(f"autotune [{key}]: no candidates")
@@ -304,7 +306,7 @@ def tune(key: str, candidates: list, build: Callable[[Any], Callable[[], None]],
             t.from_cache = True
             t.note = f"from cache {path}: " + d.get("note", "")
             if progress:
-                stream.write(f"stax autotune [{key}] cached: {config_label(best)}"
+                stream.write(f"stax autotune [{shown}] cached: {config_label(best)}"
                              + (f" {t.best_ms:.3f} ms" if t.best_ms is not None else "") + "\n")
             return best, t
         except (OSError, ValueError, KeyError, TypeError):
@@ -327,7 +329,7 @@ def tune(key: str, candidates: list, build: Callable[[Any], Callable[[], None]],
     measured: dict = {}  # cfg -> ms
     tried: set = set()
     best, best_ms = None, None
-    prog = _Progress(key, len(candidates), stream, progress)
+    prog = _Progress(shown, len(candidates), stream, progress)
 
     def record(cfg, fn, phase):
         nonlocal best, best_ms
@@ -418,7 +420,7 @@ def tune(key: str, candidates: list, build: Callable[[Any], Callable[[], None]],
 
     if best is None:
         reasons = "; ".join(f"{k}: {v}" for k, v in list(timings.failures.items())[:5])
-        prog.final(f"stax autotune [{key}] no candidate ran ({reasons})")
+        prog.final(f"stax autotune [{shown}] no candidate ran ({reasons})")
         raise RuntimeError(f"autotune [{key}]: no candidate compiled and ran: {reasons}")
     timings.best_ms = best_ms
     spent = clock() - t0
@@ -431,7 +433,7 @@ def tune(key: str, candidates: list, build: Callable[[Any], Callable[[], None]],
     if timings.stopped_by_budget:
         stop = f", time budget hit after {spent:.1f} s"
     timings.note = f"{cov}, best {best_ms:.3f} ms ({config_label(best)}){stop}"
-    prog.final(f"stax autotune [{key}] {timings.note}")
+    prog.final(f"stax autotune [{shown}] {timings.note}")
 
     # ---- 4. store
     if cache:
@@ -518,7 +520,7 @@ def autotune_kernel(kernel_op, in_strides, out_strides, name, *, arch=90, aligne
         return build(cfg)
 
     buffers()
-    best, _ = tune(f"{name}:{key}", cands, build_and_alloc, budget=budget, progress=progress,
+    best, _ = tune(f"{name}:{key}", cands, build_and_alloc, label=name, budget=budget, progress=progress,
                    coordinate_descent=coordinate_descent, valid=_kernel_config_valid)
     if best in kernels:
         return kernels[best]
@@ -596,6 +598,7 @@ def autotune_matmul(spec: MatmulSpec, tensors: Sequence, *, run_cublas: Callable
     best, timings = tune(spec.key(), cands, build, budget=budget, time_budget_s=time_budget_s,
                          progress=progress, coordinate_descent=coordinate_descent,
                          bench=bench, cache=cache,
+                         label=f"{spec.name} {spec.M}x{spec.N}x{spec.K} {spec.dtype}",
                          valid=lambda c: matmul_config_valid(spec.M, spec.N, spec.K,
                                                              spec.dtype, c))
     if best == CUBLAS:
