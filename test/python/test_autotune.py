@@ -535,3 +535,41 @@ def test_gpu_tune_matmul(tmp_path, monkeypatch):
             a.float() @ b.float() + bias.float()), atol=5e-2, rtol=2e-2)
     best2, _ = at.autotune_matmul(spec, (a, b, bias, out), run_cublas=run_cublas)
     assert best2 == best  # from the disk cache
+
+
+# ----------------------------------------------------------------------------- from stax-fuse
+
+EPI_FUNC = """
+func.func @f(%x: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
+  %bb = "stax.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<16xf32>) -> tensor<8x16xf32>
+  %a = "stax.add"(%x, %bb) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %two = "stax.full"() {value = 2.0 : f32} : () -> tensor<8x16xf32>
+  %m = "stax.mul"(%a, %two) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %t = "stax.tanh"(%m) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %t : tensor<8x16xf32>
+}
+"""
+
+
+def test_epilogue_from_fused_kernel():
+    from stax._mlir import ir, new_context
+    from stax.dialects.stax_dialect import KERNEL
+    from stax.passes import fuse
+    from stax.targets.triton_matmul import EpilogueInput, EpilogueOp, epilogue_from_kernel
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        m = ir.Module.parse(EPI_FUNC)
+        from stax.passes.registry import run_pipeline
+        run_pipeline(m, ["stax-fuse"])
+        func = m.body.operations[0]
+        kop = [o.operation for o in func.regions[0].blocks[0].operations
+               if o.operation.name == KERNEL][0]
+        ep, others = epilogue_from_kernel(kop, 0, [(16, 1), (1,)])
+    assert others == [1]
+    assert ep.inputs == (EpilogueInput("f32", (0, 1)),)
+    assert [o.op for o in ep.ops] == ["add", "mul", "tanh"]
+    assert ep.ops[0].args == (ACC, ("in", 0)) and ep.ops[1].args == (("v", 0), 2.0)
+    k = emit_matmul_ttir(8, 16, 32, (), (32, 1), (16, 1), (16, 1), "f32", ep,
+                         MatmulConfig(16, 16, 16, 1, 4, 2), "mm_epi")
+    assert "__nv_tanhf" in k.text
+    _compile_direct(k.text, k.name, k.num_warps, k.num_stages)

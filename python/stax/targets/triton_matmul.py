@@ -711,9 +711,6 @@ def epilogue_from_kernel(kernel_op, acc_input: int, input_strides, out_dtype=Non
         other.append(i)
         return ref
 
-    def key(v):
-        return v
-
     refs: dict = {}
     for i, a in enumerate(args):
         if i == acc_input:
@@ -778,10 +775,8 @@ def epilogue_from_kernel(kernel_op, acc_input: int, input_strides, out_dtype=Non
     r = get(yielded)
     if isinstance(r, float):
         raise ValueError("constant result")
-    if r != ACC and not (isinstance(r, tuple) and r[0] == "v" and r[1] == len(ep.ops) - 1):
+    if r != ("v", len(ep.ops) - 1):
         ep.op("identity", r)
-        if r == ACC or r[0] != "v":
-            ep.ops[-1] = EpilogueOp("add", (r, 0.0))
     return ep.build(), other
 
 
