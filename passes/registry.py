@@ -7,6 +7,10 @@ A stax pass is a module `stax.passes.<something>` that exposes
   pass guarantees),
 - `run(module: ir.Module) -> None`, which rewrites the module in place and raises
   `PassError` with a located message when it cannot.
+- optionally `OPTIONS: dict[str, str]` (option name -> one-line help). A pass that has
+  it is run as `run(module, options)` with the options of `name{key=value key2=a,b}`
+  (MLIR's syntax: options separated by spaces, a list value separated by commas) as a
+  dict of strings; an unknown key is a PassError. A pass without it takes no options.
 
 Every module in this package (except this one and private `_*` modules) is imported
 when the registry is imported. A module that fails to import does not break the
@@ -31,7 +35,7 @@ from typing import TextIO
 from stax._mlir import PassManager, ir
 
 __all__ = ["PassInfo", "PassError", "PASSES", "IMPORT_ERRORS", "list_passes", "run_pipeline",
-           "split_pipeline", "base_name", "resolve", "verify", "format_location", "format_mlir_error",
+           "split_pipeline", "parse_options", "base_name", "resolve", "verify", "format_location", "format_mlir_error",
            "ir_dump_header"]
 
 
@@ -42,6 +46,7 @@ class PassInfo:
     kind: str  # "stax" or "upstream"
     run: Callable[["ir.Module"], None] | None = None  # stax passes only
     module: str | None = None  # the Python module of a stax pass
+    options: tuple[str, ...] = ()  # option names a stax pass accepts (its OPTIONS)
 
 
 class PassError(Exception):
@@ -261,7 +266,7 @@ def _register_module(short: str) -> None:
         IMPORT_ERRORS[modname] = f"PASS_NAME '{name}' is also used by {other}"
         return
     info = PassInfo(name=name, summary=_summary(mod.__doc__, name), kind="stax", run=run,
-                    module=modname)
+                    module=modname, options=tuple(getattr(mod, "OPTIONS", None) or ()))
     dict.__setitem__(PASSES, name, info)
 
 
@@ -374,10 +379,28 @@ def _upstream_runner(spec: str) -> Callable[["ir.Module"], None]:
     return run
 
 
-def _stax_runner(info: PassInfo) -> Callable[["ir.Module"], None]:
+def parse_options(spec: str) -> dict[str, str]:
+    """`name{a=1 b=x,y}` -> {"a": "1", "b": "x,y"}; `name` -> {}."""
+    m = re.fullmatch(r"([^{(\s]+)\s*(?:\{(.*)\})?\s*", spec.strip(), re.S)
+    if m is None:
+        raise PassError(f"invalid pass options in '{spec}': expected name{{key=value ...}}")
+    out: dict[str, str] = {}
+    for item in (m.group(2) or "").split():
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise PassError(f"invalid pass option '{item}' in '{spec}': expected key=value")
+        out[key] = value
+    return out
+
+
+def _stax_runner(info: PassInfo, options: dict[str, str] | None = None
+                 ) -> Callable[["ir.Module"], None]:
     def run(module: "ir.Module") -> None:
         try:
-            info.run(module)
+            if info.options:
+                info.run(module, dict(options or {}))
+            else:
+                info.run(module)
         except PassError as e:
             if e.pass_name is None:
                 e.pass_name = info.name
@@ -396,7 +419,14 @@ def resolve(spec: str) -> Callable[["ir.Module"], None]:
     info = PASSES.get(name)
     if info is not None and info.kind == "stax":
         if spec != name:
-            raise PassError(f"stax pass '{name}' takes no options or nested passes: '{spec}'")
+            if not info.options or "(" in spec:
+                raise PassError(f"stax pass '{name}' takes no options or nested passes: '{spec}'")
+            options = parse_options(spec)
+            unknown = sorted(set(options) - set(info.options))
+            if unknown:
+                raise PassError(f"stax pass '{name}' has no option {', '.join(map(repr, unknown))}"
+                                f"; its options: {', '.join(info.options)}")
+            return _stax_runner(info, options)
         return _stax_runner(info)
     for modname, err in IMPORT_ERRORS.items():
         guess = "stax-" + modname.rsplit(".", 1)[1].replace("_", "-")
