@@ -92,7 +92,10 @@ _DTYPE_NAMES = {
     torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
     torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
     torch.uint8: "ui8", torch.bool: "i1",
+    # fp8: carried as ui8 bytes by stax-legalize-fp8 on targets that cannot hold them
+    torch.float8_e4m3fn: "f8E4M3FN", torch.float8_e5m2: "f8E5M2",
 }
+_FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 _NAME_TO_DTYPE = {v: k for k, v in _DTYPE_NAMES.items()}
 
 
@@ -103,6 +106,8 @@ def torch_dtype_to_mlir(dtype: torch.dtype) -> ir.Type:
         raise UnsupportedGraph(f"dtype {dtype} is not supported by stax")
     if name == "ui8":
         return ir.IntegerType.get_unsigned(8)
+    if name.startswith("f8"):
+        return ir.Type.parse(name)
     return {
         "f32": ir.F32Type.get, "f16": ir.F16Type.get, "bf16": ir.BF16Type.get,
         "f64": ir.F64Type.get,
@@ -250,6 +255,9 @@ class _Builder:
     @staticmethod
     def scalar_attr(dtype: torch.dtype, value):
         et = torch_dtype_to_mlir(dtype)
+        if dtype in _FP8_DTYPES:
+            # the value torch stores (its cast: saturation, NaN); exact in the fp8 attribute
+            value = torch.tensor(float(value), dtype=torch.float32).to(dtype).float().item()
         if dtype.is_floating_point:
             return ir.FloatAttr.get(et, float(value))
         if dtype == torch.bool:
@@ -678,6 +686,20 @@ def _identity_or_convert(b, node, a):
 def _reshape(b, node, a):
     shape, dtype = _out(node)
     return b.reshape(b.convert(b.v(a["self"]), dtype), shape)
+
+
+@_reg(aten.view.dtype)
+def _view_dtype(b, node, a):
+    """`x.view(torch.uint8)` on an fp8 tensor (and other same-width dtype views): the same
+    bytes reinterpreted, a stax.bitcast."""
+    shape, dtype = _out(node)
+    x = b.v(a["self"])
+    if _vshape(x) != shape or _vdtype(x).itemsize != dtype.itemsize or torch.bool in (
+            dtype, _vdtype(x)):
+        raise _Fallback("dtype view that changes the shape")
+    if _vdtype(x) == dtype:
+        return x
+    return b.emit("bitcast", [x], [b.tt(shape, dtype)])
 
 
 @_reg(aten.expand.default, aten.expand_copy.default)
@@ -1249,7 +1271,8 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context) -> I
             continue  # e.g. a submodule of a higher-order op: caught when used
         _check_static(f"constant {n.target}", t)
         constants[n.target] = t
-        (const_inline if t.numel() <= 64 and t.dtype != torch.bfloat16 else const_args).append((n, t))
+        small = t.numel() <= 64 and t.dtype != torch.bfloat16 and t.dtype not in _FP8_DTYPES
+        (const_inline if small else const_args).append((n, t))
 
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
