@@ -445,6 +445,7 @@ class _Lowering:
         self.mask_ctx = None      # pointwise: the numel whose mask is active
         self.row_vals = {}
         self.delin = {}
+        self.rounded = {}
 
     # --------------------------------------------------------------- index type
     def _choose_index_type(self, work):
@@ -602,6 +603,8 @@ class _Lowering:
 
     def _to_mem(self, v: V, dt: DT, shape) -> str:
         em = self.em
+        if not v.is_const and v.shape == tuple(shape) and (v.ssa, dt.mem) in self.rounded:
+            return self.rounded[(v.ssa, dt.mem)]
         s = em.mat(v, shape)
         if dt.bool_:
             return em.op(f"arith.extui {s} : {em.ty(shape, 'i1')} to {em.ty(shape, 'i8')}")
@@ -1246,9 +1249,13 @@ class _Lowering:
         cty, mty = em.ty(sh, dst.comp), em.ty(sh, dst.mem)
         if dst.fp8:
             t = em.op(f"tt.fp_to_fp {r}, rounding = rtne : {cty} -> {mty}")
-            return em.op(f"tt.fp_to_fp {t} : {mty} -> {cty}")
+            e = em.op(f"tt.fp_to_fp {t} : {mty} -> {cty}")
+            self.rounded[(e, dst.mem)] = t
+            return e
         t = em.op(f"arith.truncf {r} : {cty} to {mty}")
-        return em.op(f"arith.extf {t} : {mty} to {cty}")
+        e = em.op(f"arith.extf {t} : {mty} to {cty}")
+        self.rounded[(e, dst.mem)] = t   # storing e as dst.mem is just t (no 2nd rounding)
+        return e
 
     def _convert_const(self, x: V, src: DT, dst: DT) -> V:
         tmap = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16,
