@@ -94,7 +94,7 @@ FORMATS = {f.name: f for f in (E4M3FN, E5M2)}
 _BY_MLIR = {f.mlir: f for f in FORMATS.values()}
 TORCH_FP8_DTYPES = {f.mlir: f.torch_name for f in FORMATS.values()}
 # fp8 element types this pass knows but cannot legalize (torch has them, targets reject)
-_OTHER_FP8 = re.compile(r"\bf8E\w+")
+_OTHER_FP8 = re.compile(r"f8E[0-9A-Z]+")
 
 # Fallback targets that only move bytes: run on the uint8 carriers unchanged.
 DATA_MOVEMENT_FALLBACKS = frozenset({
@@ -165,7 +165,10 @@ def encode_scalar(value: float, fmt: Fp8Format | str, overflow: str = "saturate"
 def decode_scalar(code: int, fmt: Fp8Format | str) -> float:
     fmt = FORMATS[fmt] if isinstance(fmt, str) else fmt
     import torch
-    return torch.tensor([code], dtype=torch.uint8).view(getattr(torch, fmt.torch_name)).item()
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        t = torch.tensor([code], dtype=torch.uint8).view(getattr(torch, fmt.torch_name))
+        return t.item()
 
 
 _PROBED: dict[str, str] = {}
@@ -176,8 +179,10 @@ def probe_torch_e4m3fn_overflow() -> str:
     (±448) or 'nan' (0x7F/0xFF). Probed once per process."""
     if "e4m3fn" not in _PROBED:
         import torch
-        b = torch.tensor([1000.0, float("inf")]).to(torch.float8_e4m3fn).view(torch.uint8)
-        _PROBED["e4m3fn"] = "saturate" if b.tolist() == [0x7E, 0x7E] else "nan"
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        with unset_fake_temporarily():  # the pass may run inside a torch.compile backend
+            b = torch.tensor([1000.0, float("inf")]).to(torch.float8_e4m3fn).view(torch.uint8)
+            _PROBED["e4m3fn"] = "saturate" if b.tolist() == [0x7E, 0x7E] else "nan"
     return _PROBED["e4m3fn"]
 
 
@@ -419,17 +424,22 @@ class _Legalizer:
         op.erase()
 
     def bitcast(self, op):
+        """fp8 <-> ui8/i8 (`x.view(torch.uint8)`): the carrier bytes are the answer. The op
+        stays as a no-op `stax.convert` ui8 -> ui8 (or an i8 <-> ui8 bitcast), so the
+        result is a value of its own: byte users must not see it as fp8, fp8 users must."""
         x, res = op.operands[0], op.results[0]
-        src_et = ir.RankedTensorType(x.type).element_type
         df = self.fmt(res.type)
-        if df is not None:
-            self.retype(res)
+        self.retype(res)
+        src_et = ir.RankedTensorType(x.type).element_type
         dst_et = ir.RankedTensorType(res.type).element_type
-        if src_et == dst_et:  # ui8 <-> fp8 carrier: the same bytes
-            res.replace_all_uses_with(x)
+        if src_et == dst_et:
+            b = _B(op, op.location)
+            new = b.op("convert", [x], res.type)
+            if df is not None:
+                self.fmt_of[new] = df
+            res.replace_all_uses_with(new)
             op.erase()
-            return
-        # i8 <-> fp8: an integer bitcast i8 <-> ui8 (the retyped operand/result), nothing else
+        # else i8 <-> fp8: now an integer bitcast i8 <-> ui8 (the retyped result)
 
     def creation(self, op):
         res = op.results[0]

@@ -257,7 +257,9 @@ class _Builder:
         et = torch_dtype_to_mlir(dtype)
         if dtype in _FP8_DTYPES:
             # the value torch stores (its cast: saturation, NaN); exact in the fp8 attribute
-            value = torch.tensor(float(value), dtype=torch.float32).to(dtype).float().item()
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+            with unset_fake_temporarily():  # the importer runs inside the backend's fake mode
+                value = torch.tensor(float(value), dtype=torch.float32).to(dtype).float().item()
         if dtype.is_floating_point:
             return ir.FloatAttr.get(et, float(value))
         if dtype == torch.bool:
