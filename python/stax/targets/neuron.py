@@ -399,8 +399,13 @@ class XlaCpuRunner:
         self._jax = jax
 
     def __call__(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-        bufs = [self._jax.device_put(_to_numpy(t), self.device) for t in tensors]
-        return [_to_torch(o) for o in self.executable.execute(bufs)]
+        # jax canonicalizes 64-bit host arrays to 32 bits unless x64 is on: switch it on
+        # for this transfer only (the user's global jax setting is left alone)
+        from jax._src import config as jax_config
+        with jax_config.enable_x64(True):
+            bufs = [self._jax.device_put(_to_numpy(t), self.device) for t in tensors]
+            outs = self.executable.execute(bufs)
+        return [_to_torch(o) for o in outs]
 
 
 # ----------------------------------------------------------------------------- one graph
