@@ -25,11 +25,11 @@ PY="${PYTHON:-python3}"
 
 if [[ "$phase" == "tests" || "$phase" == "all" ]]; then
   timeout "${STAX_GPU_TEST_TIMEOUT:-240}" $PY -m pytest -q -rfEs -p no:cacheprovider \
-      test/python/test_triton_driver.py 2>&1 | tail -n 150 > "$OUT/gpu-pytest-triton-driver.log"
+      test/python/test_triton_driver.py > "$OUT/gpu-pytest-triton-driver.log" 2>&1
   echo "test_triton_driver: $(tail -n 1 "$OUT/gpu-pytest-triton-driver.log")"
   STAX_TEST_DEVICE=cuda timeout "${STAX_GPU_SUITE_TIMEOUT:-300}" $PY -m pytest -q -rfE \
       -p no:cacheprovider test/python/test_numerics_ops.py test/python/test_models.py \
-      test/python/test_training.py 2>&1 | tail -n 400 > "$OUT/gpu-pytest-numerics-cuda.log"
+      test/python/test_training.py > "$OUT/gpu-pytest-numerics-cuda.log" 2>&1
   echo "numerics suite on cuda: $(tail -n 1 "$OUT/gpu-pytest-numerics-cuda.log")"
 fi
 

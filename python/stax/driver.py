@@ -927,7 +927,9 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         idx = len(kernels)
         if gpu:
             aligned = tuple(is_aligned(v) for v in ins) + (True,) * len(outs)
-            k = compile_kernel(kop, [v.strides for v in ins], out_st, f"{graph_id}_k{idx}",
+            # the name is part of the TTIR text, hence of the kernel cache key: no graph
+            # id (process-unique) in it, or the disk cache never hits
+            k = compile_kernel(kop, [v.strides for v in ins], out_st, f"stax_k{idx}",
                                aligned=aligned)
         else:
             k = compile_kernel(kop, [v.strides for v in ins], out_st, f"{graph_id}_k{idx}")
