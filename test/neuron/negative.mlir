@@ -10,7 +10,7 @@ func.func @f64(%x: tensor<4xf64>) -> tensor<4xf64> {
 
 // -----
 
-// CHECK: negative.mlir:[[# @LINE + 2]]:{{[0-9]+}}: error: function @dyn argument #0: dynamic shape tensor<?x4xf32> (the Neuron target compiles static shapes only)
+// CHECK: negative.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: function @dyn argument #0: dynamic shape tensor<?x4xf32> (the Neuron target compiles static shapes only)
 func.func @dyn(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   return %x : tensor<?x4xf32>
 }
