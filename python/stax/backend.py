@@ -264,7 +264,10 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
     try:
         target, _device = select_target(list(example_inputs))
     except StaxUnsupportedError:
-        target = None  # mixed devices: every graph falls back with the driver's reason
+        # mixed devices: every graph falls back with the driver's reason; the notes (and
+        # the cudagraph report) are those of the GPU target when a CUDA tensor is involved
+        target = "triton" if any(isinstance(x, torch.Tensor) and x.is_cuda
+                                 for x in example_inputs) else None
     if target is not None:
         config = config.for_target(target)
     strict = bool(strict_native) or debug.strict_enabled()
