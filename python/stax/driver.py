@@ -66,6 +66,24 @@ __all__ = ["compile_graph", "CompiledGraph", "StaxGuardError", "StaxCompileError
            "UNFUSED_PIPELINE"]
 
 FUSED_PIPELINE = ["canonicalize", "cse", "stax-fuse", "cse"]
+FP8_LEGALIZE = "stax-legalize-fp8{formats=none}"
+_FP8 = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
+
+
+def _is_fp8(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.dtype in _FP8
+
+
+def _needs_fp8_legalization(route, device, config) -> bool:
+    if route != "triton":
+        return True  # the CPU code generator holds no fp8
+    if config is not None and config["stax.legalize_fp8"]:
+        return True
+    try:
+        major, minor = torch.cuda.get_device_capability(device)
+    except Exception:  # no device to ask (compile-only use): assume a current GPU
+        return False
+    return (major, minor) < (8, 9)
 UNFUSED_PIPELINE = ["canonicalize", "cse"]
 ROUTE = "stax-cpu"          # the CPU target's route (kept for compatibility)
 CPU_ROUTE = "stax-cpu"
@@ -716,10 +734,17 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
         module = imported.module
         dump.ir("imported", module)
         notes = list(config.notes)
+        # fp8 values ride in uint8 carriers where the target cannot hold them: always on
+        # the CPU target, on GPUs before sm_89, or when asked (`stax.legalize_fp8`).
+        legalize = _needs_fp8_legalization(route, device, config)
+        pre = [FP8_LEGALIZE] if legalize else []
+        if legalize and any(_is_fp8(t) for t in example_inputs):
+            notes.append("fp8 inputs are passed as zero-copy uint8 views and fp8 "
+                         "arithmetic runs on the decoded values (stax-legalize-fp8)")
         if config.fusion:
-            _run_passes(module, FUSED_PIPELINE, dump)
+            _run_passes(module, pre + FUSED_PIPELINE, dump)
         else:
-            _run_passes(module, UNFUSED_PIPELINE, dump)
+            _run_passes(module, pre + UNFUSED_PIPELINE, dump)
             _wrap_stray_ops(_main_func(module))
             dump.ir("one-kernel-per-op", module)
         func_op = _main_func(module)
@@ -877,6 +902,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             t = t.detach()
             if gpu:
                 t = t.to(device)
+            if _is_fp8(t) and dtype == torch.uint8:
+                t = t.view(torch.uint8)
             c = em.add_global("c", t)
             root_aligned[c] = gpu and _ptr_aligned(t)
             vals[barg] = _Val(c, shape, dtype, tuple(t.stride()), c, 0, True)
@@ -884,10 +911,14 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         pos = pos_of.get(spec.name, next_ph)
         next_ph = pos + 1
         ex = example_inputs[pos]
-        vals[barg] = _Val(argvars[pos], shape, dtype, tuple(int(s) for s in ex.stride()),
-                          argvars[pos], 0, True)
+        var = argvars[pos]
+        if _is_fp8(ex) and dtype == torch.uint8:
+            # the legalized graph takes fp8 inputs as their bytes: a zero-copy view
+            var = em.new_var()
+            em.emit(f"{var} = {argvars[pos]}.view(torch.uint8)")
+        vals[barg] = _Val(var, shape, dtype, tuple(int(s) for s in ex.stride()), var, 0, True)
         if isinstance(ex, torch.Tensor):
-            root_aligned[argvars[pos]] = gpu and _ptr_aligned(ex)
+            root_aligned[var] = gpu and _ptr_aligned(ex)
 
     # --- last uses, to free intermediates early
     last_use: dict = {}
@@ -1031,7 +1062,10 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             elif k == "input":
                 exprs.append(argvars[spec.index])
             else:
-                exprs.append(vals[ret_vals[spec.index]].var)
+                e = vals[ret_vals[spec.index]].var
+                if spec.dtype in _FP8 and vals[ret_vals[spec.index]].dtype == torch.uint8:
+                    e = f"{e}.view({_dtype_src(spec.dtype)})"  # bytes back to fp8, no copy
+                exprs.append(e)
     else:
         exprs = [vals[v].var for v in ret_vals]
     struct, count = _output_structure(gm)
@@ -1094,6 +1128,13 @@ def _emit_fallback(op, em: _Emitter, vals, define, fallback_ops):
     ins = [vals[v] for v in op.operation.operands]
     srcs = [v.var for v in ins]
     metas = [_meta(v) for v in ins]
+    # A legalized graph carries fp8 as uint8; an op that computes on fp8 gets fp8 views
+    # of its byte operands and hands back bytes (`fp8_views`, set by stax-legalize-fp8).
+    fp8_views = (json.loads(ir.StringAttr(attrs["fp8_views"]).value)
+                 if "fp8_views" in attrs else {"operands": {}, "results": {}})
+    for i, dn in fp8_views.get("operands", {}).items():
+        srcs[int(i)] = f"{srcs[int(i)]}.view(torch.{dn})"
+        metas[int(i)] = metas[int(i)].view(getattr(torch, dn))
     args = [_call_to_src(a, srcs, metas) for a in call.get("args", [])]
     kwargs = {k: _call_to_src(v, srcs, metas) for k, v in call.get("kwargs", {}).items()}
     arg_src = ", ".join([s for s, _ in args] + [f"{k}={s}" for k, (s, _) in kwargs.items()])
@@ -1126,6 +1167,8 @@ def _emit_fallback(op, em: _Emitter, vals, define, fallback_ops):
         var = tmp if pos is None else em.new_var()
         if pos is not None:
             em.emit(f"{var} = {tmp}[{pos}]")
+        if str(i) in fp8_views.get("results", {}):
+            em.emit(f"{var} = {var}.view(torch.uint8)")
         # the kernels downstream were compiled for `st`: make sure that is what we have
         em.emit(f"if {var}.stride() != {st!r}:")
         em.emit(f"{var} = _restride({var}, {shape!r}, {st!r})", 2)

@@ -47,6 +47,9 @@ DEFAULTS: dict[str, bool] = {
     "stax.cudagraphs": False,
     "stax.max_autotune": False,
     "stax.coordinate_descent_tuning": False,
+    # carry fp8 as uint8 bytes even where the target holds fp8 (the CPU target always
+    # does; GPUs before sm_89 do too)
+    "stax.legalize_fp8": False,
 }
 OPTION_KEYS = tuple(DEFAULTS)
 
