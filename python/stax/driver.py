@@ -736,7 +736,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
         notes = list(config.notes)
         # fp8 values ride in uint8 carriers where the target cannot hold them: always on
         # the CPU target, on GPUs before sm_89, or when asked (`stax.legalize_fp8`).
-        legalize = _needs_fp8_legalization(route, device, config)
+        # (only graphs that hold fp8 at all pay for the pass)
+        legalize = _needs_fp8_legalization(route, device, config) and "f8E" in str(module)
         pre = [FP8_LEGALIZE] if legalize else []
         if legalize and any(_is_fp8(t) for t in example_inputs):
             notes.append("fp8 inputs are passed as zero-copy uint8 views and fp8 "
