@@ -50,8 +50,8 @@ pip_install() {
 
 echo "setup_env: installing torch==2.13.0 (CPU)"
 pip_install "torch==2.13.0"
-echo "setup_env: installing stax (editable) with test extras"
-pip_install -e '.[test]'
+echo "setup_env: installing stax (editable) with the test and neuron extras"
+pip_install -e '.[test,neuron]'
 
 # the CPU build must have stayed (a dependency must not have replaced it)
 "$VENV/bin/python" - <<'PY'
