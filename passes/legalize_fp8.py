@@ -60,7 +60,7 @@ from stax._mlir import ir
 
 __all__ = ["PASS_NAME", "OPTIONS", "CPU_PIPELINE_HOOK", "run", "check_no_fp8",
            "encode_scalar", "decode_scalar", "probe_torch_e4m3fn_overflow", "FORMATS",
-           "TORCH_FP8_DTYPES"]
+           "TORCH_FP8_DTYPES", "pipeline_entry", "probe_device_e4m3fn_overflow"]
 
 PASS_NAME = "stax-legalize-fp8"
 OPTIONS = {
@@ -184,6 +184,63 @@ def probe_torch_e4m3fn_overflow() -> str:
             b = torch.tensor([1000.0, float("inf")]).to(torch.float8_e4m3fn).view(torch.uint8)
             _PROBED["e4m3fn"] = "saturate" if b.tolist() == [0x7E, 0x7E] else "nan"
     return _PROBED["e4m3fn"]
+
+
+# What float -> e4m3fn gives past 448, per mode, for the probe values below.
+_E4_PROBE = (448.0, 464.0, 470.0, 1000.0, float("inf"), -float("inf"), -1000.0)
+_E4_EXPECT = {"saturate": [0x7E, 0x7E, 0x7E, 0x7E, 0x7E, 0xFE, 0xFE],
+              "nan": [0x7E, 0x7E, 0x7F, 0x7F, 0x7F, 0xFF, 0xFF]}
+_DEVICE_PROBED: dict[tuple[str, int | None], str] = {}
+
+
+def _device_key(device) -> tuple[str, int | None]:
+    import torch
+    d = torch.device(device if device is not None else "cpu")
+    if d.type == "cuda" and d.index is None and torch.cuda.is_available():
+        d = torch.device("cuda", torch.cuda.current_device())
+    return d.type, d.index
+
+
+def probe_device_e4m3fn_overflow(device) -> str:
+    """What the installed torch's float32 -> float8_e4m3fn cast does past 448 **on this
+    device** (torch 2.11 CUDA: 'nan', |x| > 464 and ±inf -> 0x7F/0xFF; torch 2.13 CPU:
+    'saturate', ±448). Probed once per device and cached. The probe runs real tensors
+    outside any fake-tensor mode (the pass runs inside a torch.compile backend). When the
+    device cannot be asked (no CUDA device here, or a CUDA graph is being captured) the
+    CPU cast's behaviour is returned and not cached: nothing compiled then runs eagerly
+    beside it."""
+    import warnings
+    import torch
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    key = _device_key(device)
+    got = _DEVICE_PROBED.get(key)
+    if got is not None:
+        return got
+    if key[0] == "cuda" and (not torch.cuda.is_available()
+                             or torch.cuda.is_current_stream_capturing()):
+        return probe_torch_e4m3fn_overflow()
+    with unset_fake_temporarily(), torch.no_grad():
+        dev = torch.device(*key) if key[1] is not None else torch.device(key[0])
+        x = torch.tensor(_E4_PROBE, dtype=torch.float32, device=dev)
+        b = x.to(torch.float8_e4m3fn).view(torch.uint8).cpu().tolist()
+    score = {m: sum(int(u == v) for u, v in zip(b, e)) for m, e in _E4_EXPECT.items()}
+    mode = max(score, key=score.get)
+    if score[mode] != len(_E4_PROBE):
+        warnings.warn(f"{PASS_NAME}: torch {torch.__version__} on {key[0]} casts "
+                      f"{list(_E4_PROBE)} to float8_e4m3fn as {[hex(v) for v in b]}, neither "
+                      f"saturating nor NaN on overflow; using e4m3fn-overflow={mode}")
+    _DEVICE_PROBED[key] = mode
+    return mode
+
+
+def pipeline_entry(route: str, device) -> str:
+    """The `stax-legalize-fp8{...}` pipeline element for a graph compiled for `route`
+    ('stax-cpu', 'triton', ...) whose tensors live on `device`: every fp8 format becomes a
+    ui8 carrier (`formats=none`) and float -> e4m3fn overflows as torch's eager cast does
+    on that device (`probe_device_e4m3fn_overflow`), so the compiled graph is bit-identical
+    to eager there. Routes other than 'triton' run on the CPU whatever `device` says."""
+    dev = device if route == "triton" else "cpu"
+    return f"{PASS_NAME}{{formats=none e4m3fn-overflow={probe_device_e4m3fn_overflow(dev)}}}"
 
 
 # ----------------------------------------------------------------------------- IR building
