@@ -31,6 +31,12 @@ The callable handed back to Dynamo is a `StaxCompiled`; it reports what happened
     stax_fallback_reason  None, or the reason(s) text
     stax_fallback_ops     ATen ops PyTorch runs inside otherwise compiled graphs
     stax_library_calls    matmuls run by the library (torch.mm/bmm with out=)
+    stax_tuned            under max-autotune (triton target): one dict per search, in
+                          compile order: kernel (name), kind ("kernel" / "matmul"),
+                          route (for a matmul: "cublas + stax epilogue kernel ..." or
+                          "triton matmul + fused epilogue ..."), winner (config label),
+                          best_ms, timings (label -> ms), covered/total, descent_steps,
+                          from_cache, stopped_by_budget, note; empty otherwise
     stax_notes            settings that do not apply to the target, view copies, ...
     stax_kernel_count     number of compiled kernels (all graphs)
     stax_launches_per_call  per graph kind (inference / forward / backward): launches of
@@ -135,6 +141,10 @@ class StaxReport:
         return [c for g in self.graphs for c in g.library_calls]
 
     @property
+    def tuned(self) -> list[dict]:
+        return [dict(t, graph=g.graph_id) for g in self.graphs for t in getattr(g, "tuned", ())]
+
+    @property
     def notes(self) -> list[str]:
         out = []
         for n in list(self.config.notes) + self.extra_notes + \
@@ -159,6 +169,11 @@ class StaxReport:
             lines.append(f"  fallback op: {x}")
         for x in self.library_calls:
             lines.append(f"  library call: {x}")
+        for t in self.tuned:
+            ms = f" {t['best_ms']:.3f} ms" if t.get("best_ms") is not None else ""
+            cache = " (cached)" if t.get("from_cache") else ""
+            lines.append(f"  tuned {t['kind']} {t['kernel']}: {t['route']}: "
+                         f"{t['winner']}{ms}{cache}")
         for x in self.notes:
             lines.append(f"  note: {x}")
         return "\n".join(lines)
@@ -187,6 +202,7 @@ class StaxCompiled:
     stax_graphs = property(lambda self: self.report.graphs)
     stax_launches_per_call = property(lambda self: self.report.launches_per_call)
     stax_cudagraphs = property(lambda self: self.report.cudagraphs)
+    stax_tuned = property(lambda self: self.report.tuned)
 
     def __repr__(self):
         return f"<StaxCompiled {self.report.summary()}>"

@@ -24,8 +24,11 @@ results of fallback ops are assumed not to be, and graph arguments are when the 
 input's data pointer was: the guards then also check `data_ptr() % 16 == 0` for those
 arguments (a misaligned tensor, e.g. `x[1:]`, fails the guard with advice: pass
 `x.clone()`). Under `stax.max_autotune` the driver calls
-`stax.targets.triton.autotune_kernel` when the target provides it (the autotuner's hook);
-until then the config carries a note saying autotuning is not implemented yet.
+the max-autotune tuner (`_Tuner`, on `stax.autotune.tune`): every kernel's config is
+tuned, and a matmul whose consumer is a pointwise kernel is also tried as a Triton
+`tt.dot` matmul with that kernel fused as its epilogue, against cuBLAS + the kernel;
+the wrapper calls the winner, and `CompiledGraph.tuned` records every search (see the
+max-autotune section below; time bound `STAX_AUTOTUNE_BUDGET_S`).
 `CompiledGraph.launches_per_call` counts what one call launches: stax kernels + library
 calls + fallback ops (each of the last two is at least one launch).
 
@@ -459,8 +462,10 @@ class CompiledGraph:
 
     def __init__(self, *, graph_id, source, globals_, kernels, library_calls, fallback_ops,
                  notes, input_names, guards, kernel_mlir=(), constants=None,
-                 route=CPU_ROUTE, device="cpu"):
+                 route=CPU_ROUTE, device="cpu", tuned=()):
         self.graph_id = graph_id
+        #: max-autotune: one dict per search (see driver._Tuner), empty otherwise
+        self.tuned = list(tuned)
         self.route = route
         self.device = device
         self.source = source
@@ -806,32 +811,327 @@ def _cuda_arch(device: str) -> int:
     return 90
 
 
-def _triton_compiler(config, device):
+def _triton_compiler(config, device, tuner=None):
     """compile_kernel(kop, in_strides, out_strides, name, aligned=...) of the triton
-    target, through the autotuner when `config.max_autotune` and the target has one."""
+    target; through the per-graph `_Tuner` (max-autotune) when one is given."""
     from stax.targets import triton as tt
     arch = _cuda_arch(device)
-    tune = getattr(tt, "autotune_kernel", None)
-    if config is not None and config.max_autotune and callable(tune):
-        import inspect
-        params = inspect.signature(tune).parameters
-        extra = {}
-        if "budget" in params:  # one tuning-time budget per compiled graph
-            try:
-                from stax.autotune import TuneBudget
-                extra["budget"] = TuneBudget.from_env()
-            except Exception:  # noqa: BLE001 - the tuner's own default then
-                pass
-        if "device" in params:
-            extra["device"] = device
-
+    if tuner is not None:
         def compile_kernel(kop, in_st, out_st, name, aligned=None):
-            return tune(kop, in_st, out_st, name, arch=arch, aligned=aligned,
-                        coordinate_descent=config.coordinate_descent_tuning, **extra)
+            return tuner.kernel(kop, in_st, out_st, name, aligned)
     else:
         def compile_kernel(kop, in_st, out_st, name, aligned=None):
             return tt.compile_kernel(kop, in_st, out_st, name, arch=arch, aligned=aligned)
     return compile_kernel
+
+
+# ----------------------------------------------------------------------------- max-autotune
+#
+# Under `stax.max_autotune` on the triton target (modes max-autotune and
+# max-autotune-no-cudagraphs) one `_Tuner` serves the whole graph:
+#
+# * every fused kernel is tuned over `triton_ttir.candidate_configs` (block sizes,
+#   num_warps, num_stages) with `stax.autotune.tune`, then refined by coordinate descent
+#   when `stax.coordinate_descent_tuning` is on; the winner is compiled (kernel cache);
+# * every `stax.matmul` whose only user is a pointwise kernel that
+#   `triton_matmul.epilogue_from_kernel` accepts is tuned over the Triton `tt.dot`
+#   matmul with that kernel fused as its epilogue (`matmul_candidates`) *and* cuBLAS +
+#   the (tuned) stax kernel; the wrapper calls the winner. A matmul with no fusable
+#   consumer stays with cuBLAS (the reason is in the report);
+# * one time budget for the graph: `STAX_AUTOTUNE_BUDGET_S` (seconds, default 60;
+#   options are bools, so the bound is an environment variable). A search stops when
+#   it is spent; once it is spent, the remaining kernels get the default config and the
+#   remaining matmuls cuBLAS, without benchmarking (the report says which);
+# * results are cached on disk (`$STAX_CACHE_DIR/autotune/`, keyed by the kernel's
+#   code, strides, alignment, the candidates, the GPU and the triton version): a second
+#   compile benchmarks nothing and compiles the winners only;
+# * progress on stderr (one line per search);
+# * the report: `CompiledGraph.tuned` / `StaxCompiled.stax_tuned`, one dict per search
+#   (kernel, kind, route, winner, best_ms, timings, from_cache, stopped_by_budget, note).
+#
+# Benchmarks run on scratch tensors (private RNG; integer inputs are zeros so that index
+# inputs stay in range); nothing of the caller's is touched. Without a usable CUDA
+# device at compile time (fake CUDA example inputs, as in CI) nothing is benchmarked:
+# the graph compiles with the default configs and cuBLAS, and a note says so. Tests
+# may inject `_TUNE_BENCH` (bench(fn, cfg) -> ms) to exercise the search without a GPU.
+
+_TUNE_BENCH = None
+
+
+def _autotuner_importable() -> bool:
+    from stax.options import autotune_available
+    return autotune_available()
+_INJECTED_DEVICE = "injected-bench"
+
+
+def _scratch_tensors(specs, device):
+    """specs: (shape, strides, torch dtype, fill) -> scratch tensors (private RNG)."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(0)
+    out = []
+    for shape, strides, dtype, fill in specs:
+        t = torch.empty_strided(tuple(shape), tuple(strides), dtype=dtype, device=device)
+        if fill and dtype.is_floating_point and dtype.itemsize >= 2:
+            t.normal_(generator=gen)
+        else:
+            t.zero_()
+        out.append(t)
+    return out
+
+
+@dataclasses.dataclass
+class MatmulKernel:
+    """A Triton matmul with its epilogue fused (the max-autotune winner of a matmul):
+    `k(a, b, *epilogue_inputs, out)` launches it."""
+    name: str
+    ttir_kernel: Any
+    compiled: Any
+    arch: int
+
+    kind = "matmul"
+
+    @property
+    def ttir(self):
+        return self.ttir_kernel.text
+
+    @property
+    def ptx(self):
+        return self.compiled.asm["ptx"]
+
+    @property
+    def grid(self):
+        return self.ttir_kernel.grid
+
+    @property
+    def config(self):
+        return self.ttir_kernel.config
+
+    def __call__(self, *tensors):
+        self.compiled[self.ttir_kernel.grid](*tensors)
+
+
+class _Tuner:
+    """The max-autotune state of one compiled graph (see the comment above)."""
+
+    def __init__(self, config, device, notes):
+        from stax.autotune import TuneBudget
+        self.budget = TuneBudget.from_env()
+        self.coordinate_descent = bool(config.coordinate_descent_tuning)
+        self.device = device
+        self.arch = _cuda_arch(device)
+        self.notes = notes
+        self.records: list[dict] = []
+        self.bench = _TUNE_BENCH
+        self.disabled = None
+        if self.bench is None and not torch.cuda.is_available():
+            self.disabled = ("max-autotune: no usable CUDA device at compile time (fake CUDA "
+                             "example inputs?): nothing is benchmarked; kernels use "
+                             "triton_ttir's default configs and matmuls go to cuBLAS")
+            notes.append(self.disabled)
+        self._budget_noted = False
+
+    # -- helpers
+    def _kw(self):
+        kw = dict(budget=self.budget, coordinate_descent=self.coordinate_descent)
+        if self.bench is not None:
+            kw.update(bench=self.bench, device_name=_INJECTED_DEVICE)
+        return kw
+
+    def budget_spent(self) -> bool:
+        r = self.budget.remaining()
+        spent = r is not None and r <= 0
+        if spent and not self._budget_noted:
+            self._budget_noted = True
+            self.notes.append(f"max-autotune: the tuning time budget ({self.budget.seconds:g} s "
+                              "per graph, STAX_AUTOTUNE_BUDGET_S) was spent; the remaining "
+                              "kernels use default configs and the remaining matmuls cuBLAS")
+        return spent
+
+    def _record(self, kind, name, route, best=None, timings=None, note=""):
+        from stax.autotune import config_label
+        rec = {"kernel": name, "kind": kind, "route": route,
+               "winner": config_label(best) if best is not None else None,
+               "best_ms": getattr(timings, "best_ms", None),
+               "timings": dict(timings) if timings is not None else {},
+               "covered": getattr(timings, "covered", 0),
+               "total": getattr(timings, "total", 0),
+               "descent_steps": getattr(timings, "descent_steps", 0),
+               "from_cache": getattr(timings, "from_cache", False),
+               "stopped_by_budget": getattr(timings, "stopped_by_budget", False),
+               "note": note or getattr(timings, "note", "")}
+        self.records.append(rec)
+        return rec
+
+    # -- fused kernels
+    def kernel(self, kop, in_st, out_st, name, aligned):
+        from stax.autotune import _kernel_config_valid, _torch_dtype, tune
+        from stax.targets import triton as tt
+        from stax.targets.triton_ttir import analyze_kernel, candidate_configs, emit_ttir
+        arch = self.arch
+
+        def default(why):
+            k = tt.compile_kernel(kop, in_st, out_st, name, arch=arch, aligned=aligned)
+            self._record("kernel", name, "triton (default config)", k.config, None, why)
+            return k
+
+        if self.disabled:
+            return default("not tuned: no usable CUDA device at compile time")
+        if self.budget_spent():
+            return default("not tuned: the graph's tuning time budget is spent")
+        try:
+            cands = candidate_configs(analyze_kernel(kop))
+            block = kop.regions[0].blocks[0]
+            specs = [(list(a.type.shape), st, _torch_dtype(str(a.type.element_type)), True)
+                     for a, st in zip(block.arguments, in_st)]
+            specs += [(list(r.type.shape), st, _torch_dtype(str(r.type.element_type)), False)
+                      for r, st in zip(kop.results, out_st)]
+            # TTIR emitted here, in this thread (MLIR); only triton.compile runs in the pool
+            pre = {c: emit_ttir(kop, in_st, out_st, name, config=c, aligned=aligned)
+                   for c in cands}
+        except Exception as e:  # noqa: BLE001 - an odd kernel: keep the default
+            return default(f"not tuned: {type(e).__name__}: {e}")
+        key = "kernel:" + hashlib.sha256(
+            ("\0".join(pre[c].text for c in cands) + repr(cands)).encode()).hexdigest()[:32]
+        tensors: list = []
+        built: dict = {}
+
+        def build(cfg):
+            tk = pre.get(cfg)
+            if tk is None:
+                tk = emit_ttir(kop, in_st, out_st, name, config=cfg, aligned=aligned)
+            compiled, hit = tt.compile_ttir(tk, arch)
+            k = tt.TritonKernel(name, tk, compiled, arch, hit)
+            built[cfg] = k
+
+            def launch():
+                if not tensors:
+                    tensors.extend(_scratch_tensors(specs, self.device))
+                k(*tensors)
+            return launch
+
+        try:
+            best, t = tune(key, cands, build, valid=_kernel_config_valid, label=name,
+                           **self._kw())
+        except Exception as e:  # noqa: BLE001 - nothing ran: keep the default
+            return default(f"not tuned: {type(e).__name__}: {e}")
+        k = built.get(best) or tt.compile_kernel(kop, in_st, out_st, name, arch=arch,
+                                                 aligned=aligned, config=best)
+        self._record("kernel", name, "triton", best, t)
+        return k
+
+    # -- matmul (+ epilogue)
+    def matmul(self, name, a, b, r_strides, kop, acc_idx, kin, kin_strides, out_st,
+               aligned, epilogue_kernel, epilogue):
+        """Tune cuBLAS + `epilogue_kernel` against the Triton matmul with `epilogue`
+        fused. Returns a MatmulKernel (the Triton route won) or None (cuBLAS)."""
+        from stax.autotune import tune
+        from stax.targets.triton_matmul import (CUBLAS, compile_matmul, emit_matmul_ttir,
+                                                matmul_candidates, matmul_config_valid)
+        shape_a, shape_b = list(a.shape), list(b.shape)
+        batch = tuple(shape_a[:-2])
+        M, K, N = shape_a[-2], shape_a[-1], shape_b[-1]
+        dt = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}[a.dtype]
+        tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+        res_shape = list(kop.results[0].type.shape)
+        cands = matmul_candidates(M, N, K, dt, include_cublas=True)
+
+        def emit(cfg):
+            return emit_matmul_ttir(M, N, K, batch, a.strides, b.strides, out_st, dt,
+                                    epilogue, cfg, name, aligned=aligned, allow_tf32=tf32)
+
+        pre = {}
+        for c in cands:
+            if c != CUBLAS:
+                try:
+                    pre[c] = emit(c)
+                except Exception:  # noqa: BLE001 - that config is skipped by build
+                    pass
+        key = "mm:" + hashlib.sha256(repr((
+            M, N, K, batch, dt, a.strides, b.strides, out_st, epilogue.key(), aligned, tf32,
+            cands, epilogue_kernel.ttir)).encode()).hexdigest()[:32]
+        specs = [(shape_a, a.strides, a.dtype, True), (shape_b, b.strides, b.dtype, True)]
+        specs += [(list(v.shape), v.strides, v.dtype, True) for v in kin]
+        specs += [(res_shape, out_st, a.dtype, False),          # out
+                  (res_shape, r_strides, a.dtype, False)]       # cuBLAS' intermediate
+        tensors: list = []
+        built: dict = {}
+
+        def get():
+            if not tensors:
+                tensors.extend(_scratch_tensors(specs, self.device))
+            return tensors
+
+        def run_cublas():
+            ts = get()
+            ta, tb, others, out, tmp = ts[0], ts[1], ts[2:-2], ts[-2], ts[-1]
+            torch.matmul(ta, tb, out=tmp)
+            ins = list(others)
+            ins.insert(acc_idx, tmp)
+            epilogue_kernel(*ins, out)
+
+        def build(cfg):
+            if cfg == CUBLAS:
+                return run_cublas
+            kern = pre.get(cfg) or emit(cfg)
+            compiled = compile_matmul(kern, self.arch)
+            built[cfg] = (kern, compiled)
+
+            def launch():
+                ts = get()
+                compiled[kern.grid](*ts[:-1])
+            return launch
+
+        best, t = tune(key, cands, build, label=f"{name} {M}x{N}x{K} {dt}",
+                       valid=lambda c: matmul_config_valid(M, N, K, dt, c), **self._kw())
+        if best == CUBLAS:
+            self._record("matmul", name, "cublas + stax epilogue kernel "
+                         f"{epilogue_kernel.name}", best, t)
+            return None
+        kern, compiled = built.get(best) or (lambda k: (k, compile_matmul(k, self.arch)))(
+            emit(best))
+        self._record("matmul", name, f"triton matmul + fused epilogue (replaces cuBLAS and "
+                     f"{epilogue_kernel.name})", best, t)
+        return MatmulKernel(name, kern, compiled, self.arch)
+
+
+def _matmul_epilogue_plans(ops, keep):
+    """stax.matmul op index -> (consumer kernel op, index of the matmul result among its
+    operands) for matmuls whose result only feeds one single-result kernel, once, with
+    every other operand of that kernel defined before the matmul; else index -> reason."""
+    plans: dict = {}
+    pos = {}
+    for i, op in enumerate(ops):
+        for r in op.operation.results:
+            pos[r] = i
+    users: dict = {}
+    for i, op in enumerate(ops):
+        for v in op.operation.operands:
+            users.setdefault(v, []).append(i)
+    for i, op in enumerate(ops):
+        if op.operation.name != "stax.matmul":
+            continue
+        r = op.operation.results[0]
+        u = users.get(r, [])
+        if r in keep:
+            plans[i] = "its result is also a graph output"
+            continue
+        if len(u) != 1:
+            plans[i] = f"its result has {len(u)} uses (one pointwise consumer is fused)"
+            continue
+        kop = ops[u[0]]
+        if kop.operation.name not in KERNEL_OPS:
+            plans[i] = f"its consumer is {kop.operation.name}, not a stax kernel"
+            continue
+        operands = list(kop.operation.operands)
+        if len(kop.operation.results) != 1 or operands.count(r) != 1:
+            plans[i] = "its consumer kernel has several results or reads it twice"
+            continue
+        late = [v for v in operands if v != r and pos.get(v, -1) > i]
+        if late:
+            plans[i] = "its consumer kernel reads values computed after the matmul"
+            continue
+        plans[i] = (kop, operands.index(r))
+    return plans
 
 
 def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph_id, dump,
@@ -839,9 +1139,12 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     """Generate the wrapper. With `dry_run`, only plan the layouts (no kernel is
     compiled); that may rewrite the IR and raise _Replan."""
     gpu = route == TRITON_ROUTE
+    tuner = None
     if not dry_run:
         if gpu:
-            compile_kernel = _triton_compiler(config, device)
+            if config is not None and config.max_autotune and _autotuner_importable():
+                tuner = _Tuner(config, device, notes)
+            compile_kernel = _triton_compiler(config, device, tuner)
         else:
             from stax.targets.llvm import compile_kernel
 
@@ -929,6 +1232,11 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     keep = set(ret_vals)
 
     kernels, kernel_mlir, library_calls, fallback_ops = [], [], [], []
+    # max-autotune: matmul -> its fusable epilogue kernel; kernels compiled (or fused
+    # away) while handling their matmul
+    mm_plans = _matmul_epilogue_plans(ops, keep) if tuner is not None else {}
+    precompiled: dict = {}   # kernel op -> compiled stax kernel (the cuBLAS route's)
+    fused_away: set = set()  # kernel ops whose work a Triton matmul does
 
     def define(value, var, strides, root=None, offset=0, root_dynamic=False):
         shape, dtype = _tensor_type(value)
@@ -945,19 +1253,117 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 f"dtype={_dtype_src(dtype)}, device={'_dev' if gpu else repr('cpu')})")
         root_aligned[var] = True  # allocator blocks are (at least) 512-byte aligned
 
-    def is_aligned(v: _Val) -> bool:
+    def is_aligned(v: _Val, register: bool = True) -> bool:
         ok = root_aligned.get(v.root, False) and \
             (v.offset * v.dtype.itemsize) % ALIGN == 0
-        if ok and v.root in argvars:
+        if ok and register and v.root in argvars:
             aligned_args.add(argvars.index(v.root))
         return ok
 
+    def register_kernel(k):
+        kernels.append(k)
+        idx = len(kernels) - 1
+        kernel_mlir.append(getattr(k, "ttir" if gpu else "mlir", None))
+        dump.kernel(idx, k)
+        if gpu and dump:
+            for attr, ext in (("ttir", "ttir"), ("ptx", "ptx")):
+                text = getattr(k, attr, None)
+                if text:
+                    dump.write(f"kernel_{idx}.{ext}", str(text))
+        return em.add_global("k", k)
+
+    def emit_matmul(op, idx):
+        """max-autotune: tune this matmul against a Triton matmul with its consumer
+        kernel fused; True when the wrapper code for both was emitted here."""
+        plan = mm_plans.get(idx)
+        a, b = (vals[v] for v in op.operation.operands)
+        mm_name = f"stax_mm{len(kernels)}"
+        if not isinstance(plan, tuple):
+            why = plan or "not planned"
+            tuner._record("matmul", mm_name, "cublas", None, None,
+                          f"cuBLAS (no Triton matmul candidate): {why}")
+            return False
+        if tuner.disabled or tuner.budget_spent():
+            tuner._record("matmul", mm_name, "cublas", None, None,
+                          "cuBLAS (not tuned: " + ("no usable CUDA device at compile time)"
+                                                   if tuner.disabled else
+                                                   "the graph's tuning time budget is spent)"))
+            return False
+        kop, acc_idx = plan
+        r = op.operation.results[0]
+        r_st = result_strides(r)
+        rshape, rdtype = _tensor_type(r)
+        kres = kop.operation.results[0]
+        kshape, kdtype = _tensor_type(kres)
+        why = None
+        if len(a.shape) != len(b.shape) or len(a.shape) not in (2, 3) or \
+                a.shape[:-2] != b.shape[:-2]:
+            why = f"operand ranks/batch {list(a.shape)} x {list(b.shape)}"
+        elif not (a.dtype == b.dtype == rdtype == kdtype) or \
+                a.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            why = f"dtypes {a.dtype}/{b.dtype} -> {kdtype} (the Triton matmul takes one " \
+                  "of f32/bf16/f16 throughout)"
+        elif list(kshape) != list(rshape):
+            why = f"the consumer's shape {list(kshape)} is not the matmul's {list(rshape)}"
+        if why is not None:
+            tuner._record("matmul", mm_name, "cublas", None, None,
+                          f"cuBLAS (no Triton matmul candidate): {why}")
+            return False
+        operands = list(kop.operation.operands)
+        kin = [vals[v] for j, v in enumerate(operands) if j != acc_idx]
+        kin_strides = [r_st if j == acc_idx else vals[v].strides
+                       for j, v in enumerate(operands)]
+        out_st = result_strides(kres)
+        from stax.targets.triton_matmul import epilogue_from_kernel
+        try:
+            epilogue, others = epilogue_from_kernel(kop, acc_idx, kin_strides)
+        except ValueError as e:
+            tuner._record("matmul", mm_name, "cublas", None, None,
+                          f"cuBLAS (the consumer kernel is no matmul epilogue: {e})")
+            return False
+        ep_vals = [vals[operands[j]] for j in others]
+        # the stax kernel of the cuBLAS route (tuned itself), also the fallback
+        ins_k = [vals[v] if j != acc_idx else None for j, v in enumerate(operands)]
+        k_aligned = tuple(True if v is None else is_aligned(v) for v in ins_k) + (True,)
+        ek = compile_kernel(kop, kin_strides, [out_st], f"stax_k{len(kernels)}",
+                            aligned=k_aligned)
+        precompiled[kop] = ek
+        # alignment hints of the Triton matmul; the guards are added only if it wins
+        mm_ins = [a, b] + ep_vals
+        mm_aligned = tuple(is_aligned(v, register=False) for v in mm_ins) + (True,)
+        try:
+            mk = tuner.matmul(mm_name, a, b, r_st, kop, acc_idx, kin, kin_strides, out_st,
+                              mm_aligned, ek, epilogue)
+        except Exception as e:  # noqa: BLE001 - tuning failed: the library route
+            tuner._record("matmul", mm_name, "cublas", None, None,
+                          f"cuBLAS (tuning failed: {type(e).__name__}: {e})")
+            return False
+        if mk is None:
+            return False
+        for v in mm_ins:
+            is_aligned(v)
+        kname = register_kernel(mk)
+        var = em.new_var()
+        alloc(kres, var, out_st)
+        define(kres, var, out_st)
+        args = [a.var, b.var] + [v.var for v in ep_vals] + [var]
+        em.emit(f"{kname}({', '.join(args)})  # {mm_name}: matmul {list(a.shape)}x"
+                f"{list(b.shape)} + epilogue {_loc_name(kop)} (Triton, max-autotune)")
+        fused_away.add(kop)
+        return True
+
     def compile_kernel_op(kop):
+        if kop in fused_away:
+            return  # its result was defined by the Triton matmul that computes it
         ins = [vals[v] for v in kop.operation.operands]
         outs = list(kop.operation.results)
         out_st = [result_strides(r) for r in outs]
         idx = len(kernels)
-        if gpu:
+        if gpu and kop in precompiled:
+            k = precompiled.pop(kop)
+            for v in ins:
+                is_aligned(v)  # the guards of the arguments it was specialized for
+        elif gpu:
             aligned = tuple(is_aligned(v) for v in ins) + (True,) * len(outs)
             # the name is part of the TTIR text, hence of the kernel cache key: no graph
             # id (process-unique) in it, or the disk cache never hits
@@ -993,6 +1399,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                     define(r, em.new_var(), result_strides(r))
             else:
                 compile_kernel_op(op)
+        elif name == "stax.matmul" and tuner is not None and emit_matmul(op, idx):
+            pass
         elif name == "stax.matmul":
             a, b = (vals[v] for v in op.operation.operands)
             r = op.operation.results[0]
@@ -1098,7 +1506,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     return CompiledGraph(graph_id=graph_id, source=source, globals_=em.globals,
                          kernels=kernels, library_calls=library_calls,
                          fallback_ops=fallback_ops, notes=notes, input_names=names,
-                         guards=guards, kernel_mlir=kernel_mlir, route=route, device=device)
+                         guards=guards, kernel_mlir=kernel_mlir, route=route, device=device,
+                         tuned=tuner.records if tuner is not None else ())
 
 
 def _loc_name(op) -> str:

@@ -27,9 +27,19 @@ Targets (picked by the driver from the example inputs' device, `stax.driver.sele
                leave the GPU with no code generator, so graphs run as written (a
                fallback with that reason; an error under STAX_STRICT=1).
 
-`StaxConfig.max_autotune` is the hook of the Triton autotuner: when it is set and
-`stax.targets.triton` has no `autotune_kernel` yet, the config carries a note saying
-that autotuning is not implemented yet (kernels use the default configuration).
+`stax.max_autotune` on the triton target: every fused kernel is tuned (block sizes,
+num_warps, num_stages; refined by coordinate descent under
+`stax.coordinate_descent_tuning`), and matmuls with a pointwise consumer are benchmarked
+as cuBLAS + stax kernel against a Triton matmul with the consumer fused as its
+epilogue; the fastest is kept (`stax.driver._Tuner`, `stax.autotune`). Results are
+cached on disk (`$STAX_CACHE_DIR/autotune/`), progress goes to stderr, and the report
+lists every search (`stax_tuned`). The tuning time of one compiled graph is bounded by
+the environment variable `STAX_AUTOTUNE_BUDGET_S` (seconds, default 60; options are
+bools, so the bound is not an option). Where the autotuner cannot be imported (no
+triton) the config carries a note saying so; where no usable GPU is present at
+compile time the compiled graph carries a note saying nothing was benchmarked.
+`stax.coordinate_descent_tuning` alone (without `stax.max_autotune`) does nothing on
+the triton target, and a note says so.
 """
 from __future__ import annotations
 
@@ -159,18 +169,29 @@ def _cpu_notes(mode, opts: dict[str, bool], explicit: dict[str, bool]) -> list[s
     return notes
 
 
-def autotune_available() -> bool:
-    """True once the Triton target provides the autotuner (`autotune_kernel`)."""
+def _autotune_unavailable_reason() -> str | None:
     try:
-        from stax.targets import triton as _t
-    except Exception:  # noqa: BLE001 - triton absent or the target not written yet
-        return False
-    return callable(getattr(_t, "autotune_kernel", None))
+        from stax.autotune import autotune_kernel, tune  # noqa: F401
+        from stax.targets import triton as _t  # noqa: F401
+        from stax.targets.triton_matmul import emit_matmul_ttir  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - triton absent, or a target module broken
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
-_TRITON_NO_TUNER = ("autotuning is not implemented yet for the triton target; every kernel "
-                    "uses triton_ttir.default_config (block sizes, num_warps and num_stages "
-                    "chosen from the kernel's shape)")
+def autotune_available() -> bool:
+    """True when the max-autotune machinery can run on the triton target: the
+    autotuner (`stax.autotune`), the Triton target and the Triton matmul generator
+    import (i.e. triton is installed). A GPU is needed at compile time to benchmark."""
+    return _autotune_unavailable_reason() is None
+
+
+_TRITON_NO_TUNER = ("autotuning is not available on the triton target ({why}); every "
+                    "kernel uses triton_ttir.default_config (block sizes, num_warps and "
+                    "num_stages chosen from the kernel's shape) and matmuls go to cuBLAS")
+_CD_ALONE = ("option 'stax.coordinate_descent_tuning' without 'stax.max_autotune': does "
+             "nothing on the triton target (coordinate descent refines the max-autotune "
+             "search); kernels use their default configs")
 
 
 def _triton_notes(mode, opts: dict[str, bool], explicit: dict[str, bool]) -> list[str]:
@@ -179,8 +200,12 @@ def _triton_notes(mode, opts: dict[str, bool], explicit: dict[str, bool]) -> lis
 
     notes = []
     tuning = [k for k in ("stax.max_autotune", "stax.coordinate_descent_tuning") if opts[k]]
-    if tuning and not autotune_available():
-        notes.append(f"{', '.join(origin(k) for k in tuning)}: {_TRITON_NO_TUNER}")
+    why = _autotune_unavailable_reason() if tuning else None
+    if tuning and why is not None:
+        notes.append(f"{', '.join(origin(k) for k in tuning)}: "
+                     f"{_TRITON_NO_TUNER.format(why=why)}")
+    elif opts["stax.coordinate_descent_tuning"] and not opts["stax.max_autotune"]:
+        notes.append(_CD_ALONE)
     for key in ("stax.triton", "stax.cuda_codegen"):
         if not opts[key]:
             notes.append(f"option '{key}'=False: the triton target is the only GPU code "
