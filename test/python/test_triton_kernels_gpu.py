@@ -105,11 +105,16 @@ def close(got, want, rtol, atol, what=""):
         nz = bad.nonzero()
         d = (g - w).abs()
         d = torch.where(torch.isnan(d), torch.full_like(d, float("inf")), d)
-        raise AssertionError(
+        msg = (
             f"{what}: {int(bad.sum())}/{bad.numel()} mismatches, max abs err "
             f"{float(d.max()):.3g}; first bad idx {nz[:6].tolist()}; got "
             f"{g[tuple(nz[0])].item():.6g} want {w[tuple(nz[0])].item():.6g}; "
             f"bad along dims: {[sorted(set(nz[:, i].tolist()))[:8] for i in range(nz.shape[1])]}")
+        log = os.environ.get("STAX_KERNEL_TEST_LOG")
+        if log:   # written at once: a run cut short by a timeout keeps what it found
+            with open(log, "a") as f:
+                f.write(os.environ.get("PYTEST_CURRENT_TEST", "?") + " :: " + msg + "\n")
+        raise AssertionError(msg)
 
 
 def randn(*shape, dtype=F32, scale=1.0):
