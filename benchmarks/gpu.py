@@ -189,6 +189,13 @@ def run_variant(label, backend, mode, fn, args, ref, train, model):
         r["library_calls"] = len(rep.library_calls)
         r["fallback_ops"] = rep.fallback_ops
         r["notes"] = rep.notes
+        # max-autotune: which route each matmul took, how many searches hit the cache
+        tuned = getattr(rep, "tuned", [])
+        if tuned:
+            r["tuned_matmuls"] = [f"{t['kernel']}: {t['route']} ({t['winner']})"
+                                  for t in tuned if t["kind"] == "matmul"]
+            r["tuned_searches"] = len(tuned)
+            r["tuned_from_cache"] = sum(1 for t in tuned if t.get("from_cache"))
         if rep.route != "triton":
             r["error"] = f"route {rep.route!r} != 'triton': {rep.fallback_reason}"
             return r, None
