@@ -189,8 +189,8 @@ def decode_step(cache, new, q):
     decode exactly to bf16, scores q.k^T (bf16 matmul), softmax in f32."""
     k = torch.cat([cache, new], dim=1)
     kb = k.to(torch.bfloat16)
-    s = (q @ kb.transpose(1, 2)) * (q.shape[-1] ** -0.5)
-    return k, torch.softmax(s.float(), dim=-1)
+    s = (q @ kb.transpose(1, 2)).float() * (q.shape[-1] ** -0.5)
+    return k, torch.softmax(s, dim=-1)
 
 
 def main_cuda(args):
