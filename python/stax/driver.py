@@ -864,6 +864,17 @@ def _autotuner_importable() -> bool:
 _INJECTED_DEVICE = "injected-bench"
 
 
+def _real_tensors():
+    """Benchmarks need real tensors even if a FakeTensorMode is active around the
+    compile (aot_autograd traces with one)."""
+    try:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        return unset_fake_temporarily()
+    except ImportError:  # pragma: no cover - older torch
+        import contextlib
+        return contextlib.nullcontext()
+
+
 def _scratch_tensors(specs, device):
     """specs: (shape, strides, torch dtype, fill) -> scratch tensors (private RNG)."""
     gen = torch.Generator(device=device)
@@ -986,17 +997,26 @@ class _Tuner:
             specs += [(list(r.type.shape), st, _torch_dtype(str(r.type.element_type)), False)
                       for r, st in zip(kop.results, out_st)]
             # TTIR emitted here, in this thread (MLIR); only triton.compile runs in the pool
-            pre = {c: emit_ttir(kop, in_st, out_st, name, config=c, aligned=aligned)
-                   for c in cands}
+            pre = {}
+            for c in cands:
+                try:
+                    pre[c] = emit_ttir(kop, in_st, out_st, name, config=c, aligned=aligned)
+                except Exception as e:  # noqa: BLE001 - that candidate fails in build
+                    pre[c] = e
+            if all(isinstance(v, Exception) for v in pre.values()):
+                raise next(iter(pre.values()))
         except Exception as e:  # noqa: BLE001 - an odd kernel: keep the default
             return default(f"not tuned: {type(e).__name__}: {e}")
         key = "kernel:" + hashlib.sha256(
-            ("\0".join(pre[c].text for c in cands) + repr(cands)).encode()).hexdigest()[:32]
+            ("\0".join(str(getattr(pre[c], "text", pre[c])) for c in cands)
+             + repr(cands)).encode()).hexdigest()[:32]
         tensors: list = []
         built: dict = {}
 
         def build(cfg):
             tk = pre.get(cfg)
+            if isinstance(tk, Exception):
+                raise tk
             if tk is None:
                 tk = emit_ttir(kop, in_st, out_st, name, config=cfg, aligned=aligned)
             compiled, hit = tt.compile_ttir(tk, arch)
@@ -1010,8 +1030,9 @@ class _Tuner:
             return launch
 
         try:
-            best, t = tune(key, cands, build, valid=_kernel_config_valid, label=name,
-                           **self._kw())
+            with _real_tensors():
+                best, t = tune(key, cands, build, valid=_kernel_config_valid, label=name,
+                               **self._kw())
         except Exception as e:  # noqa: BLE001 - nothing ran: keep the default
             return default(f"not tuned: {type(e).__name__}: {e}")
         k = built.get(best) or tt.compile_kernel(kop, in_st, out_st, name, arch=arch,
@@ -1021,9 +1042,12 @@ class _Tuner:
 
     # -- matmul (+ epilogue)
     def matmul(self, name, a, b, r_strides, kop, acc_idx, kin, kin_strides, out_st,
-               aligned, epilogue_kernel, epilogue):
+               aligned, epilogue_kernel, epilogue, others):
         """Tune cuBLAS + `epilogue_kernel` against the Triton matmul with `epilogue`
-        fused. Returns a MatmulKernel (the Triton route won) or None (cuBLAS)."""
+        fused. `kin`: the kernel's operands but the matmul result (operand order);
+        `others`: the kernel operand index of each epilogue input. Returns a
+        MatmulKernel (the Triton route won) or None (cuBLAS)."""
+        ep_pos = [j if j < acc_idx else j - 1 for j in others]  # positions in kin
         from stax.autotune import tune
         from stax.targets.triton_matmul import (CUBLAS, compile_matmul, emit_matmul_ttir,
                                                 matmul_candidates, matmul_config_valid)
@@ -1078,11 +1102,14 @@ class _Tuner:
 
             def launch():
                 ts = get()
-                compiled[kern.grid](*ts[:-1])
+                ins = ts[2:-2]
+                compiled[kern.grid](ts[0], ts[1], *[ins[p] for p in ep_pos], ts[-2])
             return launch
 
-        best, t = tune(key, cands, build, label=f"{name} {M}x{N}x{K} {dt}",
-                       valid=lambda c: matmul_config_valid(M, N, K, dt, c), **self._kw())
+        with _real_tensors():
+            best, t = tune(key, cands, build, label=f"{name} {M}x{N}x{K} {dt}",
+                           valid=lambda c: matmul_config_valid(M, N, K, dt, c),
+                           **self._kw())
         if best == CUBLAS:
             self._record("matmul", name, "cublas + stax epilogue kernel "
                          f"{epilogue_kernel.name}", best, t)
@@ -1333,7 +1360,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         mm_aligned = tuple(is_aligned(v, register=False) for v in mm_ins) + (True,)
         try:
             mk = tuner.matmul(mm_name, a, b, r_st, kop, acc_idx, kin, kin_strides, out_st,
-                              mm_aligned, ek, epilogue)
+                              mm_aligned, ek, epilogue, others)
         except Exception as e:  # noqa: BLE001 - tuning failed: the library route
             tuner._record("matmul", mm_name, "cublas", None, None,
                           f"cuBLAS (tuning failed: {type(e).__name__}: {e})")
