@@ -506,3 +506,33 @@ def test_analyze_kernel_shapes_used_by_configs():
         kop = list(m.body.operations[0].regions[0].blocks[0].operations)[0]
         ks = analyze_kernel(kop.operation)
     assert ks == KernelShape("reduction", 768, 16384, False, 2)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("B,T,C", [(2, 64, 768), (8, 2048, 768), (2, 4, 10000)])
+def test_reshaped_input_is_full_space(B, T, C, dtype):
+    """The GPT-2 layernorm-backward pattern (training step, kernel stax_k7 of the backward
+    graph): an input [B*T, C] reshaped to the domain [B, T, C] and yielded (converted)
+    must be stored over the whole domain, not as a row value; also an output of the
+    reshaped shape [B*T, C] of a full-space value."""
+    g = randn(B * T, C, dtype=dtype)
+    x = randn(B, T, C, dtype=dtype)
+    G, S, SF = ttype((B * T, C), dtype), ttype((B, T, C), dtype), ttype((B, T, C), F32)
+    R, GF = ttype((B, T, 1), F32), ttype((B * T, C), F32)
+    body = f'''    %gr = "stax.reshape"(%a0) : ({G}) -> {S}
+    %gf = "stax.convert"(%gr) : ({S}) -> {SF}
+    %xf = "stax.convert"(%a1) : ({S}) -> {SF}
+    %p = "stax.mul"(%gf, %xf) : ({SF}, {SF}) -> {SF}
+    %s = "stax.reduce_sum"(%p) {{dims = array<i64: 2>, keepdim = true}} : ({SF}) -> {R}
+    %sb = "stax.broadcast_in_dim"(%s) {{dims = array<i64: 0, 1, 2>}} : ({R}) -> {SF}
+    %y = "stax.sub"(%xf, %sb) : ({SF}, {SF}) -> {SF}
+    %yr = "stax.reshape"(%y) : ({SF}) -> {GF}
+    "stax_graph.yield"(%gf, %s, %yr) : ({SF}, {R}, {GF}) -> ()'''
+    outs, k = run_kernel(body, [g, x], [((B, T, C), F32), ((B, T, 1), F32), ((B * T, C), F32)])
+    if outs:
+        gf, xf = g.float().cpu().reshape(B, T, C), x.float().cpu()
+        s = (gf * xf).sum(2, keepdim=True)
+        rt, at = _sum_tol(F32, C)
+        close(outs[0], gf, 0, 0, "converted reshaped input")
+        close(outs[1], s, rt, at, "row sum")
+        close(outs[2], (xf - s).reshape(B * T, C), rt, at, "reshaped full output")

@@ -744,13 +744,25 @@ class _Lowering:
             ds = self._red_deps(red.operands[0])
             phase[red] = 1 + max((phase[d] for d in ds), default=0)
         phases = sorted(set(phase.values()))
-        full_outs = [i for i, v in enumerate(self.yielded) if self._is_full(v)]
+        # An output of the domain's shape is stored over the full [rows, reduced] space even
+        # when it does not vary along the reduced dims (a row value broadcast back to S):
+        # storing it as a row value would write only `rows` of its elements.
+        # An output with as many elements as the domain is a full-space output of the
+        # domain's shape or of a reshape of it (its index is the domain's, re-linearized).
+        full_outs = [i for i, v in enumerate(self.yielded)
+                     if self._is_full(v) or _numel(_shape(v)) == _numel(S)]
         row_outs = [i for i in range(len(self.yielded)) if i not in full_outs]
         for i in full_outs:
-            if _shape(self.yielded[i]) != S:
+            if _numel(_shape(self.yielded[i])) != _numel(S):
                 raise KernelLoweringError(
                     f"kernel {self.name}: output {i} has shape {_shape(self.yielded[i])}, not "
-                    f"the reduction domain {S}")
+                    f"the reduction domain {S} or a reshape of it")
+        for i in row_outs:
+            if _numel(_shape(self.yielded[i])) != rows:
+                raise KernelLoweringError(
+                    f"kernel {self.name}: row-space output {i} has shape "
+                    f"{_shape(self.yielded[i])} ({_numel(_shape(self.yielded[i]))} elements), "
+                    f"not one element per row of the domain {S} over {D} ({rows} rows)")
 
         if persistent:
             k = V(kr, colsh, it, hi=rn)
@@ -767,7 +779,7 @@ class _Lowering:
             if full_outs:
                 idx = self._full_index(k)
                 for i in full_outs:
-                    self._store(self.outputs[i], self._eval(self.yielded[i], idx), idx, full)
+                    self._store_full(i, idx)
             return kind
 
         for p in phases:
@@ -781,9 +793,16 @@ class _Lowering:
             def body(k):
                 idx = self._full_index(k)
                 for i in full_outs:
-                    self._store(self.outputs[i], self._eval(self.yielded[i], idx), idx, full)
+                    self._store_full(i, idx)
             self._loop(rn, body, [])
         return kind
+
+    def _store_full(self, i, idx):
+        """Store full-space output i at the domain index idx (over [XB, RB])."""
+        shp = _shape(self.yielded[i])
+        if shp != list(self.S):   # a reshape of the domain: same element order
+            idx = self.delinearize(self.linearize(idx, self.S), shp)
+        self._store(self.outputs[i], self._eval(self.yielded[i], idx), idx, (self.XB, self.RB))
 
     def _set_masks(self, rmask, kmask):
         full = (self.XB, self.RB)
@@ -1002,14 +1021,16 @@ class _Lowering:
         return out
 
     def _is_full(self, v):
-        """Does v vary along the reduced dims (computed per element)?"""
+        """Does v vary along the reduced dims (computed per element)? A kernel input (or a
+        full / iota) with as many elements as the domain does, whatever its shape: an
+        input [B*T, C] reshaped to the domain [B, T, C] is full space, not a row value."""
         o = self.defining.get(v)
         if o is None:
-            return _shape(v) == self.S
+            return _numel(_shape(v)) == _numel(self.S)
         if o.operation.name in _REDUCTIONS:
             return False
         if not o.operands:
-            return _shape(v) == self.S
+            return _numel(_shape(v)) == _numel(self.S)
         return any(self._is_full(x) for x in o.operands)
 
     def _red_idx(self, k):
