@@ -248,3 +248,24 @@ def test_softmax_one_kernel_exp_computed_once_per_element():
     # exp's range reduction (one math.roundeven per exp) appears once in the 16-lane
     # loop and once in the tail: the output phase re-reads the stashed exp.
     assert k.mlir.count("math.roundeven") == 2
+
+
+def test_reduction_kernel_outputs_reshaped_input_and_broadcast_row_value():
+    # The domain S = [2, 8, 24] reduced over dim 2; an input of shape [16, 24] reshaped
+    # into S is per element, and a row value broadcast back to S is an S-sized output.
+    g = torch.randn(16, 24)
+    x = torch.randn(2, 8, 24)
+    S, R, G = ttype((2, 8, 24), F32), ttype((2, 8, 1), F32), ttype((16, 24), F32)
+    body = f'''    %gr = "stax.reshape"(%a0) : ({G}) -> {S}
+    %p = "stax.mul"(%gr, %a1) : ({S}, {S}) -> {S}
+    %s = "stax.reduce_sum"(%p) {{dims = array<i64: 2>, keepdim = true}} : ({S}) -> {R}
+    %sb = "stax.broadcast_in_dim"(%s) {{dims = array<i64: 0, 1, 2>}} : ({R}) -> {S}
+    %back = "stax.reshape"(%p) : ({S}) -> {G}
+    "stax_graph.yield"(%gr, %sb, %back, %s) : ({S}, {S}, {G}, {R}) -> ()'''
+    (gr, sb, back, s), k = run_kernel(body, [g, x], [((2, 8, 24), F32), ((2, 8, 24), F32),
+                                                    ((16, 24), F32), ((2, 8, 1), F32)])
+    p = g.reshape(2, 8, 24) * x
+    assert torch.equal(gr, g.reshape(2, 8, 24))
+    torch.testing.assert_close(s, p.sum(2, keepdim=True))
+    torch.testing.assert_close(sb, p.sum(2, keepdim=True).expand(2, 8, 24))
+    torch.testing.assert_close(back, p.reshape(16, 24))

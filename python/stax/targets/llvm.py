@@ -571,7 +571,9 @@ class _KernelLowering:
             ds = deps(r.operands[0], set())
             phase[r] = 1 + max((phase[d] for d in ds), default=0)
         phases = sorted(set(phase.values()))
-        full_outs = [i for i, v in enumerate(self.yielded) if self._is_full_space(v)]
+        # An output with the domain's element count is written per element (it may be a
+        # reshape of the domain, or a row value broadcast back); the rest are per row.
+        full_outs = [i for i, v in enumerate(self.yielded) if _numel(_shape(v)) == _numel(S)]
         row_outs = [i for i in range(len(self.yielded)) if i not in full_outs]
 
         inner_shape = [S[d] for d in D]
@@ -643,7 +645,8 @@ class _KernelLowering:
                 def body(inner):
                     idx = full_index(inner)
                     for i in full_outs:
-                        self._store(i, self._eval(self.yielded[i], idx), idx, full=True)
+                        yidx = self._domain_to_output_index(i, idx)
+                        self._store(i, self._eval(self.yielded[i], yidx), yidx)
                 self.stash_active = self.stash is not None and not column_mode
                 if column_mode:
                     self._plain_loops(inner_shape, body)
@@ -767,16 +770,15 @@ class _KernelLowering:
     def _is_full_space(self, v):
         """Does v vary along the reduced dims (i.e. is it computed per element)?"""
         o = self.defining.get(v)
+        n_s = _numel(self.S)
         if o is None:
-            return _shape(v) == self.S
+            # an input reshaped into the domain inside the kernel is still per element
+            return _numel(_shape(v)) == n_s
         if o.operation.name in _REDUCTIONS:
             return False
-        if o.operation.name in ("stax.full",):
-            return _shape(v) == self.S
-        if o.operation.name == "stax.iota":
-            return _shape(v) == self.S
-        return any(self._is_full_space(x) for x in o.operands) or \
-            (not o.operands and _shape(v) == self.S)
+        if not o.operands:  # full / iota / constants
+            return _numel(_shape(v)) == n_s
+        return any(self._is_full_space(x) for x in o.operands)
 
     def _emit_phase(self, reds, inner_shape, full_index):
         """One pass over the row computing several independent reductions."""
@@ -1018,14 +1020,18 @@ class _KernelLowering:
             return em.op(f"arith.extui {ssa} : {cty} to {mty}", mty)
         return em.op(f"arith.truncf {ssa} : {cty} to {mty}", mty)
 
-    def _store(self, i, val: _Val, idx, full=False):
-        out = self.outputs[i]
-        y = self.yielded[i]
-        if full and _shape(y) != self.S:
-            raise KernelLoweringError(
-                f"kernel {self.name}: output {i} has shape {_shape(y)}, not the reduction "
-                f"domain {self.S}")
-        self._write(out, val, idx)
+    def _domain_to_output_index(self, i, idx):
+        """The index of output i (same element count as the domain S, maybe another
+        shape) at domain index idx: row-major linearize, then split by its shape."""
+        shp = _shape(self.yielded[i])
+        if shp == self.S:
+            return idx
+        lin = _row_major_linear(idx, self.S)
+        return [self.em.floordiv_mod(lin, p, s) if s != 1 else Aff()
+                for s, p in zip(shp, _contig_strides(shp))]
+
+    def _store(self, i, val: _Val, idx):
+        self._write(self.outputs[i], val, idx)
 
     def _write(self, out: _Arg, val: _Val, idx):
         em = self.em
