@@ -55,7 +55,20 @@ I32_LIMIT = (1 << 31) - 1
 
 # ----------------------------------------------------------------------------- config / result
 
+def fp8_e4m3fn_overflow() -> str:
+    """How torch's float -> e4m3fn cast treats overflow where the kernels will run:
+    probed on the CUDA device when there is one, else the installed torch's CPU cast."""
+    from stax.passes.legalize_fp8 import probe_device_e4m3fn_overflow
+    try:
+        import torch
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+    except Exception:
+        dev = "cpu"
+    return probe_device_e4m3fn_overflow(dev)
+
+
 @dataclass(frozen=True)
+
 class TritonConfig:
     block: int        # pointwise: BLOCK; reduction: XBLOCK (rows per program)
     rblock: int       # reduction: RBLOCK (reduced elements per step); 1 for pointwise
@@ -611,9 +624,40 @@ class _Lowering:
         if dt.mem == dt.comp:
             return s
         if dt.fp8:
-            return em.op(f"tt.fp_to_fp {s}, rounding = rtne : {em.ty(shape, dt.comp)} -> "
-                         f"{em.ty(shape, dt.mem)}")
+            return self._fp8_encode(s, shape, dt.mem)
         return em.op(f"arith.truncf {s} : {em.ty(shape, dt.comp)} to {em.ty(shape, dt.mem)}")
+
+    def _fp8_encode(self, s, shape, mem) -> str:
+        """f32 -> fp8 bit-identical to torch's cast on the device. The hardware
+        conversion (`cvt.rn.satfinite`) rounds to nearest even but saturates: torch gives
+        ±inf for e5m2 past 57344 (from 61440, the rounding midpoint) and, on CUDA in torch
+        2.11, NaN for e4m3fn past 464 and for ±inf; and NaN keeps its sign (0x7F/0xFF)."""
+        em = self.em
+        fty, bty, ity = em.ty(shape, "f32"), em.ty(shape, mem), em.ty(shape, "i8")
+        i1 = em.ty(shape, "i1")
+        t = em.op(f"tt.fp_to_fp {s}, rounding = rtne : {fty} -> {bty}")
+        bits = em.op(f"tt.bitcast {t} : {bty} -> {ity}")
+        ax = em.op(f"math.absf {s} : {fty}")
+        mode = "inf" if mem == "f8E5M2" else fp8_e4m3fn_overflow()
+        special = em.op(f"arith.cmpf uno, {s}, {s} : {fty}")  # NaN -> 0x7F | sign
+        if mode == "inf":
+            over = em.op(f"arith.cmpf oge, {ax}, {em.mat(V(None, (), 'f32', cval=61440.0), shape)} : {fty}")
+        elif mode == "nan":
+            over = em.op(f"arith.cmpf ogt, {ax}, {em.mat(V(None, (), 'f32', cval=464.0), shape)} : {fty}")
+        else:
+            over = None  # saturate: what the hardware does
+        xi = em.op(f"tt.bitcast {s} : {fty} -> {em.ty(shape, 'i32')}")
+        neg = em.op(f"arith.cmpi slt, {xi}, {em.mat(V(None, (), 'i32', cval=0), shape)} : "
+                    f"{em.ty(shape, 'i32')}")
+        sign = em.op(f"arith.select {neg}, {em.mat(V(None, (), 'i8', cval=-128), shape)}, "
+                     f"{em.mat(V(None, (), 'i8', cval=0), shape)} : {i1}, {ity}")
+        nanb = em.op(f"arith.ori {sign}, {em.mat(V(None, (), 'i8', cval=0x7F), shape)} : {ity}")
+        fixed = em.op(f"arith.select {special}, {nanb}, {bits} : {i1}, {ity}")
+        if over is not None:
+            big = 0x7C if mode == "inf" else 0x7F
+            overb = em.op(f"arith.ori {sign}, {em.mat(V(None, (), 'i8', cval=big), shape)} : {ity}")
+            fixed = em.op(f"arith.select {over}, {overb}, {fixed} : {i1}, {ity}")
+        return em.op(f"tt.bitcast {fixed} : {ity} -> {bty}")
 
     def _store(self, out: _Arg, val: V, idx, shape):
         """Store val at out[idx] over the block shape `shape`, masked by its bounds."""
@@ -1269,7 +1313,7 @@ class _Lowering:
             return r
         cty, mty = em.ty(sh, dst.comp), em.ty(sh, dst.mem)
         if dst.fp8:
-            t = em.op(f"tt.fp_to_fp {r}, rounding = rtne : {cty} -> {mty}")
+            t = self._fp8_encode(r, sh, dst.mem)
             e = em.op(f"tt.fp_to_fp {t} : {mty} -> {cty}")
             self.rounded[(e, dst.mem)] = t
             return e
