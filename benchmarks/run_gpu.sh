@@ -23,6 +23,22 @@ PY="${PYTHON:-python3}"
   git rev-parse HEAD 2>/dev/null || true
 } 2>&1 | tee "$OUT/gpu-machine.txt"
 
+if [[ "$phase" == "kernels" || "$phase" == "all" ]]; then
+  # kernel-level Triton tests, the GPT-2 bf16 training gradients per parameter, fp8 on
+  # the GPU (legalized and native), and max-autotune
+  timeout "${STAX_GPU_KERNEL_TIMEOUT:-150}" $PY -m pytest -q -rfE -p no:cacheprovider \
+      test/python/test_triton_kernels_gpu.py > "$OUT/gpu-pytest-kernels.log" 2>&1
+  echo "test_triton_kernels_gpu: $(tail -n 1 "$OUT/gpu-pytest-kernels.log")"
+  timeout 120 $PY benchmarks/gpt2_train_grads.py > "$OUT/gpu-gpt2-train-grads.log" 2>&1
+  echo "gpt2_train_grads exit $?: $(tail -n 3 "$OUT/gpu-gpt2-train-grads.log" | tr '\n' ' ')"
+  timeout 120 $PY -m pytest -q -rfE -p no:cacheprovider test/python/test_fp8_triton.py \
+      > "$OUT/gpu-pytest-fp8.log" 2>&1
+  echo "test_fp8_triton: $(tail -n 1 "$OUT/gpu-pytest-fp8.log")"
+  STAX_AUTOTUNE_BUDGET_S=${STAX_AUTOTUNE_BUDGET_S:-20} timeout 150 $PY -m pytest -q -rfE \
+      -p no:cacheprovider test/python/test_max_autotune.py > "$OUT/gpu-pytest-autotune.log" 2>&1
+  echo "test_max_autotune: $(tail -n 1 "$OUT/gpu-pytest-autotune.log")"
+fi
+
 if [[ "$phase" == "tests" || "$phase" == "all" ]]; then
   timeout "${STAX_GPU_TEST_TIMEOUT:-240}" $PY -m pytest -q -rfEs -p no:cacheprovider \
       test/python/test_triton_driver.py > "$OUT/gpu-pytest-triton-driver.log" 2>&1
