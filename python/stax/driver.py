@@ -743,7 +743,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
         # the CPU target, on GPUs before sm_89, or when asked (`stax.legalize_fp8`).
         # (only graphs that hold fp8 at all pay for the pass)
         legalize = _needs_fp8_legalization(route, device, config) and "f8E" in str(module)
-        pre = [FP8_LEGALIZE] if legalize else []
+        # the pass encodes e4m3fn overflow as eager does on this device (probed once)
+        from stax.passes.legalize_fp8 import pipeline_entry
+        pre = [pipeline_entry(route, device)] if legalize else []
         if legalize and any(_is_fp8(t) for t in example_inputs):
             notes.append("fp8 inputs are passed as zero-copy uint8 views and fp8 "
                          "arithmetic runs on the decoded values (stax-legalize-fp8)")
