@@ -124,6 +124,10 @@ _DTYPES = {
     "f64": torch.float64, "i64": torch.int64, "i32": torch.int32, "i16": torch.int16,
     "i8": torch.int8, "ui8": torch.uint8, "i1": torch.bool,
 }
+# fp8 survives to the wrapper only on the triton route on sm_89+ (native fp8)
+for _name, _attr in (("f8E4M3FN", "float8_e4m3fn"), ("f8E5M2", "float8_e5m2")):
+    if hasattr(torch, _attr):
+        _DTYPES[_name] = getattr(torch, _attr)
 
 
 def _torch_dtype(element_type) -> torch.dtype:
