@@ -66,6 +66,8 @@ PASS_NAME = "stax-legalize-fp8"
 OPTIONS = {
     "formats": "fp8 formats the target holds natively: none | e4m3fn | e5m2 | e4m3fn,e5m2",
     "e4m3fn-overflow": "float -> e4m3fn past 448: saturate | nan | auto (probe torch)",
+    "e5m2-nan": "e5m2 NaN codes decode to: payload (quiet NaN keeping the payload, torch "
+                "on the CPU) | canonical (0x7FFFFFFF | sign, torch on CUDA) | auto (CPU)",
     "verify-only": "true: only check that no unsupported fp8 type is left",
 }
 # The element to put into the CPU target's pipeline, after import and before fusion.
@@ -240,7 +242,31 @@ def pipeline_entry(route: str, device) -> str:
     on that device (`probe_device_e4m3fn_overflow`), so the compiled graph is bit-identical
     to eager there. Routes other than 'triton' run on the CPU whatever `device` says."""
     dev = device if route == "triton" else "cpu"
-    return f"{PASS_NAME}{{formats=none e4m3fn-overflow={probe_device_e4m3fn_overflow(dev)}}}"
+    return (f"{PASS_NAME}{{formats=none e4m3fn-overflow={probe_device_e4m3fn_overflow(dev)} "
+            f"e5m2-nan={probe_device_e5m2_nan(dev)}}}")
+
+
+def probe_device_e5m2_nan(device) -> str:
+    """How torch decodes an e5m2 NaN code to float32 on `device`: 'payload' (a quiet NaN
+    keeping the code's payload, torch on the CPU) or 'canonical' (0x7FFFFFFF | sign,
+    torch 2.11 on CUDA). Probed once per device, like probe_device_e4m3fn_overflow."""
+    import torch
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    key = ("e5m2-nan",) + tuple(_device_key(device))
+    got = _DEVICE_PROBED.get(key)
+    if got is not None:
+        return got
+    if key[1] == "cuda" and (not torch.cuda.is_available()
+                             or torch.cuda.is_current_stream_capturing()):
+        return "payload"
+    with unset_fake_temporarily(), torch.no_grad():
+        k = _device_key(device)
+        dev = torch.device(*k) if k[1] is not None else torch.device(k[0])
+        codes = torch.tensor([0x7D], dtype=torch.uint8, device=dev)
+        bits = codes.view(torch.float8_e5m2).float().view(torch.int32).cpu().tolist()[0]
+    mode = "canonical" if bits == 0x7FFFFFFF else "payload"
+    _DEVICE_PROBED[key] = mode
+    return mode
 
 
 # ----------------------------------------------------------------------------- IR building
@@ -300,8 +326,9 @@ def _ui8():
     return ir.IntegerType.get_unsigned(8)
 
 
-def decode(b: _B, x, fmt: Fp8Format):
-    """ui8 carrier -> f32, exact for all 256 codes (torch's NaN bit patterns)."""
+def decode(b: _B, x, fmt: Fp8Format, e5m2_nan: str = "payload"):
+    """ui8 carrier -> f32, exact for all 256 codes (torch's NaN bit patterns: on the CPU
+    an e5m2 NaN keeps its payload; torch on CUDA gives the all-ones NaN)."""
     i32 = _i32()
     ci = b.convert(x, i32)
     m = b.bin("and", ci, b.i(x, 0x7F))
@@ -315,7 +342,8 @@ def decode(b: _B, x, fmt: Fp8Format):
         top = 0x7F & ~((1 << fmt.mbits) - 1)
         e_top = (1 << (7 - fmt.mbits)) - 1  # lands at f32's exponent field; make it 255
         special = b.bin("add", b.bin("mul", m, b.i(x, shift)), b.i(x, (255 - e_top) << 23))
-        nan = b.bin("or", special, b.i(x, 0x400000))
+        nan = (b.i(x, 0x7FFFFFFF) if e5m2_nan == "canonical"
+               else b.bin("or", special, b.i(x, 0x400000)))
         mag = b.select(b.cmp("ge", m, b.i(x, top)),
                        b.select(b.cmp("gt", m, b.i(x, top)), nan, special), mag)
     else:  # e4m3fn: only S.1111.111 is NaN; torch gives 0x7FF00000 | sign
@@ -370,9 +398,10 @@ def _element_type(t):
 
 
 class _Legalizer:
-    def __init__(self, keep: set[str], overflow: str):
+    def __init__(self, keep: set[str], overflow: str, e5m2_nan: str = "payload"):
         self.keep = keep
         self.overflow = overflow
+        self.e5m2_nan = e5m2_nan
         self.fmt_of: dict = {}  # rewritten value -> its original Fp8Format
 
     # -- types
@@ -401,7 +430,7 @@ class _Legalizer:
     def to_f32(self, b: _B, v):
         f = self.vfmt(v)
         if f is not None:
-            return decode(b, v, f)
+            return decode(b, v, f, self.e5m2_nan)
         return b.convert(v, ir.F32Type.get())
 
     def from_f32(self, b: _B, v, want_type):
@@ -654,10 +683,15 @@ def run(module: "ir.Module", options: dict[str, str] | None = None) -> None:
         raise _pass_error(f"option e4m3fn-overflow={overflow}: expected saturate, nan or auto")
     if overflow == "auto":
         overflow = probe_torch_e4m3fn_overflow()
+    e5m2_nan = options.get("e5m2-nan", "auto")
+    if e5m2_nan not in ("payload", "canonical", "auto"):
+        raise _pass_error(f"option e5m2-nan={e5m2_nan}: expected payload, canonical or auto")
+    if e5m2_nan == "auto":
+        e5m2_nan = "payload"  # torch's CPU cast
     verify_only = options.get("verify-only", "false").lower() in ("1", "true", "yes")
     with module.context:
         if not verify_only:
-            lg = _Legalizer(keep, overflow)
+            lg = _Legalizer(keep, overflow, e5m2_nan)
             with ir.Location.unknown():
                 lg.op(module.operation)
         check_no_fp8(module, keep)
