@@ -31,6 +31,13 @@ SIZES = {"mlp": (2, 16), "gpt2": (2, 32), "gpt2_sdpa": (2, 32), "llama": (2, 32)
          "conv_bn_relu": (2, 12)}
 # ops stax leaves to PyTorch inside an otherwise native graph
 EXPECTED_FALLBACK = {"conv_bn_relu": ["aten.convolution.default"]}
+# On CUDA, scaled_dot_product_attention dispatches to a fused attention kernel (flash /
+# efficient / cuDNN, by dtype) that stax runs through PyTorch, as Inductor does.
+SDPA_KERNELS = ("aten._scaled_dot_product_flash_attention.default",
+                "aten._scaled_dot_product_efficient_attention.default",
+                "aten._scaled_dot_product_cudnn_attention.default")
+if DEVICE.startswith("cuda"):
+    EXPECTED_FALLBACK["gpt2_sdpa"] = list(SDPA_KERNELS)
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +66,10 @@ def _check_route(name):
     assert c.stax_route == ROUTE, f"route {c.stax_route}: {c.stax_fallback_reason}"
     assert c.stax_fallback_reason is None
     expected = EXPECTED_FALLBACK.get(name, [])
-    if expected:
+    if name == "gpt2_sdpa" and expected:  # one of the fused attention kernels
+        assert c.stax_fallback_ops and set(c.stax_fallback_ops) <= set(expected), \
+            c.stax_fallback_ops
+    elif expected:
         for op in expected:
             assert op in c.stax_fallback_ops, c.stax_fallback_ops
         assert set(c.stax_fallback_ops) <= set(expected), c.stax_fallback_ops
@@ -113,8 +123,9 @@ def test_gpt2_sdpa_matches_explicit_attention():
         a = torch.compile(m1, backend="stax", fullgraph=True)(x)
         b = torch.compile(m2, backend="stax", fullgraph=True)(x)
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    allowed = set(EXPECTED_FALLBACK.get("gpt2_sdpa", []))
     for c in B.compiled_callables:
-        assert c.stax_route == ROUTE and c.stax_fallback_ops == []
+        assert c.stax_route == ROUTE and set(c.stax_fallback_ops) <= allowed
 
 
 def test_model_api_sizes():

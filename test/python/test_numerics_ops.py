@@ -639,17 +639,19 @@ def test_matmul(name, dtype):
 
 def test_factories():
     def fn(x):
-        a = torch.arange(33, dtype=x.dtype)
-        b = torch.full((4, 33), 2.5)
+        dev = x.device  # factories follow the input (STAX_TEST_DEVICE=cuda)
+        a = torch.arange(33, dtype=x.dtype, device=dev)
+        b = torch.full((4, 33), 2.5, device=dev)
         c = torch.zeros_like(x) + 1
-        d = torch.ones(4, 1) * 3
-        e = torch.arange(2, 35, 3)  # int64
+        d = torch.ones(4, 1, device=dev) * 3
+        e = torch.arange(2, 35, 3, device=dev)  # int64
         return x + a, x * b, c, x - d, e * 2, torch.full_like(x, -1.0) + x
     run_case(fn, lambda: (rnd(S),))
 
 
 def test_arange_float_step_and_int_math():
-    run_case(lambda x: (x + torch.arange(0.0, 3.3, 0.1)[:33], torch.arange(4).unsqueeze(1) * x),
+    run_case(lambda x: (x + torch.arange(0.0, 3.3, 0.1, device=x.device)[:33],
+                        torch.arange(4, device=x.device).unsqueeze(1) * x),
              lambda: (rnd(S),))
 
 
