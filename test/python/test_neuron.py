@@ -401,3 +401,28 @@ def test_options_notes_and_validation():
     cfg, notes = NB.neuron_notes(None, {"stax.fusion": False})
     assert any("neuronx-cc fuses" in n for n in notes)
     assert NB.neuron_notes(None, None)[1] == []
+
+
+def test_fp8_decode_step_bit_exact_on_xla_cpu():
+    # An fp8 KV cache (cat, slice, permute), decode to bf16, bf16 matmul, fp8-quantized
+    # result: stax-legalize-fp8 carries fp8 as ui8 for Neuron (trn1/trn2 reject
+    # F8E4M3FN); fp8 inputs go in as their bytes and fp8 outputs come back as fp8.
+    def f(cache, new, w):
+        kv = torch.cat([cache, new], 0)
+        x = kv[1:].to(torch.bfloat16)
+        y = x @ w
+        return (y * 0.5).to(torch.float8_e4m3fn), kv.permute(1, 0)
+
+    torch.manual_seed(0)
+    cache = (torch.randn(7, 32) * 100).to(torch.float8_e4m3fn)
+    new = (torch.randn(1, 32) * 1000).to(torch.float8_e4m3fn)  # overflows saturate
+    w = torch.randn(32, 16, dtype=torch.bfloat16)
+    g = torch.compile(f, backend="stax_neuron", dynamic=False)
+    got, want = g(cache, new, w), f(cache, new, w)
+    c = NB.compiled_callables[-1]
+    assert c.stax_route == "neuron"
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype == torch.float8_e4m3fn
+        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    hlo = open(os.path.join(c.stax_artifact_dir, "hlo_module.txt")).read()
+    assert "f8e4m3" not in hlo.lower()

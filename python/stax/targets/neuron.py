@@ -363,9 +363,15 @@ def write_artifacts(folder: str, *, stablehlo: str, hlo: HloModule, manifest: di
 
 # ----------------------------------------------------------------------------- XLA CPU runner
 
+_FP8_DTYPES = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2")
+                    if hasattr(torch, n))
+
+
 def _to_numpy(t: torch.Tensor):
     import numpy as np
     t = t.detach().to("cpu").contiguous()
+    if t.dtype in _FP8_DTYPES:  # the legalized graph takes fp8 as its bytes (ui8)
+        return t.view(torch.uint8).numpy()
     if t.dtype == torch.bfloat16:
         import ml_dtypes
         return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
@@ -465,6 +471,8 @@ class NeuronGraph:
                 result.append(args[spec.index])
             else:
                 t = outs[spec.index]
+                if getattr(spec, "dtype", None) in _FP8_DTYPES and t.dtype == torch.uint8:
+                    t = t.view(spec.dtype)  # the bytes back as fp8, no copy
                 if spec.strides is not None and t.dim() and \
                         tuple(t.stride()) != tuple(spec.strides) and t.numel() > 1:
                     r = torch.empty_strided(tuple(spec.shape), tuple(spec.strides),
