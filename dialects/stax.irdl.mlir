@@ -332,6 +332,15 @@ module {
       %3 = irdl.base "!builtin.tensor"
       irdl.results(result: %3)
     }
+    irdl.operation @gather {
+      %0 = irdl.base "!builtin.tensor"
+      %1 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0, indices: %1)
+      %2 = irdl.any
+      irdl.attributes {"dim" = %2}
+      %3 = irdl.base "!builtin.tensor"
+      irdl.results(result: %3)
+    }
     irdl.operation @pad {
       %0 = irdl.base "!builtin.tensor"
       irdl.operands(input: %0)

@@ -156,6 +156,7 @@ COMPARE_OPS = ["eq", "ne", "lt", "le", "gt", "ge"]
 REDUCE_OPS = ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod"]
 ARG_REDUCE_OPS = ["argmax", "argmin"]
 VIEW_OPS = ["broadcast_in_dim", "reshape", "permute", "slice"]
+GATHER_OP = "stax.gather"
 
 
 def _kind_ok(kind: str, et) -> bool:
@@ -416,6 +417,32 @@ class ConcatOp(Stax.Operation, name="concat", traits=[ext.Pure]):
         if total != tr.shape[dim]:
             return _fail(self, f"operands sum to {total} along dim {dim} but the result has "
                                f"{tr.shape[dim]}")
+        return True
+
+
+class GatherOp(Stax.Operation, name="gather", traits=[ext.Pure]):
+    """Pick slices of `input` along `dim` by a 1-D integer index tensor
+    (torch.index_select): result.shape = input.shape with shape[dim] = len(indices).
+    An index must be in [-size, size); a negative one counts from the end."""
+    input: ext.Operand[Tensor]
+    indices: ext.Operand[Tensor]
+    dim: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        dim = _int_attr(self, "dim")
+        if dim is None:
+            return False
+        ti, tx, tr = _ty(self.input), _ty(self.indices), _ty(self.result)
+        if not 0 <= dim < ti.rank:
+            return _fail(self, f"attribute 'dim' = {dim} out of range for rank {ti.rank}")
+        if tx.rank != 1 or not _is_int(tx.element_type) or _is_bool(tx.element_type):
+            return _fail(self, f"operand 'indices' must be a 1-D integer tensor, got {tx}")
+        want = list(ti.shape)
+        want[dim] = tx.shape[0]
+        if list(tr.shape) != want or tr.element_type != ti.element_type:
+            return _fail(self, f"result type {tr} must have shape {want} and element type "
+                               f"{ti.element_type}")
         return True
 
 

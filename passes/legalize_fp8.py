@@ -111,7 +111,8 @@ DATA_MOVEMENT_FALLBACKS = frozenset({
     "aten.copy.default", "aten.diagonal.default", "aten.tril.default",
 })
 _VIEW_OPS = frozenset({"stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice",
-                       "stax.concat", "stax.select", "stax.pad", "stax_graph.yield",
+                       "stax.concat", "stax.select", "stax.pad", "stax.gather",
+                       "stax_graph.yield",
                        "stax_graph.kernel", "func.return"})
 
 

@@ -391,6 +391,24 @@ def _lower_matmul(e: _Emitter, a: V, b: V, shape, et) -> V:
     return e.convert(out, et)
 
 
+def _lower_gather(e: _Emitter, x: V, idx: V, d: int, shape, et) -> V:
+    """stax.gather (index_select along d) as stablehlo.gather: one start index per
+    output row along d, a full slice of the other dims. A negative index counts from
+    the end; XLA clamps out-of-range start indices into the operand."""
+    n, r = idx.shape[0], len(x.shape)
+    k = idx if idx.et == "i64" else e.convert(idx, "i64")
+    neg = e.cmp("LT", k, e.like(k, 0))
+    k = e.select(neg, e.op("add", [k, e.like(k, x.shape[d])], k.shape, "i64"), k)
+    k2 = e.op("reshape", [k], [n, 1], "i64")
+    offset = [i for i in range(r) if i != d]
+    sizes = [1 if i == d else x.shape[i] for i in range(r)]
+    dn = (f"#stablehlo.gather<offset_dims = [{', '.join(map(str, offset))}], "
+          f"collapsed_slice_dims = [{d}], start_index_map = [{d}], index_vector_dim = 1>")
+    return e.op("gather", [x, k2], shape, et,
+                f"dimension_numbers = {dn}, slice_sizes = {_arr(sizes)}, "
+                "indices_are_sorted = false")
+
+
 def _lower_op(e: _Emitter, op, ins: list[V]) -> list[V]:
     name = op.name
     res = [ir.RankedTensorType(r.type) for r in op.results]
@@ -423,6 +441,8 @@ def _lower_op(e: _Emitter, op, ins: list[V]) -> list[V]:
                      f"strides = {_arr(_i64s(op, 'step'))}")]
     if short == "concat":
         return [e.op("concatenate", ins, shape, et, f"dimension = {_int(op, 'dim')} : i64")]
+    if short == "gather":
+        return [_lower_gather(e, ins[0], ins[1], _int(op, "dim"), shape, et)]
     if short == "pad":
         pv = e.const(_scalar(op, "value"), [], et)
         low, high = _i64s(op, "low"), _i64s(op, "high")

@@ -1417,3 +1417,55 @@ def _check_result(node, r):
         if _vshape(v) != list(t.shape) or _vdtype(v) != t.dtype:
             raise ImporterError(f"node {node.name} ({node.target}): result {i} imported as "
                                 f"{v.type} but eager gives {tuple(t.shape)} {t.dtype}")
+
+
+# ----------------------------------------------------------------------------- gathers
+
+def _gather_rows(b, node, x, idx, dim):
+    """x gathered along `dim` by an integer index tensor of any shape (the result takes
+    the index's shape in place of `dim`), as stax.gather of the flattened index."""
+    shape, dtype = _out(node)
+    xs = _vshape(x)
+    ix = _vshape(idx)
+    if _etype_is_bool(idx):
+        raise _Fallback("a boolean mask index (data-dependent shape)")
+    n = 1
+    for s in ix:
+        n *= s
+    flat = b.reshape(idx, [n]) if ix != [n] else idx
+    gshape = list(xs)
+    gshape[dim] = n
+    g = b.emit("gather", [x, flat], [b.tt(gshape, dtype)],
+               {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
+    return b.reshape(g, shape) if gshape != list(shape) else g
+
+
+def _etype_is_bool(v):
+    et = ir.RankedTensorType(v.type).element_type
+    return isinstance(et, ir.IntegerType) and ir.IntegerType(et).width == 1
+
+
+@_reg(aten.index_select.default)
+def _index_select(b, node, a):
+    x = b.v(a["self"])
+    return _gather_rows(b, node, x, b.v(a["index"]), _norm_dim(a["dim"], len(_vshape(x))))
+
+
+@_reg(aten.embedding.default)
+def _embedding(b, node, a):
+    return _gather_rows(b, node, b.v(a["weight"]), b.v(a["indices"]), 0)
+
+
+@_reg(aten.index.Tensor)
+def _index(b, node, a):
+    idxs = list(a["indices"])
+    # one index tensor on one dim (x[:, idx] or x[idx]); anything else stays a fallback
+    live = [i for i, t in enumerate(idxs) if t is not None]
+    if len(live) != 1:
+        raise _Fallback("more than one index tensor")
+    d = live[0]
+    ival = _val(idxs[d]) if isinstance(idxs[d], torch.fx.Node) else None
+    if ival is None or (ival.dim() != 1 and d != 0):
+        raise _Fallback("a multi-dim index on an inner dim")
+    x = b.v(a["self"])
+    return _gather_rows(b, node, x, b.v(idxs[d]), d)

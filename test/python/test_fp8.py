@@ -54,6 +54,9 @@ def _fallback_arg(x, vals):
 def run_module(module, args):
     """Run the legalized + fused `@main` on torch tensors (its ui8 carriers as uint8)."""
     func = module.body.operations[0]
+    from stax.driver import _wrap_stray_ops
+    with module.context, ir.Location.unknown():
+        _wrap_stray_ops(func)  # ops stax-fuse leaves outside kernels (gather), as the driver does
     env = {}
     for a, t in zip(func.regions[0].blocks[0].arguments, args):
         assert _tdtype(a.type) == t.dtype, (a.type, t.dtype)

@@ -269,3 +269,16 @@ def test_reduction_kernel_outputs_reshaped_input_and_broadcast_row_value():
     torch.testing.assert_close(s, p.sum(2, keepdim=True))
     torch.testing.assert_close(sb, p.sum(2, keepdim=True).expand(2, 8, 24))
     torch.testing.assert_close(back, p.reshape(16, 24))
+
+
+def test_gather_rows_and_columns_negative_indices():
+    x = torch.randn(6, 40)
+    rows = torch.tensor([5, -1, 0, 2], dtype=torch.int64)
+    cols = torch.tensor([3, 39, -40, 7, 7], dtype=torch.int32)
+    X = ttype((6, 40), F32)
+    body = f'''    %r = "stax.gather"(%a0, %a1) {{dim = 0 : i64}} : ({X}, tensor<4xi64>) -> tensor<4x40xf32>
+    %c = "stax.gather"(%a0, %a2) {{dim = 1 : i64}} : ({X}, tensor<5xi32>) -> tensor<6x5xf32>
+    "stax_graph.yield"(%r, %c) : (tensor<4x40xf32>, tensor<6x5xf32>) -> ()'''
+    (r, c), k = run_kernel(body, [x, rows, cols], [((4, 40), F32), ((6, 5), F32)])
+    assert torch.equal(r, x[rows])
+    assert torch.equal(c, x[:, cols.long()])

@@ -426,3 +426,27 @@ def test_fp8_decode_step_bit_exact_on_xla_cpu():
         assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
     hlo = open(os.path.join(c.stax_artifact_dir, "hlo_module.txt")).read()
     assert "f8e4m3" not in hlo.lower()
+
+
+def test_fp8_kv_cache_gather_decode_step_bit_exact_on_xla_cpu():
+    # The decode step of the issue: gather rows of an fp8 KV cache by position, decode,
+    # bf16 q.k^T; plus a gather along an inner dim. Gathers lower to stablehlo.gather.
+    def f(cache, pos, q, cols):
+        k = cache[pos].to(torch.bfloat16)            # [P, 64] fp8 rows -> bf16
+        s = q @ k.t()                                 # [4, P]
+        return s, torch.index_select(cache, 1, cols)  # fp8 bytes moved exactly
+
+    torch.manual_seed(0)
+    cache = (torch.randn(32, 64) * 50).to(torch.float8_e4m3fn)
+    pos = torch.tensor([3, 31, 0, 17, 17, 8])
+    cols = torch.tensor([63, 0, 5])
+    q = torch.randn(4, 64, dtype=torch.bfloat16)
+    g = torch.compile(f, backend="stax_neuron", dynamic=False)
+    (s1, c1), (s2, c2) = g(cache, pos, q, cols), f(cache, pos, q, cols)
+    c = NB.compiled_callables[-1]
+    assert c.stax_route == "neuron"
+    torch.testing.assert_close(s1, s2, rtol=2e-2, atol=2e-2)
+    assert c1.dtype == torch.float8_e4m3fn
+    assert torch.equal(c1.view(torch.uint8), c2.view(torch.uint8))
+    hlo = open(os.path.join(c.stax_artifact_dir, "hlo_module.txt")).read()
+    assert "gather(" in hlo and "f8e4m3" not in hlo.lower()

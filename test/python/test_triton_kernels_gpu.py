@@ -536,3 +536,21 @@ def test_reshaped_input_is_full_space(B, T, C, dtype):
         close(outs[0], gf, 0, 0, "converted reshaped input")
         close(outs[1], s, rt, at, "row sum")
         close(outs[2], (xf - s).reshape(B * T, C), rt, at, "reshaped full output")
+
+
+# ----------------------------------------------------------------------------- gather
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_gather_rows_and_columns_negative_indices(dtype):
+    # Compiles to PTX everywhere; runs against torch indexing where there is a GPU.
+    x = randn(6, 40, dtype=dtype)
+    rows = torch.tensor([5, -1, 0, 2], dtype=torch.int64, device=DEV)
+    cols = torch.tensor([3, 39, -40, 7, 7], dtype=torch.int32, device=DEV)
+    X, et = ttype((6, 40), dtype), str(ttype((1,), dtype))[len("tensor<1x"):-1]
+    body = f'''    %r = "stax.gather"(%a0, %a1) {{dim = 0 : i64}} : ({X}, tensor<4xi64>) -> tensor<4x40x{et}>
+    %c = "stax.gather"(%a0, %a2) {{dim = 1 : i64}} : ({X}, tensor<5xi32>) -> tensor<6x5x{et}>
+    "stax_graph.yield"(%r, %c) : (tensor<4x40x{et}>, tensor<6x5x{et}>) -> ()'''
+    outs, k = run_kernel(body, [x, rows, cols], [((4, 40), dtype), ((6, 5), dtype)])
+    if outs is not None:
+        assert torch.equal(outs[0], x[rows].cpu())
+        assert torch.equal(outs[1], x[:, cols.long()].cpu())

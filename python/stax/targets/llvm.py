@@ -1080,6 +1080,8 @@ class _KernelLowering:
             st = _contig_strides(src)
             return self._eval(o.operands[0], [em.floordiv_mod(lin, p, s) if s != 1 else Aff()
                                               for s, p in zip(src, st)])
+        if name == "stax.gather":
+            return self._eval_gather(o, idx)
         if name in _REDUCTIONS:
             if v in self.row_vals:
                 return self.row_vals[v]
@@ -1126,6 +1128,33 @@ class _KernelLowering:
         if len(ins) == 2:
             return self._binary(kind, ins, idt, o)
         return self._unary(kind, ins[0], idt)
+
+    def _eval_gather(self, o, idx):
+        """input[..., indices[i_d], ...]. The index is loaded where the result is read; a
+        negative one counts from the end, and it is clamped into range so a bad index
+        cannot read outside the buffer (torch raises there). An index that differs
+        between vector lanes makes the kernel 1-lane."""
+        em = self.em
+        d = ir.IntegerAttr(o.attributes["dim"]).value
+        n = _shape(o.operands[0])[d]
+        if em.lane_coeff(idx[d]):
+            raise _NeedScalar()
+        k = self._eval(o.operands[1], [idx[d]])
+        if k.vec:
+            raise _NeedScalar()
+        cast = "index_castui" if dtype_of(_etype(o.operands[1])).unsigned else "index_cast"
+        kv = em.op(f"arith.{cast} {k.ssa} : {k.comp} to index", "index")
+        if not dtype_of(_etype(o.operands[1])).unsigned:
+            # negative: from the end (compare as signed in the index type)
+            neg = em.op(f"arith.cmpi slt, {kv}, {em.const(0, 'index')} : index", "i1")
+            wrapped = em.op(f"arith.addi {kv}, {em.const(n, 'index')} : index", "index")
+            kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : index", "index")
+            kv = em.op(f"arith.maxsi {kv}, {em.const(0, 'index')} : index", "index")
+        kv = em.op(f"arith.minsi {kv}, {em.const(n - 1, 'index')} : index", "index")
+        em.vars[kv] = Var(kv, n)
+        new = list(idx)
+        new[d] = Aff.var(kv)
+        return self._eval(o.operands[0], new)
 
     def _eval_concat(self, o, v, idx):
         em = self.em

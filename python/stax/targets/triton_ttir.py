@@ -1132,6 +1132,32 @@ class _Lowering:
         em.remember(key, res)
         return res
 
+    def _eval_gather(self, o, idx) -> V:
+        """input[..., indices[i_d], ...]: load the index (where the result is read), wrap
+        a negative one, clamp into range (an out-of-range index must not read outside
+        the buffer; torch raises there), and read the input at it."""
+        em = self.em
+        d = ir.IntegerAttr(o.attributes["dim"]).value
+        n = _shape(o.operands[0])[d]
+        k = self._eval(o.operands[1], [idx[d]])
+        sh = k.shape
+        kty, ity = em.ty(sh, k.elem), em.ty(sh, self.it)
+        kv = em.mat(k, sh)
+        kb, ib = int(k.elem[1:]), int(self.it[1:])
+        if kb < ib:
+            kv = em.op(f"arith.extsi {kv} : {kty} to {ity}", "i")
+        elif kb > ib:
+            kv = em.op(f"arith.trunci {kv} : {kty} to {ity}", "i")
+        zero = em.mat(V(None, (), self.it, cval=0), sh)
+        neg = em.op(f"arith.cmpi slt, {kv}, {zero} : {ity}", "c")
+        wrapped = em.op(f"arith.addi {kv}, {em.mat(V(None, (), self.it, cval=n), sh)} : {ity}", "i")
+        kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : {em.ty(sh, 'i1')}, {ity}", "i")
+        kv = em.op(f"arith.maxsi {kv}, {zero} : {ity}", "i")
+        kv = em.op(f"arith.minsi {kv}, {em.mat(V(None, (), self.it, cval=n - 1), sh)} : {ity}", "i")
+        new = list(idx)
+        new[d] = V(kv, sh, self.it, hi=n)
+        return self._eval(o.operands[0], new)
+
     def _eval_op(self, o, v, idx) -> V:
         em = self.em
         name = o.operation.name
@@ -1151,6 +1177,8 @@ class _Lowering:
             start, step = _ints(o, "start"), _ints(o, "step")
             return self._eval(o.operands[0], [self.ix_add(self.ix_mul(i, s), self.ix_const(a))
                                               for i, a, s in zip(idx, start, step)])
+        if name == "stax.gather":
+            return self._eval_gather(o, idx)
         if name == "stax.reshape":
             src = _shape(o.operands[0])
             lin = self.linearize(idx, _shape(v))
