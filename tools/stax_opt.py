@@ -41,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pass-pipeline", metavar="PIPELINE",
                    help="textual pipeline, e.g. 'builtin.module(stax-fuse,canonicalize)'")
     p.add_argument("--list-passes", action="store_true", help="list pass names and exit")
+    p.add_argument("--emit", choices=("mlir", "stablehlo", "hlo", "proto"), default="mlir",
+                   help="mlir (default): the IR after the passes; stablehlo / hlo / proto: run "
+                        "the Neuron pipeline (stax-legalize-fp8, stax-to-stablehlo) and print "
+                        "StableHLO, XLA HLO text, or write the HloModuleProto (-o FILE)")
     p.add_argument("--print-ir-after-all", action="store_true",
                    help="print the IR after each pass to stderr")
     p.add_argument("--split-input-file", action="store_true",
@@ -167,6 +171,13 @@ def _run(argv) -> int:
     if args.list_passes:
         _list_passes(sys.stdout)
         return 0
+    if args.emit != "mlir":
+        if args.passes or args.pass_pipeline:
+            raise _UsageError(f"--emit {args.emit} runs the Neuron pipeline itself; drop -p / "
+                              "--pass-pipeline (or use -p stax-legalize-fp8,stax-to-stablehlo "
+                              "without --emit to see the IR between passes)")
+        from stax.tools import stax_neuron
+        return stax_neuron.main([args.input, "--emit", args.emit, "-o", args.output])
 
     if args.input == "-":
         filename, text = "<stdin>", sys.stdin.read()

@@ -116,6 +116,11 @@ def lower_to_stablehlo(module, input_names: list[str] | None = None, *, notes=No
     if input_names is not None:
         set_input_names(module, input_names)
     with module.context:
+        from stax._mlir import ir
+        # XLA's conversion wants the entry computation named `main`
+        funcs = [op for op in module.body.operations if op.operation.name == "func.func"]
+        if len(funcs) == 1:
+            funcs[0].operation.attributes["sym_name"] = ir.StringAttr.get("main")
         return str(module)
 
 
