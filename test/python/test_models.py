@@ -40,22 +40,7 @@ if DEVICE.startswith("cuda"):
     EXPECTED_FALLBACK["gpt2_sdpa"] = list(SDPA_KERNELS)
 
 
-@pytest.fixture(autouse=True)
-def _strict(monkeypatch):
-    monkeypatch.setenv("STAX_STRICT", "1")
-    monkeypatch.delenv("STAX_DEBUG", raising=False)
-    torch._dynamo.reset()
-    B.clear()
-    torch.manual_seed(0)
-    if DEVICE != "cpu":
-        torch.set_default_device(DEVICE)
-    try:
-        yield
-    finally:
-        if DEVICE != "cpu":
-            torch.set_default_device(None)
-        torch._dynamo.reset()
-        B.clear()
+pytestmark = pytest.mark.usefixtures("stax_strict")
 
 
 def _check_route(name):

@@ -38,22 +38,7 @@ TOL = {F32: (1e-5, 1e-5), BF16: (2e-2, 2e-2), F16: (1e-3, 1e-3), torch.float64: 
 
 
 
-@pytest.fixture(autouse=True)
-def _strict(monkeypatch):
-    monkeypatch.setenv("STAX_STRICT", "1")
-    monkeypatch.delenv("STAX_DEBUG", raising=False)
-    torch._dynamo.reset()
-    B.clear()
-    torch.manual_seed(0)
-    if DEVICE != "cpu":
-        torch.set_default_device(DEVICE)
-    try:
-        yield
-    finally:
-        if DEVICE != "cpu":
-            torch.set_default_device(None)
-        torch._dynamo.reset()
-        B.clear()
+pytestmark = pytest.mark.usefixtures("stax_strict")
 
 
 # ----------------------------------------------------------------------------- helpers

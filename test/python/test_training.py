@@ -30,22 +30,7 @@ F32 = torch.float32
 RTOL = ATOL = 1e-5
 
 
-@pytest.fixture(autouse=True)
-def _strict(monkeypatch):
-    monkeypatch.setenv("STAX_STRICT", "1")
-    monkeypatch.delenv("STAX_DEBUG", raising=False)
-    torch._dynamo.reset()
-    B.clear()
-    torch.manual_seed(0)
-    if DEVICE != "cpu":
-        torch.set_default_device(DEVICE)
-    try:
-        yield
-    finally:
-        if DEVICE != "cpu":
-            torch.set_default_device(None)
-        torch._dynamo.reset()
-        B.clear()
+pytestmark = pytest.mark.usefixtures("stax_strict")
 
 
 def _loss(model, x, target):

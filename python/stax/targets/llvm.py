@@ -32,6 +32,17 @@ import torch
 from stax._mlir import ExecutionEngine, PassManager, ir
 from stax.dialects.stax_dialect import scalar_attr_value
 from stax.targets import cpu_math
+from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
+from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
+from stax.targets.kernel_ir import etype as _etype
+from stax.targets.kernel_ir import extent as _extent
+from stax.targets.kernel_ir import float_bits as _fbits
+from stax.targets.kernel_ir import highest as _highest
+from stax.targets.kernel_ir import int_array as _ints
+from stax.targets.kernel_ir import int_bits as _ibits
+from stax.targets.kernel_ir import lowest as _lowest
+from stax.targets.kernel_ir import numel as _numel
+from stax.targets.kernel_ir import shape as _shape
 
 VECTOR_WIDTH = 16
 
@@ -307,21 +318,6 @@ class _Emitter:
 
 # ----------------------------------------------------------------------------- kernel analysis
 
-_REDUCTIONS = {"stax.reduce_sum", "stax.reduce_max", "stax.reduce_min", "stax.reduce_prod",
-               "stax.argmax", "stax.argmin"}
-_VIEWS = {"stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice"}
-
-
-def _shape(v):
-    return list(ir.RankedTensorType(v.type).shape)
-
-
-def _etype(v):
-    return ir.RankedTensorType(v.type).element_type
-
-
-def _ints(op, name):
-    return list(ir.DenseI64ArrayAttr(op.attributes[name]))
 
 
 def _contig_strides(shape):
@@ -350,12 +346,6 @@ class _Arg:
     @property
     def memref(self):
         return f"memref<{max(self.extent, 1)}x{self.dtype.mem}>"
-
-
-def _extent(shape, strides):
-    if any(s == 0 for s in shape):
-        return 0
-    return 1 + sum((s - 1) * abs(st) for s, st in zip(shape, strides))
 
 
 class _KernelLowering:
@@ -1473,32 +1463,6 @@ class _KernelLowering:
         raise KernelLoweringError(f"unary op stax.{kind} is not supported by the CPU target")
 
 
-def _fbits(t):
-    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}[t]
-
-
-def _ibits(t):
-    return int(t[1:])
-
-
-def _lowest(comp, unsigned):
-    if comp.startswith("f"):
-        return -math.inf
-    if comp == "i1" or unsigned:
-        return 0
-    return -(1 << (_ibits(comp) - 1))
-
-
-def _highest(comp, unsigned):
-    if comp.startswith("f"):
-        return math.inf
-    if comp == "i1":
-        return 1
-    if unsigned:
-        return -1  # all ones
-    return (1 << (_ibits(comp) - 1)) - 1
-
-
 def _vred(kind, comp, unsigned):
     fl = comp.startswith("f")
     if kind == "reduce_sum":
@@ -1637,10 +1601,3 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", ctx=
     work = max([_numel(a.shape) for a in low.inputs + low.outputs] + [0])
     return CpuKernel(name, text, llvm_ir, engine, len(low.inputs) + len(low.outputs), width,
                      low.splittable, work)
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n

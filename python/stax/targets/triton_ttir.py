@@ -41,13 +41,21 @@ import torch
 from stax._mlir import ir
 from stax.dialects.stax_dialect import scalar_attr_value
 from stax.targets.llvm import KernelLoweringError
+from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
+from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
+from stax.targets.kernel_ir import etype as _etype
+from stax.targets.kernel_ir import extent as _extent
+from stax.targets.kernel_ir import float_bits as _fbits
+from stax.targets.kernel_ir import highest as _highest
+from stax.targets.kernel_ir import int_array as _ints
+from stax.targets.kernel_ir import int_bits as _ibits
+from stax.targets.kernel_ir import lowest as _lowest
+from stax.targets.kernel_ir import numel as _numel
+from stax.targets.kernel_ir import shape as _shape
 
 __all__ = ["emit_ttir", "TTIRKernel", "TritonConfig", "default_config", "candidate_configs",
            "analyze_kernel", "KernelLoweringError"]
 
-_REDUCTIONS = {"stax.reduce_sum", "stax.reduce_max", "stax.reduce_min", "stax.reduce_prod",
-               "stax.argmax", "stax.argmin"}
-_VIEWS = {"stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice"}
 
 PERSISTENT_MAX = 4096          # reduced sizes up to this many elements stay in registers
 I32_LIMIT = (1 << 31) - 1
@@ -189,25 +197,6 @@ def _dt(t) -> DT:
     return _DT[s]
 
 
-def _shape(v):
-    return list(ir.RankedTensorType(v.type).shape)
-
-
-def _etype(v):
-    return ir.RankedTensorType(v.type).element_type
-
-
-def _ints(op, name):
-    return list(ir.DenseI64ArrayAttr(op.attributes[name]))
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def _contig(shape):
     st, acc = [], 1
     for s in reversed(shape):
@@ -216,22 +205,8 @@ def _contig(shape):
     return list(reversed(st))
 
 
-def _extent(shape, strides):
-    if any(s == 0 for s in shape):
-        return 0
-    return 1 + sum((s - 1) * abs(st) for s, st in zip(shape, strides))
-
-
 def _isf(t):
     return t.startswith("f") or t.startswith("bf")
-
-
-def _fbits(t):
-    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "f8E4M3FN": 8, "f8E5M2": 8}[t]
-
-
-def _ibits(t):
-    return int(t[1:])
 
 
 def _fmt_const(v, t):
@@ -258,24 +233,6 @@ def _fmt_const(v, t):
     if v >= 1 << (b - 1):
         v -= 1 << b
     return str(v)
-
-
-def _lowest(comp, unsigned):
-    if _isf(comp):
-        return -math.inf
-    if comp == "i1" or unsigned:
-        return 0
-    return -(1 << (_ibits(comp) - 1))
-
-
-def _highest(comp, unsigned):
-    if _isf(comp):
-        return math.inf
-    if comp == "i1":
-        return 1
-    if unsigned:
-        return -1
-    return (1 << (_ibits(comp) - 1)) - 1
 
 
 # ----------------------------------------------------------------------------- values

@@ -1,0 +1,32 @@
+"""Fixtures shared by the numerics test files."""
+import os
+
+import pytest
+import torch
+
+#: STAX_TEST_DEVICE=cuda re-runs the numerics files on the GPU (the triton target)
+TEST_DEVICE = os.environ.get("STAX_TEST_DEVICE", "cpu")
+
+
+@pytest.fixture
+def stax_strict():
+    """STAX_STRICT=1 (a lowering failure raises instead of falling back, so a test can
+    never pass on the fallback), fresh Dynamo and stax report state, a fixed seed, and
+    the test device as torch's default device."""
+    import stax.backend as B
+    mp = pytest.MonkeyPatch()
+    mp.setenv("STAX_STRICT", "1")
+    mp.delenv("STAX_DEBUG", raising=False)
+    torch._dynamo.reset()
+    B.clear()
+    torch.manual_seed(0)
+    if TEST_DEVICE != "cpu":
+        torch.set_default_device(TEST_DEVICE)
+    try:
+        yield
+    finally:
+        if TEST_DEVICE != "cpu":
+            torch.set_default_device(None)
+        torch._dynamo.reset()
+        B.clear()
+        mp.undo()
