@@ -69,7 +69,6 @@ __all__ = ["compile_graph", "CompiledGraph", "StaxGuardError", "StaxCompileError
            "UNFUSED_PIPELINE"]
 
 FUSED_PIPELINE = ["canonicalize", "cse", "stax-fuse", "cse"]
-FP8_LEGALIZE = "stax-legalize-fp8{formats=none}"
 _FP8 = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
 
 
