@@ -66,14 +66,17 @@ def translate(text: str, *, arch=90, ptx=False, config=None, aligned=False, file
                            config=config, aligned=(True,) * nargs if aligned else None)
             parts.append(f"// kernel {tk.name}: kind={tk.kind} grid={tk.grid} "
                          f"num_warps={tk.num_warps} num_stages={tk.num_stages}\n")
-            parts.append(tk.text)
+            parts.append(tk.full_text)
             if ptx:
                 from stax.targets.triton import compile_ttir
-                compiled, _ = compile_ttir(tk, arch)
-                parts.append(f"// ptx {tk.name} sm_{arch}\n")
-                parts.append(compiled.asm["ptx"])
-                if not compiled.asm["ptx"].endswith("\n"):
-                    parts.append("\n")
+                for stage in (tk, tk.stage2):
+                    if stage is None:
+                        continue
+                    compiled, _ = compile_ttir(stage, arch)
+                    parts.append(f"// ptx {stage.name} sm_{arch}\n")
+                    parts.append(compiled.asm["ptx"])
+                    if not compiled.asm["ptx"].endswith("\n"):
+                        parts.append("\n")
     return "".join(parts)
 
 

@@ -102,12 +102,13 @@ def config_label(cfg) -> str:
         d = dataclasses.asdict(cfg)
         if "block" in d and "rblock" in d:
             s = f"{d['block']}" + (f"x{d['rblock']}" if d["rblock"] != 1 else "")
-            return f"{s} w{d.get('num_warps')} s{d.get('num_stages')}"
+            sp = f" split{d['split']}" if d.get("split", 1) > 1 else ""
+            return f"{s} w{d.get('num_warps')} s{d.get('num_stages')}{sp}"
         return " ".join(f"{k}={v}" for k, v in d.items())
     return str(cfg)
 
 
-_X2 = ("block", "rblock", "block_m", "block_n", "block_k", "group_m", "num_warps")
+_X2 = ("block", "rblock", "block_m", "block_n", "block_k", "group_m", "num_warps", "split")
 
 
 def neighbours(cfg) -> list:
@@ -119,6 +120,8 @@ def neighbours(cfg) -> list:
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name)
         if not isinstance(v, int) or isinstance(v, bool):
+            continue
+        if f.name == "split" and v == 1:   # only a split reduction moves its split
             continue
         if f.name in _X2:
             moves = [v * 2] + ([v // 2] if v >= 2 else [])
@@ -494,7 +497,7 @@ def autotune_kernel(kernel_op, in_strides, out_strides, name, *, arch=90, aligne
     # the key: the kernel's TTIR under the default config (the code, the strides, the
     # alignment) + the candidate list
     text = emit_ttir(kernel_op, in_strides, out_strides, "k", config=cands[0],
-                     aligned=aligned).text
+                     aligned=aligned).full_text
     key = hashlib.sha256((text + repr(cands)).encode()).hexdigest()[:24]
 
     if budget is None:

@@ -1013,7 +1013,7 @@ class _Tuner:
         except Exception as e:  # noqa: BLE001 - an odd kernel: keep the default
             return default(f"not tuned: {type(e).__name__}: {e}")
         key = "kernel:" + hashlib.sha256(
-            ("\0".join(str(getattr(pre[c], "text", pre[c])) for c in cands)
+            ("\0".join(str(getattr(pre[c], "full_text", pre[c])) for c in cands)
              + repr(cands)).encode()).hexdigest()[:32]
         tensors: list = []
         built: dict = {}
@@ -1024,8 +1024,7 @@ class _Tuner:
                 raise tk
             if tk is None:
                 tk = emit_ttir(kop, in_st, out_st, name, config=cfg, aligned=aligned)
-            compiled, hit = tt.compile_ttir(tk, arch)
-            k = tt.TritonKernel(name, tk, compiled, arch, hit)
+            k = tt.build_kernel(name, tk, arch)
             built[cfg] = k
 
             def launch():

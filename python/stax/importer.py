@@ -1381,10 +1381,15 @@ def _import_node(b: _Builder, node: torch.fx.Node):
     if target._schema.is_mutable:
         raise UnsupportedGraph(f"node {node.name} calls the mutating op {target}")
     val = node.meta.get("val")
-    for t in (val if isinstance(val, (tuple, list)) else [val]):
+    multi = isinstance(val, (tuple, list))
+    read = {u.args[1] for u in node.users
+            if u.op == "call_function" and u.target is operator.getitem}
+    for i, t in enumerate(val if multi else [val]):
         if isinstance(t, torch.Tensor):
             _check_static(f"node {node.name} ({target})", t)
-        elif t is not None:
+        elif t is not None and not (multi and i not in read):
+            # an unread non-tensor result (the RNG ints of CUDA's fused attention) is
+            # dropped by the fallback below; a read one cannot be carried
             raise UnsupportedGraph(f"node {node.name} ({target}) produces a "
                                    f"{type(t).__name__}, not a tensor")
     handler = HANDLERS.get(target)

@@ -200,7 +200,10 @@ def _reduce_case(kind, shape, dims, dtype, keepdim=False, config=None, name="k")
 @pytest.mark.parametrize("shape", [(16, 700), (6, 3000), (5, 10000), (3, 65536)])
 def test_row_reduction_persistent_and_looped(kind, shape, dtype):
     k = _reduce_case(kind, shape, [1], dtype)
-    assert k.kind == ("reduction-persistent" if shape[1] <= 4096 else "reduction-looped")
+    # a few long rows: the reduced range is split over programs (two stages)
+    assert k.kind == ("reduction-persistent" if shape[1] <= 4096 else "reduction-split")
+    k = _reduce_case(kind, shape, [1], dtype, config=TritonConfig(1, 2048, 8, 1), name="unsplit")
+    assert k.kind == ("reduction-persistent" if shape[1] <= 2048 else "reduction-looped")
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])
@@ -431,6 +434,64 @@ def test_row_value_broadcast_output_of_domain_shape(M, N):
         close(outs[1], x.cpu() - s, rt, at, "x - sum")
 
 
+# ----------------------------------------------------------------------------- split reductions
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_split_reduction_scalar_loss_with_full_output(dtype):
+    """An mse-style loss: a full-space output (the difference) and one scalar sum scaled
+    in the row epilogue. One row: the reduced range is split over many programs."""
+    shape = (4, 1000, 768)
+    a, b = randn(*shape, dtype=dtype), randn(*shape, dtype=dtype)
+    n = math.prod(shape)
+    X, XF, R, RD = ttype(shape, dtype), ttype(shape, F32), ttype((), F32), ttype((), dtype)
+    body = f'''    %af = "stax.convert"(%a0) : ({X}) -> {XF}
+    %bf = "stax.convert"(%a1) : ({X}) -> {XF}
+    %d = "stax.sub"(%af, %bf) : ({XF}, {XF}) -> {XF}
+    %dd = "stax.convert"(%d) : ({XF}) -> {X}
+    %sq = "stax.mul"(%d, %d) : ({XF}, {XF}) -> {XF}
+    %s = "stax.reduce_sum"(%sq) {{dims = array<i64: 0, 1, 2>, keepdim = false}} : ({XF}) -> {R}
+    %inv = "stax.full"() {{value = {1.0 / n!r} : f32}} : () -> {R}
+    %m = "stax.mul"(%s, %inv) : ({R}, {R}) -> {R}
+    %mc = "stax.convert"(%m) : ({R}) -> {RD}
+    "stax_graph.yield"(%dd, %mc) : ({X}, {RD}) -> ()'''
+    outs, k = run_kernel(body, [a, b], [(shape, dtype), ((), dtype)])
+    assert k.kind == "reduction-split" and k.grid[1] > 1, (k.kind, k.grid)
+    assert k.ttir_kernel.stage2 is not None and k.ttir_kernel.workspace == ((k.grid[1], "f32"),)
+    assert "tt.get_program_id y" in k.ttir and "@k_final" in k.ttir
+    if outs:
+        d = a.float().cpu() - b.float().cpu()
+        close(outs[0], d.to(dtype), 0, 0, "difference")
+        close(outs[1], (d * d).mean(), 1e-4 if dtype == F32 else 8e-3, 1e-5, "mean square")
+
+
+@pytest.mark.parametrize("kind", ["reduce_sum", "reduce_max", "reduce_min"])
+def test_split_reduction_column_kinds_and_forced_splits(kind):
+    """Column reductions of a bias-gradient shape under the default split and forced
+    split factors (uneven last part); max/min need the neutral element in masked lanes."""
+    shape = (16384, 768)
+    for sp in (None, 3, 64):
+        cfg = None if sp is None else TritonConfig(64, 64, 4, 1, sp)
+        k = _reduce_case(kind, shape, [0], F32, config=cfg, name=f"split{sp or 0}")
+        assert k.kind == "reduction-split", (sp, k.kind, k.grid)
+
+
+def test_split_is_refused_where_a_full_output_reads_the_reduction():
+    """batchnorm-style x - mean(x, 0): the full output needs the finished mean, so the
+    kernel is not splittable and a forced split is a clear error, not a wrong result."""
+    M, N = 16384, 96
+    S, C = ttype((M, N), F32), ttype((1, N), F32)
+    body = f'''    %s = "stax.reduce_sum"(%a0) {{dims = array<i64: 0>, keepdim = true}} : ({S}) -> {C}
+    %sb = "stax.broadcast_in_dim"(%s) {{dims = array<i64: 0, 1>}} : ({C}) -> {S}
+    %xc = "stax.sub"(%a0, %sb) : ({S}, {S}) -> {S}
+    "stax_graph.yield"(%xc, %s) : ({S}, {C}) -> ()'''
+    x = randn(M, N)
+    outs, k = run_kernel(body, [x], [((M, N), F32), ((1, N), F32)])
+    assert k.kind == "reduction-looped" and k.config.split == 1
+    with pytest.raises(stt.KernelLoweringError, match="cannot be split"):
+        run_kernel(body, [x], [((M, N), F32), ((1, N), F32)], name="forced",
+                   config=TritonConfig(64, 64, 4, 1, 8))
+
+
 # ----------------------------------------------------------------------------- every config
 
 @pytest.mark.parametrize("shape,dims", [((64, 3000), [1]), ((2048, 768), [0]),
@@ -440,16 +501,18 @@ def test_every_candidate_config(shape, dims):
     out_shape = tuple(s for i, s in enumerate(shape) if i not in dims)
     rows = math.prod(out_shape)
     rn = math.prod(shape[d] for d in dims)
-    ks = KernelShape("reduction", rows, rn, (len(shape) - 1) in dims, 4)
-    cfgs = candidate_configs(ks)
-    # plus forced looped configs with small chunks (not a power of two multiple of rn)
-    cfgs += [TritonConfig(1, 512, 4, 1), TritonConfig(4, 256, 4, 2), TritonConfig(16, 64, 4, 1)]
+    ks = KernelShape("reduction", rows, rn, (len(shape) - 1) in dims, 4, splittable=True)
+    cfgs = candidate_configs(ks)[:20]
+    # plus forced looped configs with small chunks (not a power of two multiple of rn),
+    # and split reductions whose last part is shorter than the others
+    cfgs += [TritonConfig(1, 512, 4, 1), TritonConfig(4, 256, 4, 2), TritonConfig(16, 64, 4, 1),
+             TritonConfig(1, 512, 4, 1, 3), TritonConfig(16, 64, 4, 1, 5)]
     X, R = ttype(shape, F32), ttype(out_shape, F32)
     dl = ", ".join(map(str, dims))
     body = (f'    %r = "stax.reduce_sum"(%a0) {{dims = array<i64: {dl}>, keepdim = false}} : ({X}) -> {R}\n'
             f'    "stax_graph.yield"(%r) : ({R}) -> ()')
     want = x.cpu().sum(dims)
-    for i, cfg in enumerate(cfgs[:24]):
+    for i, cfg in enumerate(cfgs):
         outs, k = run_kernel(body, [x], [(out_shape, F32)], name=f"cfg{i}", config=cfg)
         if outs:
             close(outs[0], want, 2e-5, 1e-4 * math.sqrt(rn), f"config {cfg}")
@@ -488,11 +551,12 @@ def test_concat_pad_feeding_a_looped_reduction():
     %pd = "stax.pad"(%c) {{low = array<i64: 0, 1>, high = array<i64: 0, 2>, value = 2.0 : f32}} : ({C}) -> {P}
     %s = "stax.reduce_sum"(%pd) {{dims = array<i64: 1>, keepdim = false}} : ({P}) -> {R}
     "stax_graph.yield"(%s) : ({R}) -> ()'''
-    outs, k = run_kernel(body, [x, y], [((4,), F32)])
-    assert k.kind == "reduction-looped"
-    if outs:
-        want = torch.cat([x.cpu(), y.cpu()], 1).sum(1) + 6.0
-        close(outs[0], want, 2e-5, 2e-3, "concat+pad sum")
+    want = torch.cat([x.cpu(), y.cpu()], 1).sum(1) + 6.0
+    for cfg, kind in ((None, "reduction-split"), (TritonConfig(1, 2048, 8, 1), "reduction-looped")):
+        outs, k = run_kernel(body, [x, y], [((4,), F32)], config=cfg)
+        assert k.kind == kind
+        if outs:
+            close(outs[0], want, 2e-5, 2e-3, f"concat+pad sum ({kind})")
 
 
 def test_analyze_kernel_shapes_used_by_configs():
@@ -505,7 +569,7 @@ def test_analyze_kernel_shapes_used_by_configs():
         m = ir.Module.parse(text)
         kop = list(m.body.operations[0].regions[0].blocks[0].operations)[0]
         ks = analyze_kernel(kop.operation)
-    assert ks == KernelShape("reduction", 768, 16384, False, 2)
+    assert ks == KernelShape("reduction", 768, 16384, False, 2, splittable=True)
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])

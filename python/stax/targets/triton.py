@@ -148,22 +148,33 @@ def compile_ttir(ttir: TTIRKernel, arch: int = 90):
     return compiled, False
 
 
+_WORKSPACE_DTYPES = {"f32": "float32", "f64": "float64", "i64": "int64", "i32": "int32",
+                     "i16": "int16", "i8": "int8"}
+
+
 @dataclass
 class TritonKernel:
-    """A compiled kernel. `k(*inputs, *outputs)` launches it on the current stream."""
+    """A compiled kernel. `k(*inputs, *outputs)` launches it on the current stream. A
+    split reduction is two launches (partials, then the final kernel) sharing workspaces
+    allocated per call (from the caching allocator: inside a CUDA graph capture they come
+    from the graph's pool)."""
     name: str
     ttir_kernel: TTIRKernel
     compiled: object
     arch: int
     from_cache: bool
+    compiled2: object = None
 
     @property
     def ttir(self):
-        return self.ttir_kernel.text
+        return self.ttir_kernel.full_text
 
     @property
     def ptx(self):
-        return self.compiled.asm["ptx"]
+        if self.compiled2 is None:
+            return self.compiled.asm["ptx"]
+        return (self.compiled.asm["ptx"] + "\n// stage 2 of the split reduction\n"
+                + self.compiled2.asm["ptx"])
 
     @property
     def kind(self):
@@ -194,7 +205,26 @@ class TritonKernel:
         if len(tensors) != n:
             raise TypeError(f"kernel {self.name} takes {n} tensors, got {len(tensors)}")
         self.check_alignment(tensors)
-        self.compiled[self.grid](*tensors)
+        tk = self.ttir_kernel
+        if tk.stage2 is None:
+            self.compiled[self.grid](*tensors)
+            return
+        import torch
+        dev = tensors[-1].device
+        ws = [torch.empty(n, dtype=getattr(torch, _WORKSPACE_DTYPES[t]), device=dev)
+              for n, t in tk.workspace]
+        self.compiled[self.grid](*tensors, *ws)
+        self.compiled2[tk.stage2.grid](*tensors, *ws)
+
+
+def build_kernel(name, tk: TTIRKernel, arch: int) -> TritonKernel:
+    """Compile (or fetch) tk, and its final kernel when it is a split reduction."""
+    compiled, hit = compile_ttir(tk, arch)
+    compiled2 = None
+    if tk.stage2 is not None:
+        compiled2, hit2 = compile_ttir(tk.stage2, arch)
+        hit = hit and hit2
+    return TritonKernel(name, tk, compiled, arch, hit, compiled2)
 
 
 def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", *, arch=90,
@@ -202,5 +232,4 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", *, a
     """Emit TTIR for one stax kernel (specialized for these strides and alignment) and
     compile it for sm_<arch>."""
     tk = emit_ttir(kernel_op, input_strides, output_strides, name, config=config, aligned=aligned)
-    compiled, hit = compile_ttir(tk, arch)
-    return TritonKernel(name, tk, compiled, arch, hit)
+    return build_kernel(name, tk, arch)

@@ -82,6 +82,8 @@ class TritonConfig:
     rblock: int       # reduction: RBLOCK (reduced elements per step); 1 for pointwise
     num_warps: int
     num_stages: int
+    split: int = 1    # reduction: programs sharing one row block's reduced range (a
+    #                   two-stage reduction: partials to a workspace, then a final kernel)
 
 
 @dataclass
@@ -95,6 +97,18 @@ class TTIRKernel:
     arg_dtypes: tuple               # element type of each pointer argument (inputs, outputs)
     config: TritonConfig = None
     aligned: tuple = ()
+    # a split reduction: `stage2` finishes what this kernel starts; both take the
+    # arguments (inputs, outputs, workspaces), one workspace (numel, element type) per
+    # reduction, allocated by the launcher
+    stage2: "TTIRKernel | None" = None
+    workspace: tuple = ()
+
+    @property
+    def full_text(self):
+        if self.stage2 is None:
+            return self.text
+        return self.text + f"// stage 2 of the split reduction: @{self.stage2.name}\n" + \
+            self.stage2.text
 
 
 @dataclass(frozen=True)
@@ -105,6 +119,14 @@ class KernelShape:
     rnumel: int = 1          # reduction: reduced elements per row
     inner_reduced: bool = True   # the innermost dim of S is reduced (rows contiguous)
     max_bytes: int = 4       # widest element size touched
+    splittable: bool = False     # the reduced range may be split over programs
+
+
+# A looped reduction with fewer row-block programs than this splits its reduced range
+# (an H100/H200 has 132 SMs; 12 programs summing a bias gradient over 16384 rows leave
+# the GPU idle), aiming at about SPLIT_TARGET programs in all.
+SPLIT_BELOW = 128
+SPLIT_TARGET = 264
 
 
 def _p2(n):
@@ -126,7 +148,15 @@ def default_config(shape: KernelShape) -> TritonConfig:
         return TritonConfig(xb, R, warps, 1)
     rb = 2048 if shape.inner_reduced else 64
     xb = 1 if shape.inner_reduced else 64
-    return TritonConfig(xb, rb, 8 if shape.inner_reduced else 4, 1)
+    return TritonConfig(xb, rb, 8 if shape.inner_reduced else 4, 1,
+                        _default_split(shape, xb, rb))
+
+
+def _default_split(shape: KernelShape, xb, rb) -> int:
+    programs = -(-shape.numel // xb)
+    if not shape.splittable or programs >= SPLIT_BELOW or shape.rnumel < 4 * rb:
+        return 1
+    return max(1, min(-(-SPLIT_TARGET // programs), shape.rnumel // (2 * rb)))
 
 
 def candidate_configs(shape: KernelShape) -> list[TritonConfig]:
@@ -164,6 +194,16 @@ def candidate_configs(shape: KernelShape) -> list[TritonConfig]:
             for w in (4, 8):
                 for st in (1, 2):
                     add(TritonConfig(xb, rb, w, st))
+    d = out[0]
+    if d.split > 1:   # the split factor and the tile of a split reduction
+        for sp in (d.split // 2, d.split * 2, d.split * 4):
+            if sp > 1:
+                add(TritonConfig(d.block, d.rblock, d.num_warps, d.num_stages, sp))
+        for xb, rb in ((d.block, d.rblock * 2), (d.block * 2, d.rblock), (d.block // 2,
+                                                                           d.rblock * 2)):
+            if xb >= 1 and rb <= 4096:
+                add(TritonConfig(xb, rb, d.num_warps, d.num_stages,
+                                 _default_split(shape, xb, rb)))
     return out
 
 
@@ -372,14 +412,62 @@ def analyze_kernel(kernel_op) -> KernelShape:
     rn = _numel([S[d] for d in D])
     rows = _numel([S[d] for d in range(len(S)) if d not in D])
     inner = (len(S) - 1) in D or all(S[d] == 1 for d in range(max(D) + 1, len(S)))
-    return KernelShape("reduction", rows, rn, inner, mb)
+    return KernelShape("reduction", rows, rn, inner, mb,
+                       _splittable(ops[:-1], list(ops[-1].operands), S))
+
+
+def _splittable(body, yielded, S) -> bool:
+    """Can programs share a row block's reduced range (partials, then a final kernel)?
+    Yes when every reduction is a plain one (no argmax/argmin, not over i1) that reads no
+    other reduction (one phase), and no full-space output reads a reduction (it would
+    need the finished row value in every part)."""
+    defining = {r: o for o in body for r in o.results}
+    size = _numel(S)
+    memo = {}
+
+    def walk(v):
+        """(reads a reduction, varies along the reduced dims) for value v."""
+        if v in memo:
+            return memo[v]
+        o = defining.get(v)
+        if o is None:
+            res = (False, _numel(_shape(v)) == size)
+        elif o.operation.name in _REDUCTIONS:
+            res = (True, False)
+        elif not o.operands:
+            res = (False, _numel(_shape(v)) == size)
+        else:
+            parts = [walk(x) for x in o.operands]
+            res = (any(p[0] for p in parts), any(p[1] for p in parts))
+        memo[v] = res
+        return res
+
+    for o in body:
+        if o.operation.name not in _REDUCTIONS:
+            continue
+        if o.operation.name in ("stax.argmax", "stax.argmin"):
+            return False
+        if _dt(_etype(o.operands[0])).comp == "i1" or walk(o.operands[0])[0]:
+            return False
+    for v in yielded:
+        reads, full = walk(v)
+        if reads and (full or _numel(_shape(v)) == size):
+            return False
+    return True
 
 
 # ----------------------------------------------------------------------------- lowering
 
 class _Lowering:
-    def __init__(self, kernel_op, in_strides, out_strides, name, config, aligned):
+    def __init__(self, kernel_op, in_strides, out_strides, name, config, aligned,
+                 final_of_split=0):
         self.name = name
+        self.kernel_op = kernel_op
+        self.strides = (in_strides, out_strides)
+        # > 0: this is the final kernel of a split reduction over that many parts
+        self.final_of_split = final_of_split
+        self.ws = []              # split reduction: one workspace _Arg per reduction
+        self.stage2 = None
         block = kernel_op.regions[0].blocks[0]
         self.args = list(block.arguments)
         ops = list(block.operations)
@@ -636,17 +724,28 @@ class _Lowering:
             body_kind = self._emit_reduction()
         else:
             body_kind = self._emit_pointwise()
+        if body_kind == "reduction-split":
+            nsplit = self.grid[1]
+            sb = _p2(nsplit)
+            rows = self.shape_info.numel
+            xb = max(1, min(_p2(rows), max(1, 4096 // sb), 64))
+            final_cfg = TritonConfig(xb, sb, 4 if xb * sb >= 1024 else 2, 1)
+            self.stage2 = _Lowering(self.kernel_op, *self.strides, self.name + "_final",
+                                    final_cfg, self.aligned, final_of_split=nsplit).lower()
         params = []
         for a, al in zip(self.inputs + self.outputs, self.aligned):
             attr = " {tt.divisibility = 16 : i32}" if al else ""
             params.append(f"{a.name}: !tt.ptr<{a.dt.mem}>{attr}")
+        for a in self.ws:   # fresh torch allocations: always 16-byte aligned
+            params.append(f"{a.name}: !tt.ptr<{a.dt.mem}> {{tt.divisibility = 16 : i32}}")
         consts = [" " * 4 + f"{n} = {t}" for n, t in em.consts.values()]
         lines = [f"module {{", f"  tt.func public @{self.name}({', '.join(params)}) "
                  f"attributes {{noinline = false}} {{"]
         lines += consts + em.lines + ["    tt.return", "  }", "}"]
         text = _dce("\n".join(lines) + "\n")
         return TTIRKernel(self.name, text, body_kind, self.grid, cfg.num_warps, cfg.num_stages,
-                          tuple(a.dt.mem for a in self.inputs + self.outputs), cfg, self.aligned)
+                          tuple(a.dt.mem for a in self.inputs + self.outputs), cfg, self.aligned,
+                          self.stage2, tuple((a.extent, a.dt.mem) for a in self.ws))
 
     # --------------------------------------------------------------- pointwise
     def _emit_pointwise(self):
@@ -701,43 +800,37 @@ class _Lowering:
         if rn == 0:
             raise KernelLoweringError(f"kernel {self.name}: reduction over an empty dim")
         XB, RB = self.config.block, self.config.rblock
+        if self.final_of_split:
+            return self._emit_split_final(rows)
         persistent = RB >= rn
         kind = "reduction-persistent" if persistent else "reduction-looped"
-        self._choose_index_type(max(rows + XB, _numel(S) + XB * RB))
-        self.grid = (max(1, -(-rows // XB)), 1, 1)
+        nsplit, chunk = 1, rn
+        if self.config.split > 1:
+            if not self.shape_info.splittable:
+                raise KernelLoweringError(
+                    f"kernel {self.name}: config {self.config} splits the reduced range, but "
+                    "this kernel's reductions cannot be split (an arg-reduction, a bool "
+                    "reduction, a reduction of a reduction, or a full-space output reading one)")
+            chunk = -(-(-(-rn // self.config.split)) // RB) * RB   # a multiple of RBLOCK
+            nsplit = -(-rn // chunk)
+        if nsplit > 1:
+            persistent, kind = False, "reduction-split"
+        self._choose_index_type(max(rows + XB, _numel(S) + XB * RB, nsplit * rows + XB))
+        self.grid = (max(1, -(-rows // XB)), nsplit, 1)
         it = self.it
         self.XB, self.RB = XB, RB
         if rows == 0:
             self.masks = {}
             return kind
-        full = (XB, RB)
-        rowsh = (XB, 1)
         colsh = (1, RB)
-        # row index r: [XB, 1]
-        pid = em.op("tt.get_program_id x : i32", "pid")
-        if it == "i64":
-            pid = em.op(f"arith.extsi {pid} : i32 to i64", "pid")
-        base = em.op(f"arith.muli {pid}, {em.const(XB, it)} : {it}", "i")
-        rr = em.op(f"tt.make_range {{end = {XB} : i32, start = 0 : i32}} : tensor<{XB}xi32>", "r")
-        if it == "i64":
-            rr = em.op(f"arith.extsi {rr} : tensor<{XB}xi32> to tensor<{XB}xi64>", "r")
-        rr = em.op(f"tt.expand_dims {rr} {{axis = 1 : i32}} : tensor<{XB}x{it}> -> "
-                   f"tensor<{XB}x1x{it}>", "r")
-        r = em.op(f"arith.addi {em.mat(V(base, (), it), rowsh)}, {rr} : tensor<{XB}x1x{it}>", "row")
-        self.r = V(r, rowsh, it, hi=rows)
-        rmask = V(em.op(f"arith.cmpi slt, {r}, {em.const(rows, it, rowsh)} : tensor<{XB}x1x{it}>",
-                        "rmask"), rowsh, "i1")
+        self._setup_rows(rows)
+        rmask = self.rmask
         kr = em.op(f"tt.make_range {{end = {RB} : i32, start = 0 : i32}} : tensor<{RB}xi32>", "k")
         if it == "i64":
             kr = em.op(f"arith.extsi {kr} : tensor<{RB}xi32> to tensor<{RB}xi64>", "k")
         kr = em.op(f"tt.expand_dims {kr} {{axis = 0 : i32}} : tensor<{RB}x{it}> -> "
                    f"tensor<1x{RB}x{it}>", "k")
         self.krange = kr
-        self.rmask = rmask
-        self.masks = {rowsh: rmask, (): None}
-        # kept-dim indices, computed once (top scope)
-        kept_idx = self.delinearize(self.r, [S[d] for d in kept])
-        self.kept_idx = dict(zip(kept, kept_idx))
 
         # phases: 1 + the deepest reduction each depends on
         phase = {}
@@ -745,25 +838,10 @@ class _Lowering:
             ds = self._red_deps(red.operands[0])
             phase[red] = 1 + max((phase[d] for d in ds), default=0)
         phases = sorted(set(phase.values()))
-        # An output of the domain's shape is stored over the full [rows, reduced] space even
-        # when it does not vary along the reduced dims (a row value broadcast back to S):
-        # storing it as a row value would write only `rows` of its elements.
-        # An output with as many elements as the domain is a full-space output of the
-        # domain's shape or of a reshape of it (its index is the domain's, re-linearized).
-        full_outs = [i for i, v in enumerate(self.yielded)
-                     if self._is_full(v) or _numel(_shape(v)) == _numel(S)]
-        row_outs = [i for i in range(len(self.yielded)) if i not in full_outs]
-        for i in full_outs:
-            if _numel(_shape(self.yielded[i])) != _numel(S):
-                raise KernelLoweringError(
-                    f"kernel {self.name}: output {i} has shape {_shape(self.yielded[i])}, not "
-                    f"the reduction domain {S} or a reshape of it")
-        for i in row_outs:
-            if _numel(_shape(self.yielded[i])) != rows:
-                raise KernelLoweringError(
-                    f"kernel {self.name}: row-space output {i} has shape "
-                    f"{_shape(self.yielded[i])} ({_numel(_shape(self.yielded[i]))} elements), "
-                    f"not one element per row of the domain {S} over {D} ({rows} rows)")
+        full_outs, row_outs = self._classify_outputs(rows)
+
+        if nsplit > 1:
+            return self._emit_split_partial(rows, rn, chunk, nsplit, full_outs, row_outs)
 
         if persistent:
             k = V(kr, colsh, it, hi=rn)
@@ -798,6 +876,131 @@ class _Lowering:
             self._loop(rn, body, [])
         return kind
 
+    def _setup_rows(self, rows):
+        """The program's row block: self.r ([XB, 1] row index), self.rmask, the kept-dim
+        indices (computed once, top scope) and the row-only masks."""
+        em, it, XB = self.em, self.it, self.XB
+        rowsh = (XB, 1)
+        pid = em.op("tt.get_program_id x : i32", "pid")
+        if it == "i64":
+            pid = em.op(f"arith.extsi {pid} : i32 to i64", "pid")
+        base = em.op(f"arith.muli {pid}, {em.const(XB, it)} : {it}", "i")
+        rr = em.op(f"tt.make_range {{end = {XB} : i32, start = 0 : i32}} : tensor<{XB}xi32>", "r")
+        if it == "i64":
+            rr = em.op(f"arith.extsi {rr} : tensor<{XB}xi32> to tensor<{XB}xi64>", "r")
+        rr = em.op(f"tt.expand_dims {rr} {{axis = 1 : i32}} : tensor<{XB}x{it}> -> "
+                   f"tensor<{XB}x1x{it}>", "r")
+        r = em.op(f"arith.addi {em.mat(V(base, (), it), rowsh)}, {rr} : tensor<{XB}x1x{it}>", "row")
+        self.r = V(r, rowsh, it, hi=rows)
+        self.rmask = V(em.op(f"arith.cmpi slt, {r}, {em.const(rows, it, rowsh)} : "
+                             f"tensor<{XB}x1x{it}>", "rmask"), rowsh, "i1")
+        self.masks = {rowsh: self.rmask, (): None}
+        kept_idx = self.delinearize(self.r, [self.S[d] for d in self.kept])
+        self.kept_idx = dict(zip(self.kept, kept_idx))
+
+    def _classify_outputs(self, rows):
+        """(full-space outputs, row-space outputs), checked against the domain.
+        An output of the domain's shape is stored over the full [rows, reduced] space even
+        when it does not vary along the reduced dims (a row value broadcast back to S):
+        storing it as a row value would write only `rows` of its elements. An output with
+        as many elements as the domain is a full-space output of the domain's shape or of
+        a reshape of it (its index is the domain's, re-linearized)."""
+        S, D = self.S, self.D
+        full_outs = [i for i, v in enumerate(self.yielded)
+                     if self._is_full(v) or _numel(_shape(v)) == _numel(S)]
+        row_outs = [i for i in range(len(self.yielded)) if i not in full_outs]
+        for i in full_outs:
+            if _numel(_shape(self.yielded[i])) != _numel(S):
+                raise KernelLoweringError(
+                    f"kernel {self.name}: output {i} has shape {_shape(self.yielded[i])}, not "
+                    f"the reduction domain {S} or a reshape of it")
+        for i in row_outs:
+            if _numel(_shape(self.yielded[i])) != rows:
+                raise KernelLoweringError(
+                    f"kernel {self.name}: row-space output {i} has shape "
+                    f"{_shape(self.yielded[i])} ({_numel(_shape(self.yielded[i]))} elements), "
+                    f"not one element per row of the domain {S} over {D} ({rows} rows)")
+        return full_outs, row_outs
+
+    def _workspaces(self, nsplit, rows):
+        """One [nsplit, rows] workspace per reduction, in the reduction's compute type."""
+        self.ws = []
+        for j, red in enumerate(self.reductions):
+            dt = _DT[_dt(_etype(red.operands[0])).comp]
+            self.ws.append(_Arg(f"%ws{j}", [nsplit, rows], [rows, 1], dt, nsplit * rows))
+
+    def _emit_split_partial(self, rows, rn, chunk, nsplit, full_outs, row_outs):
+        """Stage 1 of a split reduction: program (x, y) reduces row block x over the
+        reduced range [y*chunk, min((y+1)*chunk, rn)) and stores one partial per row and
+        reduction into ws[y, row]; full-space outputs (which read no reduction) are stored
+        for the same range. Row outputs are left to the final kernel."""
+        em, it = self.em, self.it
+        self._workspaces(nsplit, rows)
+        part = em.op("tt.get_program_id y : i32", "part")
+        if it == "i64":
+            part = em.op(f"arith.extsi {part} : i32 to i64", "part")
+        lo = em.op(f"arith.muli {part}, {em.const(chunk, it)} : {it}", "lo")
+        hi = em.op(f"arith.addi {lo}, {em.const(chunk, it)} : {it}", "hi")
+        hi = em.op(f"arith.minsi {hi}, {em.const(rn, it)} : {it}", "hi")
+        self._prepare_rows()
+        self._loop(rn, lambda k: self._emit_phase(self.reductions, k, True), self.reductions,
+                   bounds=(lo, hi))
+        pv = V(part, (), it, hi=nsplit)
+        for ws, red in zip(self.ws, self.reductions):
+            self._store(ws, self.row_vals[red.results[0]], [pv, self.r], (self.XB, 1))
+        if full_outs:
+            def body(k):
+                idx = self._full_index(k)
+                for i in full_outs:
+                    self._store_full(i, idx)
+            self._loop(rn, body, [], bounds=(lo, hi))
+        return "reduction-split"
+
+    def _emit_split_final(self, rows):
+        """Stage 2 of a split reduction: combine the [nsplit] partials of each row (one
+        [XB, SB] tile per reduction, SB >= nsplit), then evaluate and store the row
+        outputs, exactly as an unsplit kernel does after its reductions."""
+        em = self.em
+        nsplit, XB, SB = self.final_of_split, self.config.block, self.config.rblock
+        if SB < nsplit:
+            raise KernelLoweringError(f"kernel {self.name}: the final kernel's tile ({SB}) "
+                                      f"is narrower than the {nsplit} partials")
+        self._choose_index_type(max(rows + XB, nsplit * rows + XB * SB))
+        self.grid = (max(1, -(-rows // XB)), 1, 1)
+        self.XB, self.RB = XB, SB
+        self._workspaces(nsplit, rows)
+        if rows == 0:
+            self.masks = {}
+            return "reduction-split-final"
+        it = self.it
+        self._setup_rows(rows)
+        colsh = (1, SB)
+        sr = em.op(f"tt.make_range {{end = {SB} : i32, start = 0 : i32}} : tensor<{SB}xi32>", "s")
+        if it == "i64":
+            sr = em.op(f"arith.extsi {sr} : tensor<{SB}xi32> to tensor<{SB}xi64>", "s")
+        sr = em.op(f"tt.expand_dims {sr} {{axis = 0 : i32}} : tensor<{SB}x{it}> -> "
+                   f"tensor<1x{SB}x{it}>", "s")
+        smask = V(em.op(f"arith.cmpi slt, {sr}, {em.const(nsplit, it, colsh)} : "
+                        f"tensor<1x{SB}x{it}>", "smask"), colsh, "i1")
+        self._set_masks(self.rmask, smask)
+        full = (XB, SB)
+        fmask = self.masks[full]
+        sv = V(sr, colsh, it, hi=nsplit)
+        vals = []
+        for ws, red in zip(self.ws, self.reductions):
+            kind, dt = self._spec(red)
+            x = em.mat(self._load(ws, [sv, self.r]), full)
+            neutral = em.const(self._neutral(kind, dt), dt.comp, full)
+            vals.append(em.op(f"arith.select {fmask.ssa}, {x}, {neutral} : "
+                              f"{em.ty(full, 'i1')}, {em.ty(full, dt.comp)}"))
+        self._finish_reductions(self.reductions, vals)
+        self.masks = {(XB, 1): self.rmask, (): None}
+        _, row_outs = self._classify_outputs(rows)
+        self._prepare_rows()
+        for i in row_outs:
+            self._store_row(i)
+        return "reduction-split-final"
+
     def _store_full(self, i, idx):
         """Store full-space output i at the domain index idx (over [XB, RB])."""
         shp = _shape(self.yielded[i])
@@ -810,9 +1013,10 @@ class _Lowering:
         fm = V(self._and(rmask, kmask, full), full, "i1")
         self.masks = {(self.XB, 1): rmask, (1, self.RB): kmask, full: fm, (): None}
 
-    def _loop(self, rn, body, reds):
-        """scf.for over RBLOCK chunks of the reduced index. With reductions, carries
-        [XB, RB] accumulators and reduces them after the loop."""
+    def _loop(self, rn, body, reds, bounds=None):
+        """scf.for over RBLOCK chunks of the reduced index (all of [0, rn), or the SSA
+        bounds (lo, hi) of a split reduction's part). With reductions, carries [XB, RB]
+        accumulators and reduces them after the loop."""
         em = self.em
         it, RB = self.it, self.RB
         accs, types = self._acc_init(reds)
@@ -822,8 +1026,8 @@ class _Lowering:
         head = (f"{res}:{len(accs)} = " if len(accs) > 1 else (f"{res} = " if accs else ""))
         ia = (" iter_args(" + ", ".join(f"{a} = {b}" for a, b in zip(iters, accs)) + ") -> ("
               + ", ".join(types) + ")") if accs else ""
-        em.emit(f"{head}scf.for {kv} = {em.const(0, it)} to {em.const(rn, it)} step "
-                f"{em.const(RB, it)}{ia} : {it} {{")
+        lo, hi = bounds if bounds else (em.const(0, it), em.const(rn, it))
+        em.emit(f"{head}scf.for {kv} = {lo} to {hi} step {em.const(RB, it)}{ia} : {it} {{")
         saved_masks = self.masks
         em.push()
         colsh = (1, RB)
