@@ -91,6 +91,9 @@ def main(argv=None):
     p.add_argument("--rblock", type=int)
     p.add_argument("--num-warps", type=int)
     p.add_argument("--num-stages", type=int)
+    p.add_argument("--split", type=int, default=1,
+                   help="split the reduced range over this many programs (two-stage "
+                        "reduction; needs the four options above)")
     p.add_argument("--aligned", action="store_true",
                    help="promise 16-byte aligned pointers (tt.divisibility = 16)")
     p.add_argument("-o", dest="output", default="-")
@@ -102,7 +105,7 @@ def main(argv=None):
             print("stax-translate: error: --block, --rblock, --num-warps and --num-stages go "
                   "together", file=sys.stderr)
             return 1
-        config = TritonConfig(a.block, a.rblock, a.num_warps, a.num_stages)
+        config = TritonConfig(a.block, a.rblock, a.num_warps, a.num_stages, a.split)
     try:
         text = sys.stdin.read() if a.input == "-" else open(a.input).read()
     except OSError as e:

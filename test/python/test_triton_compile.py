@@ -21,7 +21,7 @@ from stax.dialects.stax_dialect import KERNEL, verify_module  # noqa: E402
 from stax.importer import import_graph  # noqa: E402
 from stax.passes.registry import run_pipeline  # noqa: E402
 from stax.targets import triton as stax_triton  # noqa: E402
-from stax.targets.triton_ttir import emit_ttir  # noqa: E402
+from stax.targets.triton_ttir import TritonConfig, analyze_kernel, emit_ttir  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -92,6 +92,16 @@ def model_ttirs(tmp_path_factory):
             with ctx:
                 for i, k in enumerate(kops):
                     out.append((f"{name}_{g}_{i}", ttir_of(k, f"{name}_g{g}_k{i}")))
+                    # these shapes are small; the split (two-stage) form of every
+                    # splittable reduction is compiled too, forced to two parts
+                    ks = analyze_kernel(k)
+                    if ks.kind == "reduction" and ks.splittable and ks.rnumel >= 8:
+                        rb = max(2, (1 << (ks.rnumel - 1).bit_length()) // 4)
+                        tk = ttir_of(k, f"{name}_g{g}_k{i}_split",
+                                     config=TritonConfig(16, rb, 4, 1, split=2))
+                        assert tk.kind == "reduction-split" and tk.grid[1] == 2, tk.grid
+                        out.append((f"{name}_{g}_{i}_split", tk))
+                        out.append((f"{name}_{g}_{i}_split_final", tk.stage2))
     return out
 
 
@@ -105,7 +115,8 @@ def test_every_model_kernel_compiles_to_ptx(model_ttirs, arch):
         assert f".target sm_{arch}" in ptx, label
         assert f".entry {tk.name}" in ptx, label
         kinds.add(tk.kind)
-    assert "pointwise" in kinds and "reduction-persistent" in kinds
+    assert {"pointwise", "reduction-persistent", "reduction-split",
+            "reduction-split-final"} <= kinds
 
 
 def test_second_process_hits_disk_cache_for_every_kernel(model_ttirs, tmp_path):
