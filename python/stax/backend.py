@@ -179,6 +179,17 @@ class StaxReport:
         return "\n".join(lines)
 
 
+def stax_decompositions() -> dict:
+    """The core ATen decompositions, less the ops the importer lowers better whole:
+    nll_loss_forward/backward (their decompositions gather along the class dim, which
+    stax has no kernel for; the importer writes the pick as a masked reduction over the
+    class dim that fuses with log_softmax)."""
+    from torch._decomp import core_aten_decompositions
+    aten = torch.ops.aten
+    keep = {aten.nll_loss_forward.default, aten.nll_loss_backward.default}
+    return {k: v for k, v in core_aten_decompositions().items() if k not in keep}
+
+
 class StaxCompiled:
     """The callable returned to Dynamo: forwards to aot_autograd's callable and carries
     the report. Keyword arguments are bound by the Dynamo graph's placeholder names
@@ -296,13 +307,12 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
         debug.log(f"note: {n}")
 
     from torch._dynamo.backends.common import aot_autograd
-    from torch._decomp import core_aten_decompositions
 
     aot = aot_autograd(
         fw_compiler=_make_compiler("forward", config, report, strict),
         bw_compiler=_make_compiler("backward", config, report, strict),
         inference_compiler=_make_compiler("inference", config, report, strict),
-        decompositions=core_aten_decompositions(),
+        decompositions=stax_decompositions(),
     )
     fn = aot(gm, example_inputs)
     compiled = StaxCompiled(fn, report)

@@ -1084,6 +1084,66 @@ def _log_softmax_bwd(b, node, a):
     return b.convert(b.binary("sub", g, b.binary("mul", b.unary("exp", y), s)), dtype)
 
 
+# nll_loss (cross-entropy after log_softmax): the picked log-probability x[i, t_i] is a
+# reduction over the class dim of select(iota == t_i, x, 0), so it fuses with the
+# log_softmax that produces x into one per-row kernel; no gather.
+
+def _nll_common(b, a, what):
+    if a["weight"] is not None:
+        raise _Fallback(f"{what} with class weights")
+    x = _val(a["self"])
+    if x.dim() not in (1, 2):
+        raise _Fallback(f"{what} of a {x.dim()}-d input (nll_loss2d)")
+    reduction = int(a["reduction"])
+    if reduction not in (0, 1, 2):
+        raise _Fallback(f"{what} with reduction={reduction}")
+    n, c = (1, x.shape[0]) if x.dim() == 1 else tuple(x.shape)
+    t = b.reshape(b.v(a["target"]), [n])
+    cls = b.emit("iota", [], [b.tt([n, c], _vdtype(t))],
+                 {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)})
+    hit = b.compare("eq", cls, b.broadcast(t, [n, c], [0]))     # [n, c]: class j is t_i
+    valid = b.compare("ne", t, b.full([n], _vdtype(t), a["ignore_index"]))   # [n]
+    return x, n, c, reduction, hit, valid
+
+
+@_reg(aten.nll_loss_forward.default)
+def _nll_loss_forward(b, node, a):
+    x, n, c, reduction, hit, valid = _nll_common(b, a, "nll_loss_forward")
+    dtype = x.dtype
+    cd = _opmath(dtype)
+    xv = b.reshape(b.convert(b.v(a["self"]), cd), [n, c])
+    picked = b.reduce("reduce_sum", b.select(hit, xv, b.full([n, c], cd, 0.0)), [1], False)
+    w = b.select(valid, b.full([n], cd, 1.0), b.full([n], cd, 0.0))   # an ignored row: 0
+    loss = b.binary("mul", b.unary("neg", picked), w)                  # [n]
+    if reduction == 0:
+        out = b.reshape(loss, list(_val(node)[0].shape))
+        total = b.full([], cd, 0.0)
+    else:
+        out = b.reduce("reduce_sum", loss, [0], False)
+        total = b.reduce("reduce_sum", w, [0], False)
+        if reduction == 1:
+            out = b.binary("div", out, total)
+    return b.convert(out, dtype), b.convert(total, _val(node)[1].dtype)
+
+
+@_reg(aten.nll_loss_backward.default)
+def _nll_loss_backward(b, node, a):
+    x, n, c, reduction, hit, valid = _nll_common(b, a, "nll_loss_backward")
+    shape, dtype = _out(node)
+    cd = _opmath(dtype)
+    g = b.convert(b.v(a["grad_output"]), cd)
+    if reduction == 0:
+        g = b.reshape(g, [n])
+    else:
+        g = b.broadcast(b.reshape(g, []), [n], [])
+        if reduction == 1:
+            tw = b.broadcast(b.reshape(b.convert(b.v(a["total_weight"]), cd), []), [n], [])
+            g = b.binary("div", g, tw)
+    neg = b.select(valid, b.unary("neg", g), b.full([n], cd, 0.0))      # [n]
+    gi = b.select(hit, b.broadcast(neg, [n, c], [0]), b.full([n, c], cd, 0.0))
+    return b.convert(b.reshape(gi, shape), dtype)
+
+
 @_reg(aten.threshold_backward.default)
 def _threshold_bwd(b, node, a):
     shape, dtype = _out(node)

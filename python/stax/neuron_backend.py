@@ -160,14 +160,15 @@ def stax_neuron(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = 
     for n in report.notes:
         debug.log(f"note: {n}")
 
-    from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
+
+    from stax.backend import stax_decompositions
 
     aot = aot_autograd(
         fw_compiler=_make_compiler("forward", report, strict, notes),
         bw_compiler=_make_compiler("backward", report, strict, notes),
         inference_compiler=_make_compiler("inference", report, strict, notes),
-        decompositions=core_aten_decompositions(),
+        decompositions=stax_decompositions(),
     )
     fn = aot(gm, example_inputs)
     compiled = NeuronCompiled(fn, report)

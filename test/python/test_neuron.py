@@ -208,6 +208,18 @@ def test_layernorm_rmsnorm_and_int_ops():
     _close(out, ref)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_nll_without_gather(reduction):
+    """nll_loss arrives whole (stax_decompositions) and becomes iota == target, select,
+    reduce: no gather, no fallback op."""
+    t = torch.randint(0, 100, (16,), generator=torch.Generator().manual_seed(3))
+    t[2] = -100
+    out, ref, rep = _run(lambda x, t: torch.nn.functional.cross_entropy(x, t, reduction=reduction),
+                         _x(16, 100, seed=21), t)
+    assert rep.fallback_ops == [], rep.fallback_ops
+    _close(out, ref)
+
+
 # ----------------------------------------------------------------------------- models
 
 @pytest.mark.parametrize("dtype", [F32, BF16])

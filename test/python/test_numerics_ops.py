@@ -564,6 +564,31 @@ def test_softmax_masked_causal():
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_forward_is_fused(reduction, dtype):
+    """log_softmax + nll_loss: the picked log-probability is a reduction over the class
+    dim, so log_softmax and the pick are ONE kernel; "mean"/"sum" add the batch sum.
+    Rows with ignore_index (-100) count neither in the loss nor in the mean."""
+    def mk():
+        t = torch.randint(0, 1000, (64,))
+        t[::7] = -100
+        return rnd((64, 1000), dtype), t
+    run_case(lambda x, t: F.cross_entropy(x, t, reduction=reduction), mk)
+    c = B.compiled_callables[0]
+    assert c.stax_launches_per_call == {"inference": 1 if reduction == "none" else 2}, \
+        c.stax_launches_per_call
+
+
+def test_cross_entropy_unbatched_target_and_all_ignored():
+    run_case(lambda x, t: F.cross_entropy(x, t), lambda: (rnd((10,)), torch.tensor(3)))
+    B.clear()
+    torch._dynamo.reset()
+    # every row ignored: the mean is 0/0 = nan, as in eager
+    run_case(lambda x, t: F.cross_entropy(x, t),
+             lambda: (rnd((4, 10)), torch.full((4,), -100)))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
 def test_layer_norm(affine, dtype):
     def mk():
