@@ -195,6 +195,9 @@ def run_variant(label, backend, mode, fn, args, ref, train, model):
             r["tuned_matmuls"] = [f"{t['kernel']}: {t['route']} ({t['winner']})"
                                   for t in tuned if t["kind"] == "matmul"]
             r["tuned_searches"] = len(tuned)
+            # every config timed per search (label -> ms): the data behind the defaults
+            r["tuned"] = [{"kernel": t["kernel"], "kind": t["kind"], "winner": t["winner"],
+                           "best_ms": t["best_ms"], "timings": t["timings"]} for t in tuned]
             r["tuned_from_cache"] = sum(1 for t in tuned if t.get("from_cache"))
         if rep.route != "triton":
             r["error"] = f"route {rep.route!r} != 'triton': {rep.fallback_reason}"
