@@ -400,16 +400,15 @@ class _Builder:
         multi = isinstance(val, (tuple, list))
         vals = list(val) if multi else [val]
         types, positions = [], []
-        # positions the graph reads (getitem users); a non-tensor result nobody reads,
-        # such as the RNG seed/offset ints of CUDA's fused attention kernels, is dropped
+        # positions the graph reads (getitem users); a result nobody reads is dropped:
+        # the RNG seed/offset ints of CUDA's fused attention kernels, and tensors such as
+        # cuDNN attention's cum_seq/debug outputs, which the real kernel may return as None
         used = {u.args[1] for u in node.users
                 if u.op == "call_function" and u.target is operator.getitem}
         for i, t in enumerate(vals):
-            if t is None:
+            if t is None or (multi and i not in used):
                 continue
             if not isinstance(t, torch.Tensor):
-                if multi and i not in used:
-                    continue
                 raise UnsupportedGraph(f"node {node.name} ({target}) returns a "
                                        f"{type(t).__name__}, not a tensor")
             _check_static(f"result of node {node.name} ({target})", t)
