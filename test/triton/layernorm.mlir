@@ -2,7 +2,11 @@
 // (the deviation kept in registers), rstd computed once per row ([XBLOCK, 1]), the
 // [N,1] mean and rstd outputs stored per row under the row mask, the weight loaded
 // once per block as a [1, RBLOCK] row shared by all rows; bf16 rounded only at stores.
-// RUN: stax-translate %s --stax-to-ttir | FileCheck %s
+// The checks pin a 2-row block (--block 2); the default config of rows this long is
+// one row per program (DEFAULT).
+// RUN: stax-translate %s --stax-to-ttir --block 2 --rblock 1024 --num-warps 4 --num-stages 1 | FileCheck %s
+// RUN: stax-translate %s --stax-to-ttir | FileCheck %s --check-prefix=DEFAULT
+// DEFAULT: // kernel layernorm: kind=reduction-persistent grid=(32, 1, 1) num_warps=4 num_stages=1
 
 // CHECK-LABEL: // kernel layernorm: kind=reduction-persistent grid=(16, 1, 1) num_warps=4 num_stages=1
 // CHECK: tt.func public @layernorm(%in0: !tt.ptr<bf16>, %in1: !tt.ptr<bf16>, %out0: !tt.ptr<bf16>, %out1: !tt.ptr<f32>, %out2: !tt.ptr<f32>)

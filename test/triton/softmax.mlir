@@ -2,7 +2,11 @@
 // loaded once and kept in registers; max (masked lanes = -inf), exp computed once,
 // sum (masked lanes = 0), then the division; every load and store is masked by
 // row < rows and k < row length.
-// RUN: stax-translate %s --stax-to-ttir | FileCheck %s
+// The checks pin a 4-row block (--block 4); the default config of rows this long is
+// one row per program (DEFAULT).
+// RUN: stax-translate %s --stax-to-ttir --block 4 --rblock 512 --num-warps 4 --num-stages 1 | FileCheck %s
+// RUN: stax-translate %s --stax-to-ttir | FileCheck %s --check-prefix=DEFAULT
+// DEFAULT: // kernel softmax: kind=reduction-persistent grid=(64, 1, 1) num_warps=4 num_stages=1
 
 // CHECK-LABEL: // kernel softmax: kind=reduction-persistent grid=(16, 1, 1) num_warps=4 num_stages=1
 // CHECK-DAG: %[[ROWS:.*]] = arith.constant dense<64> : tensor<4x1xi32>

@@ -141,10 +141,15 @@ def default_config(shape: KernelShape) -> TritonConfig:
     if R <= PERSISTENT_MAX:
         if not shape.inner_reduced:   # column reduction: many neighbouring rows per block
             xb = max(1, min(_p2(shape.numel), max(1, 4096 // R), 64))
+        elif R >= 512:
+            # one row per program: measured on the H200 (softmax over [262144, 1024] f32,
+            # benchmarks/results/gpu-h200-verify.jsonl) 1x1024 w4 takes 0.51 ms, 2x1024 w4
+            # 0.63 ms; rows of 512: 1x512 w4 0.51 ms, 4x512 w4 0.70 ms
+            xb = 1
         else:
             xb = max(1, min(_p2(shape.numel), max(1, 2048 // R)))
         total = xb * R
-        warps = 8 if total >= 4096 and R >= 2048 else (4 if total >= 1024 else 2)
+        warps = 8 if total >= 4096 and R >= 2048 else (4 if total >= 512 else 2)
         return TritonConfig(xb, R, warps, 1)
     rb = 2048 if shape.inner_reduced else 64
     xb = 1 if shape.inner_reduced else 64
