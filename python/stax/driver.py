@@ -826,7 +826,9 @@ def _triton_compiler(config, device, tuner=None):
             return tuner.kernel(kop, in_st, out_st, name, aligned)
     else:
         def compile_kernel(kop, in_st, out_st, name, aligned=None):
-            return tt.compile_kernel(kop, in_st, out_st, name, arch=arch, aligned=aligned)
+            # resolved (and its errors raised) before the graph's compile returns
+            return tt.compile_kernel_async(kop, in_st, out_st, name, arch=arch,
+                                           aligned=aligned)
     return compile_kernel
 
 
@@ -1518,6 +1520,11 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
 
     if dry_run:
         return None
+    # background compiles (compile_kernel_async) finish here: a triton.compile error
+    # surfaces at compile time, as with a synchronous compile
+    for k in kernels:
+        if getattr(k, "pending", None):
+            k.resolve()
     # alignment guards of the arguments some kernel was told are aligned
     align_lines = []
     for i in sorted(aligned_args):

@@ -3,6 +3,10 @@
 * `compile_kernel(kernel_op, input_strides, output_strides, name, arch=90, config=None,
   aligned=None)` emits the TTIR (triton_ttir.emit_ttir) and compiles it.
 * `compile_ttir(ttir, arch)` compiles a TTIRKernel; returns `(compiled, from_cache)`.
+* `compile_kernel_async(...)`: the same as compile_kernel, but triton.compile runs in a
+  thread pool (`STAX_COMPILE_THREADS`, default min(8, cores)); the kernel resolves on
+  `resolve()` or its first launch. triton.compile spends most of its time outside the
+  GIL (MLIR passes, ptxas), so a graph's kernels compile in parallel.
 
 Cache: in memory and on disk under `$STAX_CACHE_DIR/triton/` (else
 `~/.cache/stax/triton/`), keyed by sha256 of (TTIR text, num_warps, num_stages,
@@ -36,6 +40,17 @@ __all__ = ["compile_kernel", "compile_ttir", "TritonKernel", "STATS", "cache_dir
 STATS = {"hits": 0, "misses": 0, "memory_hits": 0, "disk_hits": 0}
 _MEM: dict[str, object] = {}
 _LOCK = threading.Lock()
+_POOL = None
+
+
+def _pool():
+    global _POOL
+    with _LOCK:
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+            n = int(os.environ.get("STAX_COMPILE_THREADS", 0)) or min(8, os.cpu_count() or 2)
+            _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="stax-triton-compile")
+        return _POOL
 
 
 class AlignmentError(ValueError):
@@ -164,6 +179,19 @@ class TritonKernel:
     arch: int
     from_cache: bool
     compiled2: object = None
+    pending: list = None     # futures of compile_ttir (compile_kernel_async)
+
+    def resolve(self):
+        """Wait for a background compile; raises its error (KernelLoweringError)."""
+        if self.pending:
+            got = [f.result() for f in self.pending]
+            self.pending = None
+            self.compiled, hit = got[0]
+            if len(got) > 1:
+                self.compiled2, hit2 = got[1]
+                hit = hit and hit2
+            self.from_cache = hit
+        return self
 
     @property
     def ttir(self):
@@ -171,6 +199,7 @@ class TritonKernel:
 
     @property
     def ptx(self):
+        self.resolve()
         if self.compiled2 is None:
             return self.compiled.asm["ptx"]
         return (self.compiled.asm["ptx"] + "\n// stage 2 of the split reduction\n"
@@ -205,6 +234,8 @@ class TritonKernel:
         if len(tensors) != n:
             raise TypeError(f"kernel {self.name} takes {n} tensors, got {len(tensors)}")
         self.check_alignment(tensors)
+        if self.pending:
+            self.resolve()
         tk = self.ttir_kernel
         if tk.stage2 is None:
             self.compiled[self.grid](*tensors)
@@ -233,3 +264,14 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", *, a
     compile it for sm_<arch>."""
     tk = emit_ttir(kernel_op, input_strides, output_strides, name, config=config, aligned=aligned)
     return build_kernel(name, tk, arch)
+
+
+def compile_kernel_async(kernel_op, input_strides, output_strides, name="kernel", *, arch=90,
+                         config: TritonConfig | None = None, aligned=None) -> TritonKernel:
+    """compile_kernel with triton.compile in the background: the TTIR is emitted here (the
+    MLIR context is not shared across threads), the compile is submitted to the pool."""
+    tk = emit_ttir(kernel_op, input_strides, output_strides, name, config=config, aligned=aligned)
+    futs = [_pool().submit(compile_ttir, tk, arch)]
+    if tk.stage2 is not None:
+        futs.append(_pool().submit(compile_ttir, tk.stage2, arch))
+    return TritonKernel(name, tk, None, arch, False, None, futs)
