@@ -256,6 +256,10 @@ def test_progress_format(tmp_path):
     run(cands, tmp_path, key="kernel_3", stream=err, coordinate_descent=False)
     out = err.getvalue()
     parts = out.split("\r")[1:]
+    # every candidate compiles first, then they are benchmarked (no compile running)
+    assert [p.rstrip() for p in parts[:3]] == [
+        f"stax autotune [kernel_3] 0/3 configs, compiled {i}/3" for i in (1, 2, 3)]
+    parts = parts[3:]
     assert parts[0].rstrip() == "stax autotune [kernel_3] 1/3 configs, best 0.800 ms (64x64x32 g8 w4 s3)"
     assert parts[1].rstrip() == "stax autotune [kernel_3] 2/3 configs, best 0.700 ms (128x64x32 g8 w4 s3)"
     assert re.fullmatch(r"stax autotune \[kernel_3\] 3/3 configs, best 0\.700 ms "
@@ -274,6 +278,33 @@ def test_no_gpu_does_not_pretend(tmp_path):
                    cache_directory=str(tmp_path))
     assert best == MatmulConfig(64, 64, 32) and "no GPU: autotuning needs CUDA" in t.note
     assert os.listdir(tmp_path) == []  # nothing cached from a non-measurement
+
+
+def test_no_benchmark_runs_while_a_candidate_compiles(tmp_path):
+    """A compile thread holding the GIL delays the host's launches; timing a small kernel
+    then measures the host. Every build has returned before the first bench."""
+    import threading
+    import time
+    building = [0]
+    lock = threading.Lock()
+    seen = []
+
+    def build(cfg):
+        with lock:
+            building[0] += 1
+        time.sleep(0.02 if cfg.block_m == 64 else 0.1)   # the first finishes first
+        with lock:
+            building[0] -= 1
+        return lambda: None
+
+    def bench(fn, cfg):
+        seen.append(building[0])
+        return 1.0
+
+    cands = [MatmulConfig(64, 64, 32), MatmulConfig(128, 64, 32), MatmulConfig(128, 128, 32)]
+    tune("k-nobench-while-compiling", cands, build, bench=bench, coordinate_descent=False,
+         cache_directory=str(tmp_path), progress=False)
+    assert seen == [0, 0, 0]
 
 
 def test_builds_run_in_parallel(tmp_path):
