@@ -37,10 +37,13 @@ The search (`tune`)
 ===================
 1. compile every candidate in a thread pool (ptxas runs as a subprocess, so compiles
    overlap); a candidate that fails to build is skipped with its reason;
-2. benchmark each on the GPU (CUDA events, warm-up, median of N), in candidate order;
-   launch failures are skipped with their reason;
+2. once every compile has finished (a compiling thread holding the GIL delays the
+   host's launches, which the CUDA-event time of a small kernel then includes), benchmark
+   each on the GPU (CUDA events, warm-up, median of N), in candidate order; launch
+   failures are skipped with their reason;
 3. coordinate descent from the best tunable config: vary one field at a time (block
-   sizes x2 and /2, num_warps x2 and /2, num_stages +-1, group_m x2 and /2) while it
+   sizes x2 and /2, num_warps x2 and /2, num_stages +-1, group_m x2 and /2, the split of
+   a split reduction x2 and /2) while it
    improves by more than `min_improvement`;
 4. the result (best, all timings, what was covered) is stored on disk, keyed by the
    caller's key + GPU name + triton version.
