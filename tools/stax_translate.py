@@ -16,34 +16,12 @@ import argparse
 import sys
 
 
-def _contig(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= max(s, 1)
-    return list(reversed(st))
-
-
-def _kernels(module):
-    from stax.dialects.stax_dialect import KERNEL
-    out = []
-
-    def walk(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for o in block.operations:
-                    if o.operation.name == KERNEL:
-                        out.append(o.operation)
-                    else:
-                        walk(o.operation)
-    walk(module.operation)
-    return out
-
-
 def translate(text: str, *, arch=90, ptx=False, config=None, aligned=False, filename="-"):
     """Returns the output text (TTIR of every kernel)."""
     from stax._mlir import ir, new_context
     from stax.dialects.stax_dialect import verify_module
+    from stax.targets.kernel_ir import contiguous_strides as _contig
+    from stax.targets.kernel_ir import kernel_ops as _kernels
     from stax.targets.triton_ttir import emit_ttir
 
     ctx = new_context()

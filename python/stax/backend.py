@@ -190,6 +190,17 @@ def stax_decompositions() -> dict:
     return {k: v for k, v in core_aten_decompositions().items() if k not in keep}
 
 
+def run_aot_autograd(gm, example_inputs, make_compiler):
+    """aot_autograd over `stax_decompositions()`; `make_compiler(kind)` gives the
+    compiler of each graph kind ("forward", "backward", "inference")."""
+    from torch._dynamo.backends.common import aot_autograd
+    aot = aot_autograd(fw_compiler=make_compiler("forward"),
+                       bw_compiler=make_compiler("backward"),
+                       inference_compiler=make_compiler("inference"),
+                       decompositions=stax_decompositions())
+    return aot(gm, example_inputs)
+
+
 class StaxCompiled:
     """The callable returned to Dynamo: forwards to aot_autograd's callable and carries
     the report. Keyword arguments are bound by the Dynamo graph's placeholder names
@@ -306,15 +317,8 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
     for n in report.notes:
         debug.log(f"note: {n}")
 
-    from torch._dynamo.backends.common import aot_autograd
-
-    aot = aot_autograd(
-        fw_compiler=_make_compiler("forward", config, report, strict),
-        bw_compiler=_make_compiler("backward", config, report, strict),
-        inference_compiler=_make_compiler("inference", config, report, strict),
-        decompositions=stax_decompositions(),
-    )
-    fn = aot(gm, example_inputs)
+    fn = run_aot_autograd(gm, example_inputs,
+                          lambda kind: _make_compiler(kind, config, report, strict))
     compiled = StaxCompiled(fn, report)
     compiled_callables.append(compiled)
     return compiled

@@ -86,7 +86,9 @@ class DumpDir:
     def kernel(self, index: int, kernel) -> None:
         if not self.path:
             return
-        for attr, ext in (("mlir", "mlir"), ("llvm_ir", "ll")):
+        # CPU kernels have mlir/llvm_ir, Triton kernels ttir/ptx (reading .ptx waits
+        # for a background compile: only when dumping)
+        for attr, ext in (("mlir", "mlir"), ("llvm_ir", "ll"), ("ttir", "ttir"), ("ptx", "ptx")):
             text = getattr(kernel, attr, None)
             if text:
                 self.write(f"kernel_{index}.{ext}", str(text))

@@ -686,7 +686,8 @@ def _guards_for(example_inputs, names, device="cpu") -> list[ArgGuard]:
     return guards
 
 
-def _output_structure(gm):
+def output_structure(gm):
+    """How the graph returns its results: ("tuple" | "list" | "single", count)."""
     for n in gm.graph.nodes:
         if n.op == "output":
             out = n.args[0]
@@ -1298,11 +1299,6 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         idx = len(kernels) - 1
         kernel_mlir.append(getattr(k, "ttir" if gpu else "mlir", None))
         dump.kernel(idx, k)
-        if gpu and dump:
-            for attr, ext in (("ttir", "ttir"), ("ptx", "ptx")):
-                text = getattr(k, attr, None)
-                if text:
-                    dump.write(f"kernel_{idx}.{ext}", str(text))
         return em.add_global("k", k)
 
     def emit_matmul(op, idx):
@@ -1404,15 +1400,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                                aligned=aligned)
         else:
             k = compile_kernel(kop, [v.strides for v in ins], out_st, f"{graph_id}_k{idx}")
-        kernels.append(k)
-        kernel_mlir.append(getattr(k, "ttir" if gpu else "mlir", None))
-        dump.kernel(idx, k)
-        if gpu and dump:
-            for attr, ext in (("ttir", "ttir"), ("ptx", "ptx")):
-                text = getattr(k, attr, None)
-                if text:
-                    dump.write(f"kernel_{idx}.{ext}", str(text))
-        kname = em.add_global("k", k)
+        kname = register_kernel(k)
         outvars = []
         for r, st in zip(outs, out_st):
             var = em.new_var()
@@ -1510,7 +1498,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 exprs.append(e)
     else:
         exprs = [vals[v].var for v in ret_vals]
-    struct, count = _output_structure(gm)
+    struct, count = output_structure(gm)
     if struct == "single" and len(exprs) == 1:
         em.emit(f"return {exprs[0]}")
     elif struct == "list":

@@ -403,8 +403,7 @@ class _Builder:
         # positions the graph reads (getitem users); a result nobody reads is dropped:
         # the RNG seed/offset ints of CUDA's fused attention kernels, and tensors such as
         # cuDNN attention's cum_seq/debug outputs, which the real kernel may return as None
-        used = {u.args[1] for u in node.users
-                if u.op == "call_function" and u.target is operator.getitem}
+        used = _read_positions(node)
         for i, t in enumerate(vals):
             if t is None or (multi and i not in used):
                 continue
@@ -441,6 +440,12 @@ def _reg(*targets):
             HANDLERS[t] = fn
         return fn
     return deco
+
+
+def _read_positions(node) -> set:
+    """The result positions of a multi-result node that the graph reads (getitem users)."""
+    return {u.args[1] for u in node.users
+            if u.op == "call_function" and u.target is operator.getitem}
 
 
 def _out(node):
@@ -1441,8 +1446,7 @@ def _import_node(b: _Builder, node: torch.fx.Node):
         raise UnsupportedGraph(f"node {node.name} calls the mutating op {target}")
     val = node.meta.get("val")
     multi = isinstance(val, (tuple, list))
-    read = {u.args[1] for u in node.users
-            if u.op == "call_function" and u.target is operator.getitem}
+    read = _read_positions(node)
     for i, t in enumerate(val if multi else [val]):
         if isinstance(t, torch.Tensor):
             _check_static(f"node {node.name} ({target})", t)

@@ -160,17 +160,10 @@ def stax_neuron(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = 
     for n in report.notes:
         debug.log(f"note: {n}")
 
-    from torch._dynamo.backends.common import aot_autograd
+    from stax.backend import run_aot_autograd
 
-    from stax.backend import stax_decompositions
-
-    aot = aot_autograd(
-        fw_compiler=_make_compiler("forward", report, strict, notes),
-        bw_compiler=_make_compiler("backward", report, strict, notes),
-        inference_compiler=_make_compiler("inference", report, strict, notes),
-        decompositions=stax_decompositions(),
-    )
-    fn = aot(gm, example_inputs)
+    fn = run_aot_autograd(gm, example_inputs,
+                          lambda kind: _make_compiler(kind, report, strict, notes))
     compiled = NeuronCompiled(fn, report)
     compiled_callables.append(compiled)
     return compiled

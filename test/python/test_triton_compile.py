@@ -17,10 +17,12 @@ import torch.nn.functional as F
 pytest.importorskip("triton")
 
 from stax._mlir import ir, new_context  # noqa: E402
-from stax.dialects.stax_dialect import KERNEL, verify_module  # noqa: E402
+from stax.dialects.stax_dialect import verify_module  # noqa: E402
 from stax.importer import import_graph  # noqa: E402
 from stax.passes.registry import run_pipeline  # noqa: E402
 from stax.targets import triton as stax_triton  # noqa: E402
+from stax.targets.kernel_ir import contiguous_strides as _contig  # noqa: E402
+from stax.targets.kernel_ir import kernel_ops as kernels_of  # noqa: E402
 from stax.targets.triton_ttir import TritonConfig, analyze_kernel, emit_ttir  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -29,29 +31,6 @@ from models import make_inputs, make_model  # noqa: E402
 from test_importer import capture  # noqa: E402
 
 PIPELINE = ["canonicalize", "cse", "stax-fuse", "cse"]
-
-
-def _contig(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= max(s, 1)
-    return list(reversed(st))
-
-
-def kernels_of(module):
-    out = []
-
-    def walk(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for o in block.operations:
-                    if o.operation.name == KERNEL:
-                        out.append(o.operation)
-                    else:
-                        walk(o.operation)
-    walk(module.operation)
-    return out
 
 
 def fused_kernels(fn, *inputs, backward=False):

@@ -39,6 +39,32 @@ def extent(dims, strides) -> int:
     return 1 + sum((s - 1) * abs(st) for s, st in zip(dims, strides))
 
 
+def contiguous_strides(dims) -> list:
+    """Row-major strides of a tensor of these dims (a size-0 or size-1 dim counts as 1)."""
+    st, acc = [], 1
+    for s in reversed(dims):
+        st.append(acc)
+        acc *= max(s, 1)
+    return list(reversed(st))
+
+
+def kernel_ops(module) -> list:
+    """Every `stax_graph.kernel` op of a module, in program order, at any depth."""
+    from stax.dialects.stax_dialect import KERNEL
+    out = []
+
+    def walk(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for o in block.operations:
+                    if o.operation.name == KERNEL:
+                        out.append(o.operation)
+                    else:
+                        walk(o.operation)
+    walk(module.operation)
+    return out
+
+
 def is_float(t: str) -> bool:
     return t.startswith("f") or t.startswith("bf")
 
@@ -69,3 +95,47 @@ def highest(comp: str, unsigned: bool):
     if unsigned:
         return -1
     return (1 << (int_bits(comp) - 1)) - 1
+
+
+def arith_binary(kind: str, comp: str, unsigned: bool):
+    """The one arith op ("arith.addf", ...) of an elementwise binary kind on compute type
+    `comp`, or None when the kind takes more than one op (remainder, pow, atan2). On i1,
+    add/sub/mul are or/xor/and and maximum/minimum are or/and. Division is arith's; a
+    target may prefer its own (Triton: tt.precise_divf)."""
+    fl = is_float(comp)
+    if kind in ("add", "sub", "mul"):
+        if comp == "i1":
+            return "arith." + {"add": "ori", "mul": "andi", "sub": "xori"}[kind]
+        return f"arith.{kind}{'f' if fl else 'i'}"
+    if kind == "div":
+        return "arith.divf" if fl else ("arith.divui" if unsigned else "arith.divsi")
+    if kind in ("maximum", "minimum"):
+        if fl:
+            return "arith.maximumf" if kind == "maximum" else "arith.minimumf"
+        if comp == "i1":
+            return "arith.ori" if kind == "maximum" else "arith.andi"
+        return "arith." + ("max" if kind == "maximum" else "min") + ("ui" if unsigned else "si")
+    if kind in ("and", "or", "xor"):
+        return f"arith.{kind}i"
+    return None
+
+
+def python_remainder(op, a, b, zero, ty, bty, fl: bool, unsigned: bool) -> str:
+    """a % b with the divisor's sign (torch and Python): m = rem(a, b), then m + b where
+    m != 0 and m, b differ in sign. `op(text, type)` emits one intermediate op and returns
+    its SSA name; `zero` is a zero of type `ty`, `bty` the matching i1 type. Returns the
+    text of the last op (the caller emits it as the result)."""
+    if unsigned and not fl:
+        return f"arith.remui {a}, {b} : {ty}"
+    if fl:
+        rem, ne, lt, add = "arith.remf", "arith.cmpf une", "arith.cmpf olt", "arith.addf"
+    else:
+        rem, ne, lt, add = "arith.remsi", "arith.cmpi ne", "arith.cmpi slt", "arith.addi"
+    m = op(f"{rem} {a}, {b} : {ty}", ty)
+    nz = op(f"{ne}, {m}, {zero} : {ty}", bty)
+    ms = op(f"{lt}, {m}, {zero} : {ty}", bty)
+    bs = op(f"{lt}, {b}, {zero} : {ty}", bty)
+    fix = op(f"arith.xori {ms}, {bs} : {bty}", bty)
+    fix = op(f"arith.andi {fix}, {nz} : {bty}", bty)
+    adj = op(f"{add} {m}, {b} : {ty}", ty)
+    return f"arith.select {fix}, {adj}, {m} : {bty}, {ty}"

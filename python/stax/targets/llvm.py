@@ -34,6 +34,8 @@ from stax.dialects.stax_dialect import scalar_attr_value
 from stax.targets import cpu_math
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
+from stax.targets.kernel_ir import arith_binary, python_remainder
+from stax.targets.kernel_ir import contiguous_strides as _contig_strides
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import extent as _extent
 from stax.targets.kernel_ir import float_bits as _fbits
@@ -318,14 +320,6 @@ class _Emitter:
 
 # ----------------------------------------------------------------------------- kernel analysis
 
-
-
-def _contig_strides(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= max(s, 1)
-    return list(reversed(st))
 
 
 def _row_major_linear(idx, shape):
@@ -1332,50 +1326,12 @@ class _KernelLowering:
         def r(text):
             return _Val(em.op(text, ty), vec, comp)
 
-        if kind in ("add", "sub", "mul"):
-            if comp == "i1":
-                o2 = {"add": "ori", "mul": "andi", "sub": "xori"}[kind]
-            else:
-                o2 = kind + ("f" if fl else "i")
-            return r(f"arith.{o2} {a}, {b} : {ty}")
-        if kind == "div":
-            if fl:
-                return r(f"arith.divf {a}, {b} : {ty}")
-            return r(f"arith.{'divui' if u else 'divsi'} {a}, {b} : {ty}")
-        if kind in ("maximum", "minimum"):
-            if fl:
-                o2 = "maximumf" if kind == "maximum" else "minimumf"
-            elif comp == "i1":
-                o2 = "ori" if kind == "maximum" else "andi"
-            else:
-                o2 = ("max" if kind == "maximum" else "min") + ("ui" if u else "si")
-            return r(f"arith.{o2} {a}, {b} : {ty}")
-        if kind in ("and", "or", "xor"):
-            return r(f"arith.{kind}i {a}, {b} : {ty}")
+        simple = arith_binary(kind, comp, u)
+        if simple is not None:
+            return r(f"{simple} {a}, {b} : {ty}")
         if kind == "remainder":
-            # Python semantics: the result takes the divisor's sign.
-            bty = em.vt("i1", vec)
-            if fl:
-                m = em.op(f"arith.remf {a}, {b} : {ty}", ty)
-                z = em.splat(0.0, ty)
-                nz = em.op(f"arith.cmpf une, {m}, {z} : {ty}", bty)
-                ms = em.op(f"arith.cmpf olt, {m}, {z} : {ty}", bty)
-                bs = em.op(f"arith.cmpf olt, {b}, {z} : {ty}", bty)
-                fix = em.op(f"arith.xori {ms}, {bs} : {bty}", bty)
-                fix = em.op(f"arith.andi {fix}, {nz} : {bty}", bty)
-                adj = em.op(f"arith.addf {m}, {b} : {ty}", ty)
-                return r(f"arith.select {fix}, {adj}, {m} : {bty}, {ty}")
-            if u:
-                return r(f"arith.remui {a}, {b} : {ty}")
-            m = em.op(f"arith.remsi {a}, {b} : {ty}", ty)
-            z = em.splat(0, ty)
-            nz = em.op(f"arith.cmpi ne, {m}, {z} : {ty}", bty)
-            ms = em.op(f"arith.cmpi slt, {m}, {z} : {ty}", bty)
-            bs = em.op(f"arith.cmpi slt, {b}, {z} : {ty}", bty)
-            fix = em.op(f"arith.xori {ms}, {bs} : {bty}", bty)
-            fix = em.op(f"arith.andi {fix}, {nz} : {bty}", bty)
-            adj = em.op(f"arith.addi {m}, {b} : {ty}", ty)
-            return r(f"arith.select {fix}, {adj}, {m} : {bty}, {ty}")
+            z = em.splat(0.0 if fl else 0, ty)
+            return r(python_remainder(em.op, a, b, z, ty, em.vt("i1", vec), fl, u))
         if kind == "pow":
             if not fl:
                 raise KernelLoweringError("integer pow is not supported by the CPU target")

@@ -502,18 +502,6 @@ def _guard_error(msg):
     return StaxGuardError(msg)
 
 
-def _output_structure(gm):
-    for n in gm.graph.nodes:
-        if n.op == "output":
-            out = n.args[0]
-            if isinstance(out, tuple):
-                return "tuple", len(out)
-            if isinstance(out, list):
-                return "list", len(out)
-            return "single", 1
-    return "tuple", 0
-
-
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, *, kind: str = "graph",
                   graph_id: str | None = None, notes: list[str] | None = None) -> NeuronGraph:
     """See `_compile_graph`. aot_autograd calls its compilers with its FakeTensorMode
@@ -532,6 +520,7 @@ def _compile_graph(gm, example_inputs, *, kind, graph_id, notes) -> NeuronGraph:
     from stax import debug
     from stax._mlir import ir, new_context
     from stax.driver import StaxUnsupportedError
+    from stax.driver import output_structure
     from stax.importer import import_graph
 
     graph_id = graph_id or debug.new_graph_id(kind)
@@ -611,4 +600,4 @@ def _compile_graph(gm, example_inputs, *, kind, graph_id, notes) -> NeuronGraph:
     debug.log(f"{kind} graph {graph_id}: Neuron artifacts in {folder}")
     return NeuronGraph(graph_id=graph_id, kind=kind, artifact_dir=folder, stablehlo=text,
                        hlo=hlo, manifest=manifest, runner=runner, guards=guards, feeds=feeds,
-                       outputs=imported.outputs, structure=_output_structure(gm), notes=notes)
+                       outputs=imported.outputs, structure=output_structure(gm), notes=notes)

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
+import torch
+
 from stax.targets.triton_ttir import (KernelLoweringError, TritonConfig, TTIRKernel,  # noqa: F401
                                       emit_ttir)
 
@@ -163,8 +165,8 @@ def compile_ttir(ttir: TTIRKernel, arch: int = 90):
     return compiled, False
 
 
-_WORKSPACE_DTYPES = {"f32": "float32", "f64": "float64", "i64": "int64", "i32": "int32",
-                     "i16": "int16", "i8": "int8"}
+_WORKSPACE_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i64": torch.int64,
+                     "i32": torch.int32, "i16": torch.int16, "i8": torch.int8}
 
 
 @dataclass
@@ -240,10 +242,8 @@ class TritonKernel:
         if tk.stage2 is None:
             self.compiled[self.grid](*tensors)
             return
-        import torch
         dev = tensors[-1].device
-        ws = [torch.empty(n, dtype=getattr(torch, _WORKSPACE_DTYPES[t]), device=dev)
-              for n, t in tk.workspace]
+        ws = [torch.empty(n, dtype=_WORKSPACE_DTYPES[t], device=dev) for n, t in tk.workspace]
         self.compiled[self.grid](*tensors, *ws)
         self.compiled2[tk.stage2.grid](*tensors, *ws)
 

@@ -43,6 +43,8 @@ from stax.dialects.stax_dialect import scalar_attr_value
 from stax.targets.llvm import KernelLoweringError
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
+from stax.targets.kernel_ir import arith_binary, python_remainder
+from stax.targets.kernel_ir import contiguous_strides as _contig
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import extent as _extent
 from stax.targets.kernel_ir import float_bits as _fbits
@@ -242,14 +244,6 @@ def _dt(t) -> DT:
     return _DT[s]
 
 
-def _contig(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= max(s, 1)
-    return list(reversed(st))
-
-
 def _isf(t):
     return t.startswith("f") or t.startswith("bf")
 
@@ -421,17 +415,15 @@ def analyze_kernel(kernel_op) -> KernelShape:
                        _splittable(ops[:-1], list(ops[-1].operands), S))
 
 
-def _splittable(body, yielded, S) -> bool:
-    """Can programs share a row block's reduced range (partials, then a final kernel)?
-    Yes when every reduction is a plain one (no argmax/argmin, not over i1) that reads no
-    other reduction (one phase), and no full-space output reads a reduction (it would
-    need the finished row value in every part)."""
-    defining = {r: o for o in body for r in o.results}
-    size = _numel(S)
+def _value_facts(defining, size):
+    """A memoized v -> (reads a reduction, is full space) over a kernel body (`defining`:
+    result -> op). Full space: v varies along the reduced dims, i.e. it is computed per
+    element of the domain (`size` elements). A kernel input (or a full / iota) with as
+    many elements as the domain is full space whatever its shape: an input [B*T, C]
+    reshaped to the domain [B, T, C] is full space, not a row value."""
     memo = {}
 
     def walk(v):
-        """(reads a reduction, varies along the reduced dims) for value v."""
         if v in memo:
             return memo[v]
         o = defining.get(v)
@@ -446,7 +438,16 @@ def _splittable(body, yielded, S) -> bool:
             res = (any(p[0] for p in parts), any(p[1] for p in parts))
         memo[v] = res
         return res
+    return walk
 
+
+def _splittable(body, yielded, S) -> bool:
+    """Can programs share a row block's reduced range (partials, then a final kernel)?
+    Yes when every reduction is a plain one (no argmax/argmin, not over i1) that reads no
+    other reduction (one phase), and no full-space output reads a reduction (it would
+    need the finished row value in every part)."""
+    walk = _value_facts({r: o for o in body for r in o.results}, _numel(S))
+    size = _numel(S)
     for o in body:
         if o.operation.name not in _REDUCTIONS:
             continue
@@ -764,13 +765,9 @@ class _Lowering:
         if n == 0:
             return "pointwise"
         it = self.it
-        pid = em.op("tt.get_program_id x : i32", "pid")
-        if it == "i64":
-            pid = em.op(f"arith.extsi {pid} : i32 to i64", "pid")
+        pid = self._program_id("x", "pid")
         base = em.op(f"arith.muli {pid}, {em.const(B, it)} : {it}", "i")
-        rng = em.op(f"tt.make_range {{end = {B} : i32, start = 0 : i32}} : tensor<{B}xi32>", "r")
-        if it == "i64":
-            rng = em.op(f"arith.extsi {rng} : tensor<{B}xi32> to tensor<{B}xi64>", "r")
+        rng = self._arange(B, "r")
         offs = em.op(f"arith.addi {em.mat(V(base, (), it), (B,))}, {rng} : tensor<{B}x{it}>", "offs")
         shape = (B,)
         for i, out in enumerate(self.outputs):
@@ -798,6 +795,7 @@ class _Lowering:
                     f"kernel {self.name} mixes reductions of different signatures ({S} over {D} "
                     f"and {_reduction_signature(r)}); stax-fuse should have split them")
         self.S, self.D = S, D
+        self.facts = _value_facts(self.defining, _numel(S))
         kept = [d for d in range(len(S)) if d not in D]
         self.kept = kept
         rows = _numel([S[d] for d in kept])
@@ -815,7 +813,8 @@ class _Lowering:
                 raise KernelLoweringError(
                     f"kernel {self.name}: config {self.config} splits the reduced range, but "
                     "this kernel's reductions cannot be split (an arg-reduction, a bool "
-                    "reduction, a reduction of a reduction, or a full-space output reading one)")
+                    "reduction, a reduction of a reduction, or a full-space output reading one); "
+                    "use split=1 (stax-translate: leave out --split)")
             chunk = -(-(-(-rn // self.config.split)) // RB) * RB   # a multiple of RBLOCK
             nsplit = -(-rn // chunk)
         if nsplit > 1:
@@ -830,11 +829,7 @@ class _Lowering:
         colsh = (1, RB)
         self._setup_rows(rows)
         rmask = self.rmask
-        kr = em.op(f"tt.make_range {{end = {RB} : i32, start = 0 : i32}} : tensor<{RB}xi32>", "k")
-        if it == "i64":
-            kr = em.op(f"arith.extsi {kr} : tensor<{RB}xi32> to tensor<{RB}xi64>", "k")
-        kr = em.op(f"tt.expand_dims {kr} {{axis = 0 : i32}} : tensor<{RB}x{it}> -> "
-                   f"tensor<1x{RB}x{it}>", "k")
+        kr = self._arange(RB, "k", axis=0)
         self.krange = kr
 
         # phases: 1 + the deepest reduction each depends on
@@ -881,20 +876,34 @@ class _Lowering:
             self._loop(rn, body, [])
         return kind
 
+    def _program_id(self, axis, hint):
+        """The program id along `axis` ("x" / "y") in the index type."""
+        pid = self.em.op(f"tt.get_program_id {axis} : i32", hint)
+        if self.it == "i64":
+            pid = self.em.op(f"arith.extsi {pid} : i32 to i64", hint)
+        return pid
+
+    def _arange(self, n, hint, axis=None):
+        """tt.make_range [0, n) in the index type; with `axis`, expanded to [1, n]
+        (axis 0) or [n, 1] (axis 1)."""
+        em, it = self.em, self.it
+        v = em.op(f"tt.make_range {{end = {n} : i32, start = 0 : i32}} : tensor<{n}xi32>", hint)
+        if it == "i64":
+            v = em.op(f"arith.extsi {v} : tensor<{n}xi32> to tensor<{n}xi64>", hint)
+        if axis is None:
+            return v
+        shape = f"1x{n}" if axis == 0 else f"{n}x1"
+        return em.op(f"tt.expand_dims {v} {{axis = {axis} : i32}} : tensor<{n}x{it}> -> "
+                     f"tensor<{shape}x{it}>", hint)
+
     def _setup_rows(self, rows):
         """The program's row block: self.r ([XB, 1] row index), self.rmask, the kept-dim
         indices (computed once, top scope) and the row-only masks."""
         em, it, XB = self.em, self.it, self.XB
         rowsh = (XB, 1)
-        pid = em.op("tt.get_program_id x : i32", "pid")
-        if it == "i64":
-            pid = em.op(f"arith.extsi {pid} : i32 to i64", "pid")
+        pid = self._program_id("x", "pid")
         base = em.op(f"arith.muli {pid}, {em.const(XB, it)} : {it}", "i")
-        rr = em.op(f"tt.make_range {{end = {XB} : i32, start = 0 : i32}} : tensor<{XB}xi32>", "r")
-        if it == "i64":
-            rr = em.op(f"arith.extsi {rr} : tensor<{XB}xi32> to tensor<{XB}xi64>", "r")
-        rr = em.op(f"tt.expand_dims {rr} {{axis = 1 : i32}} : tensor<{XB}x{it}> -> "
-                   f"tensor<{XB}x1x{it}>", "r")
+        rr = self._arange(XB, "r", axis=1)
         r = em.op(f"arith.addi {em.mat(V(base, (), it), rowsh)}, {rr} : tensor<{XB}x1x{it}>", "row")
         self.r = V(r, rowsh, it, hi=rows)
         self.rmask = V(em.op(f"arith.cmpi slt, {r}, {em.const(rows, it, rowsh)} : "
@@ -941,9 +950,7 @@ class _Lowering:
         for the same range. Row outputs are left to the final kernel."""
         em, it = self.em, self.it
         self._workspaces(nsplit, rows)
-        part = em.op("tt.get_program_id y : i32", "part")
-        if it == "i64":
-            part = em.op(f"arith.extsi {part} : i32 to i64", "part")
+        part = self._program_id("y", "part")
         lo = em.op(f"arith.muli {part}, {em.const(chunk, it)} : {it}", "lo")
         hi = em.op(f"arith.addi {lo}, {em.const(chunk, it)} : {it}", "hi")
         hi = em.op(f"arith.minsi {hi}, {em.const(rn, it)} : {it}", "hi")
@@ -980,11 +987,7 @@ class _Lowering:
         it = self.it
         self._setup_rows(rows)
         colsh = (1, SB)
-        sr = em.op(f"tt.make_range {{end = {SB} : i32, start = 0 : i32}} : tensor<{SB}xi32>", "s")
-        if it == "i64":
-            sr = em.op(f"arith.extsi {sr} : tensor<{SB}xi32> to tensor<{SB}xi64>", "s")
-        sr = em.op(f"tt.expand_dims {sr} {{axis = 0 : i32}} : tensor<{SB}x{it}> -> "
-                   f"tensor<1x{SB}x{it}>", "s")
+        sr = self._arange(SB, "s", axis=0)
         smask = V(em.op(f"arith.cmpi slt, {sr}, {em.const(nsplit, it, colsh)} : "
                         f"tensor<1x{SB}x{it}>", "smask"), colsh, "i1")
         self._set_masks(self.rmask, smask)
@@ -1231,17 +1234,8 @@ class _Lowering:
         return out
 
     def _is_full(self, v):
-        """Does v vary along the reduced dims (computed per element)? A kernel input (or a
-        full / iota) with as many elements as the domain does, whatever its shape: an
-        input [B*T, C] reshaped to the domain [B, T, C] is full space, not a row value."""
-        o = self.defining.get(v)
-        if o is None:
-            return _numel(_shape(v)) == _numel(self.S)
-        if o.operation.name in _REDUCTIONS:
-            return False
-        if not o.operands:
-            return _numel(_shape(v)) == _numel(self.S)
-        return any(self._is_full(x) for x in o.operands)
+        """Does v vary along the reduced dims (see _value_facts)?"""
+        return self.facts(v)[1]
 
     def _red_idx(self, k):
         return self.delinearize(k, [self.S[d] for d in self.D])
@@ -1592,46 +1586,15 @@ class _Lowering:
         def r(text):
             return V(em.op(text), sh, comp)
 
-        if kind in ("add", "sub", "mul"):
-            if comp == "i1":
-                return r(f"arith.{ {'add': 'ori', 'mul': 'andi', 'sub': 'xori'}[kind]} {A}, {Bs} : {ty}")
-            return r(f"arith.{kind}{'f' if fl else 'i'} {A}, {Bs} : {ty}")
-        if kind == "div":
-            if fl:
-                if comp == "f32" and sh:
-                    return r(f"tt.precise_divf {A}, {Bs} : {ty}")
-                return r(f"arith.divf {A}, {Bs} : {ty}")
-            return r(f"arith.{'divui' if u else 'divsi'} {A}, {Bs} : {ty}")
-        if kind in ("maximum", "minimum"):
-            if fl:
-                o2 = "maximumf" if kind == "maximum" else "minimumf"
-            elif comp == "i1":
-                o2 = "ori" if kind == "maximum" else "andi"
-            else:
-                o2 = ("max" if kind == "maximum" else "min") + ("ui" if u else "si")
-            return r(f"arith.{o2} {A}, {Bs} : {ty}")
-        if kind in ("and", "or", "xor"):
-            return r(f"arith.{kind}i {A}, {Bs} : {ty}")
+        if kind == "div" and fl and comp == "f32" and sh:
+            return r(f"tt.precise_divf {A}, {Bs} : {ty}")   # IEEE division, like eager
+        simple = arith_binary(kind, comp, u)
+        if simple is not None:
+            return r(f"{simple} {A}, {Bs} : {ty}")
         if kind == "remainder":
-            bty = em.ty(sh, "i1")
-            if fl:
-                m = em.op(f"arith.remf {A}, {Bs} : {ty}")
-                z = em.const(0.0, comp, sh)
-                cmp = "arith.cmpf une"
-                lt = "arith.cmpf olt"
-                add = "arith.addf"
-            elif u:
-                return r(f"arith.remui {A}, {Bs} : {ty}")
-            else:
-                m = em.op(f"arith.remsi {A}, {Bs} : {ty}")
-                z = em.const(0, comp, sh)
-                cmp, lt, add = "arith.cmpi ne", "arith.cmpi slt", "arith.addi"
-            nz = em.op(f"{cmp}, {m}, {z} : {ty}")
-            ms = em.op(f"{lt}, {m}, {z} : {ty}")
-            bs = em.op(f"{lt}, {Bs}, {z} : {ty}")
-            fix = em.op(f"arith.andi {em.op(f'arith.xori {ms}, {bs} : {bty}')}, {nz} : {bty}")
-            adj = em.op(f"{add} {m}, {Bs} : {ty}")
-            return r(f"arith.select {fix}, {adj}, {m} : {bty}, {ty}")
+            z = em.const(0.0 if fl else 0, comp, sh)
+            return r(python_remainder(lambda text, _t: em.op(text), A, Bs, z, ty,
+                                      em.ty(sh, "i1"), fl, u))
         if kind == "pow":
             if not fl:
                 raise KernelLoweringError("integer pow is not supported by the Triton target")
