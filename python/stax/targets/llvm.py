@@ -446,28 +446,9 @@ class _KernelLowering:
                 return
             main = (n // W) * W if W > 1 else 0
             if main:
-                iv = em.fresh()
-                em.emit(f"scf.for {iv} = {em.const(0, 'index')} to {em.const(main, 'index')} "
-                        f"step {em.const(W, 'index')} {{")
-                em.push()
-                em.vars[iv] = Var(iv, main, lane=True)
-                em.lane_var = iv
-                body(idx + [Aff.var(iv)])
-                em.lane_var = None
-                em.pop()
-                em.emit("}")
+                self._lane_loop(em.const(0, 'index'), em.const(main, 'index'), W, main, idx, body)
             if main < n:
-                saved_w = em.W
-                em.W = 1
-                iv = em.fresh()
-                em.emit(f"scf.for {iv} = {em.const(main, 'index')} to {em.const(n, 'index')} "
-                        f"step {em.const(1, 'index')} {{")
-                em.push()
-                em.vars[iv] = Var(iv, n)
-                body(idx + [Aff.var(iv)])
-                em.pop()
-                em.emit("}")
-                em.W = saved_w
+                self._tail_loop(em.const(main, 'index'), em.const(n, 'index'), n, idx, body)
         for _ in range(opened):
             em.pop()
             em.emit("}")
@@ -481,21 +462,31 @@ class _KernelLowering:
             q = em.op(f"arith.divui {span}, {em.const(W, 'index')} : index", "index")
             q = em.op(f"arith.muli {q}, {em.const(W, 'index')} : index", "index")
             mid = em.op(f"arith.addi {lo}, {q} : index", "index")
-            iv = em.fresh()
-            em.emit(f"scf.for {iv} = {lo} to {mid} step {em.const(W, 'index')} {{")
-            em.push()
-            em.vars[iv] = Var(iv, n, lane=True)
-            em.lane_var = iv
-            body(idx + [Aff.var(iv)])
-            em.lane_var = None
-            em.pop()
-            em.emit("}")
+            self._lane_loop(lo, mid, W, n, idx, body)
         else:
             mid = lo
+        self._tail_loop(mid, hi, n, idx, body)
+
+    def _lane_loop(self, lo, hi, W, n, idx, body):
+        """scf.for over [lo, hi) in W-lane steps (the vector body); n bounds the index."""
+        em = self.em
+        iv = em.fresh()
+        em.emit(f"scf.for {iv} = {lo} to {hi} step {em.const(W, 'index')} {{")
+        em.push()
+        em.vars[iv] = Var(iv, n, lane=True)
+        em.lane_var = iv
+        body(idx + [Aff.var(iv)])
+        em.lane_var = None
+        em.pop()
+        em.emit("}")
+
+    def _tail_loop(self, lo, hi, n, idx, body):
+        """scf.for over [lo, hi) one element at a time (the vector loop's tail)."""
+        em = self.em
         saved_w = em.W
         em.W = 1
         iv = em.fresh()
-        em.emit(f"scf.for {iv} = {mid} to {hi} step {em.const(1, 'index')} {{")
+        em.emit(f"scf.for {iv} = {lo} to {hi} step {em.const(1, 'index')} {{")
         em.push()
         em.vars[iv] = Var(iv, n)
         body(idx + [Aff.var(iv)])
