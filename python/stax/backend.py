@@ -53,6 +53,7 @@ first), `stax.backend.reports()` (their reports) and `stax.backend.last_report()
 from __future__ import annotations
 
 import dataclasses
+import functools
 import traceback
 from typing import Any
 
@@ -184,6 +185,13 @@ def stax_decompositions() -> dict:
     nll_loss_forward/backward (their decompositions gather along the class dim, which
     stax has no kernel for; the importer writes the pick as a masked reduction over the
     class dim that fuses with log_softmax)."""
+    return dict(_stax_decompositions())
+
+
+@functools.lru_cache(maxsize=1)
+def _stax_decompositions() -> dict:
+    # built once per process: core_aten_decompositions() takes ~30 ms per call, which
+    # every torch.compile of a graph would pay again (a copy is handed out)
     from torch._decomp import core_aten_decompositions
     aten = torch.ops.aten
     keep = {aten.nll_loss_forward.default, aten.nll_loss_backward.default}
