@@ -571,8 +571,14 @@ class _Lowering:
         idx = [self.ix_rem(self.ix_div(lin, p), s) if s != 1 else self.ix_const(0)
                for s, p in zip(shape, _contig(shape))]
         # Remember where this index came from: re-linearizing it over the same shape
-        # (a contiguous tensor, a reshape) gives `lin` back without div/rem.
-        self.delin.setdefault((self._ikey(idx), tuple(shape)), lin)
+        # (a contiguous tensor, a reshape) gives `lin` back without div/rem. Only true
+        # when lin stays below numel(shape): delinearizing the row index over a smaller
+        # shape (a 0-dim or [C] value broadcast over the rows) wraps it (lin % numel),
+        # and re-linearizing must give that index, not lin (a 0-dim input was read at
+        # element r of a 1-element buffer). An all-constant index needs no memo.
+        if lin.hi is not None and lin.hi <= _numel(shape) and \
+                not all(i.is_const for i in idx):
+            self.delin.setdefault((self._ikey(idx), tuple(shape)), lin)
         return idx
 
     def linearize(self, idx, shape):
