@@ -1,0 +1,346 @@
+"""Run one program through eager and through stax, and compare everything a user can see.
+
+`check(prog, device, backward)` returns an `Outcome`:
+
+* "pass"    - every output agrees (below), every stax report has a stax route;
+* "fail"    - with `kind` (what disagreed: value, shape, dtype, stride, offset, alias,
+              mutation, grad, route, compile-error, runtime-error) and a message;
+* "skip"    - stax legitimately does not take the graph (its own StaxUnsupportedError /
+              UnsupportedGraph, a Dynamo graph break, or no graph reached the backend),
+              counted apart from passes;
+* "invalid" - eager itself refuses the program (the generator made something torch
+              rejects); the driver draws another program instead.
+
+What is compared (`compare_results`, usable on its own, which is how the unit tests feed
+it deliberately wrong results): the number of outputs; per output its type, shape,
+dtype, significant strides (dims of size > 1; nothing for an empty tensor), storage
+offset, and values: integers, bool and fp8 bit-exactly (NaN and inf positions exactly
+everywhere), floats within a dtype tolerance, or when that fails, no further from a
+float64 evaluation of the program than 3x eager's own error; aliasing: for every
+(output, input) and (output, output) pair, "shares storage" must be the same as in
+eager (tensors with no elements are exempt); the inputs after the call (in-place ops
+on inputs); and under backward the gradient of every float input.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import torch
+
+from stax.fuzz.generate import FLOAT_DTYPES, Program, make_inputs
+
+#: (rtol, atol) per dtype; atol is scaled by max(1, max |reference|)
+TOLERANCES = {
+    torch.float32: (1e-4, 1e-5), torch.float16: (1e-2, 1e-3), torch.bfloat16: (2e-2, 8e-3),
+    torch.float64: (1e-7, 1e-9),
+}
+GRAD_SCALE = 4.0  # gradients go through twice the arithmetic
+
+
+@dataclasses.dataclass
+class Outcome:
+    status: str
+    kind: str = ""
+    message: str = ""
+
+    def key(self) -> str:
+        """What a shrink must preserve: the kind, and for crashes the exception type."""
+        if self.kind in ("compile-error", "runtime-error"):
+            return f"{self.kind}:{self.message.split(':', 1)[0]}"
+        return self.kind
+
+
+@dataclasses.dataclass
+class Result:
+    """What one side (eager or stax) produced."""
+    outputs: list
+    inputs: list           # the input tensors after the call
+    grads: list | None = None
+
+
+class Mismatch(Exception):
+    def __init__(self, kind, message):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+def _storage_ptr(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def _shares(a, b) -> bool | None:
+    """Whether a and b share storage; None when either has no elements (exempt)."""
+    if a.numel() == 0 or b.numel() == 0:
+        return None
+    return _storage_ptr(a) == _storage_ptr(b)
+
+
+def _significant_strides(t: torch.Tensor):
+    return tuple(s for s, n in zip(t.stride(), t.shape) if n > 1)
+
+
+def _fp8(dt) -> bool:
+    return dt in (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def value_mismatch(got: torch.Tensor, want: torch.Tensor, ref64=None, scale=1.0) -> str | None:
+    """None when `got` matches `want` (same dtype and shape assumed) within the dtype's
+    tolerance; else a message with the worst element."""
+    got = got.detach().cpu()
+    want = want.detach().cpu()
+    dt = want.dtype
+    if got.numel() == 0:
+        return None
+    if _fp8(dt):
+        got, want = got.view(torch.uint8), want.view(torch.uint8)
+    if not dt.is_floating_point or _fp8(dt):
+        if torch.equal(got, want):
+            return None
+        bad = (got != want).nonzero()[0].tolist()
+        n = int((got != want).sum())
+        return (f"{n} of {want.numel()} elements differ (exact dtype {dt}); first at {bad}: "
+                f"got {got[tuple(bad)].item()!r}, expected {want[tuple(bad)].item()!r}")
+    g, w = got.double(), want.double()
+    gn, wn = torch.isnan(g), torch.isnan(w)
+    if not torch.equal(gn, wn):
+        i = (gn != wn).nonzero()[0].tolist()
+        return f"NaN positions differ; first at {i}: got {g[tuple(i)].item()}, expected {w[tuple(i)].item()}"
+    gi, wi = torch.isinf(g), torch.isinf(w)
+    if not torch.equal(gi, wi) or not torch.equal(g[wi], w[wi]):
+        i = ((gi != wi) | (wi & (g != w))).nonzero()[0].tolist()
+        return f"inf positions differ; first at {i}: got {g[tuple(i)].item()}, expected {w[tuple(i)].item()}"
+    fin = ~(wn | wi)
+    if not fin.any():
+        return None
+    rtol, atol = TOLERANCES.get(dt, (1e-4, 1e-5))
+    rtol, atol = rtol * scale, atol * scale
+    mag = max(1.0, float(w[fin].abs().max()))
+    err = (g - w).abs()
+    err[~fin] = 0
+    bound = atol * mag + rtol * w.abs()
+    if bool((err <= bound).all()):
+        return None
+    i = (err - bound).flatten().argmax().item()
+    idx = list(torch.unravel_index(torch.tensor(i), w.shape)) if w.dim() else []
+    idx = tuple(int(k) for k in idx)
+    msg = (f"max error {float(err.max()):.4g} (rtol {rtol:g}, atol {atol:g} x {mag:.3g}) at "
+           f"{list(idx)}: got {g[idx].item()!r}, expected {w[idx].item()!r} ({dt})")
+    if ref64 is not None and ref64.shape == want.shape:
+        r = ref64.detach().cpu().double()
+        ok = fin & ~torch.isnan(r) & ~torch.isinf(r)
+        e_s = float((g - r).abs()[ok].max()) if ok.any() else 0.0
+        e_e = float((w - r).abs()[ok].max()) if ok.any() else 0.0
+        if e_s <= 3 * e_e + atol * mag * 0.1:
+            return None
+        msg += f"; vs float64: stax error {e_s:.4g}, eager error {e_e:.4g}"
+    return msg
+
+
+def compare_results(stax: Result, eager: Result, ref64: Result | None = None) -> None:
+    """Raise Mismatch on the first difference between stax's and eager's results."""
+    so, eo = stax.outputs, eager.outputs
+    if len(so) != len(eo):
+        raise Mismatch("structure", f"{len(so)} outputs, eager has {len(eo)}")
+    for i, (s, e) in enumerate(zip(so, eo)):
+        what = f"output {i}"
+        if not isinstance(s, torch.Tensor) or not isinstance(e, torch.Tensor):
+            if type(s) is not type(e) or s != e:
+                raise Mismatch("structure", f"{what}: {s!r} vs eager {e!r}")
+            continue
+        if tuple(s.shape) != tuple(e.shape):
+            raise Mismatch("shape", f"{what}: shape {tuple(s.shape)}, eager {tuple(e.shape)}")
+        if s.dtype != e.dtype:
+            raise Mismatch("dtype", f"{what}: dtype {s.dtype}, eager {e.dtype}")
+        if s.numel() and _significant_strides(s) != _significant_strides(e):
+            raise Mismatch("stride", f"{what} (shape {tuple(e.shape)}): strides {s.stride()}, "
+                                     f"eager {e.stride()}")
+        if s.numel() and s.storage_offset() != e.storage_offset():
+            raise Mismatch("offset", f"{what}: storage offset {s.storage_offset()}, eager "
+                                     f"{e.storage_offset()}")
+    # aliasing before values: a wrong alias is the worse bug
+    for i, (s, e) in enumerate(zip(so, eo)):
+        if not isinstance(s, torch.Tensor):
+            continue
+        for j, (si, ei) in enumerate(zip(stax.inputs, eager.inputs)):
+            a, b = _shares(s, si), _shares(e, ei)
+            if a is not None and b is not None and a != b:
+                raise Mismatch("alias", f"output {i} {'shares' if a else 'does not share'} "
+                                        f"storage with input {j}; in eager it "
+                                        f"{'does' if b else 'does not'}")
+        for j in range(i):
+            if not isinstance(so[j], torch.Tensor):
+                continue
+            a, b = _shares(s, so[j]), _shares(e, eo[j])
+            if a is not None and b is not None and a != b:
+                raise Mismatch("alias", f"outputs {j} and {i} "
+                                        f"{'share' if a else 'do not share'} storage; in eager "
+                                        f"they {'do' if b else 'do not'}")
+    for i, (s, e) in enumerate(zip(so, eo)):
+        if isinstance(s, torch.Tensor):
+            r = ref64.outputs[i] if ref64 is not None else None
+            m = value_mismatch(s, e, r)
+            if m:
+                raise Mismatch("value", f"output {i}: {m}")
+    for j, (s, e) in enumerate(zip(stax.inputs, eager.inputs)):
+        m = value_mismatch(s, e, ref64.inputs[j] if ref64 is not None else None)
+        if m:
+            raise Mismatch("mutation", f"input {j} after the call: {m}")
+    if eager.grads is not None:
+        sg = stax.grads or []
+        for j, (s, e) in enumerate(zip(sg, eager.grads)):
+            if s is None and e is None:
+                continue
+            if s is None or e is None:
+                have = s if s is not None else e
+                if bool((have != 0).any()):
+                    raise Mismatch("grad", f"input {j}: gradient is "
+                                           f"{'None' if s is None else 'nonzero'} in stax, "
+                                           f"{'None' if e is None else 'nonzero'} in eager")
+                continue
+            if tuple(s.shape) != tuple(e.shape) or s.dtype != e.dtype:
+                raise Mismatch("grad", f"input {j}: gradient {tuple(s.shape)} {s.dtype}, eager "
+                                       f"{tuple(e.shape)} {e.dtype}")
+            r = ref64.grads[j] if ref64 is not None and ref64.grads else None
+            m = value_mismatch(s, e, r, scale=GRAD_SCALE)
+            if m:
+                raise Mismatch("grad", f"input {j}: {m}")
+
+
+# -- running -----------------------------------------------------------------------------
+
+def _loss_weights(outs, seed, device):
+    gen = torch.Generator().manual_seed(seed ^ 0x5EED)
+    return [torch.randn(o.shape, generator=gen).to(device)
+            if isinstance(o, torch.Tensor) and o.requires_grad else None for o in outs]
+
+
+def _run(fn, prog: Program, device, backward, dtype64=False) -> Result:
+    inputs = make_inputs(prog, device, requires_grad=backward)
+    if dtype64:
+        inputs = [t.detach().double().requires_grad_(t.requires_grad)
+                  if t.dtype in (torch.float32, torch.float16, torch.bfloat16) else t
+                  for t in inputs]
+    outs = list(fn(*inputs))
+    grads = None
+    if backward:
+        ws = _loss_weights(outs, prog.seed, device)
+        terms = [(o.double() * w.double()).sum() for o, w in zip(outs, ws) if w is not None]
+        wrt = [t for t in inputs if t.requires_grad]
+        if terms and wrt:
+            gs = torch.autograd.grad(sum(terms), wrt, allow_unused=True)
+            it = iter(gs)
+            grads = [next(it) if t.requires_grad else None for t in inputs]
+    outs = [o.detach() if isinstance(o, torch.Tensor) else o for o in outs]
+    return Result(outs, [t.detach() for t in inputs], grads)
+
+
+def run_eager(prog: Program, device="cpu", backward=False) -> Result:
+    return _run(prog.function(), prog, device, backward)
+
+
+def run_ref64(prog: Program, device="cpu", backward=False) -> Result | None:
+    """The program with its float inputs in float64 (None when that is not the same
+    program: bit views, fp8, or a different shape)."""
+    src = prog.source()
+    if ".view(torch." in src or "float8" in src:
+        return None
+    try:
+        r = _run(prog.function(), prog, device, backward, dtype64=True)
+    except Exception:  # noqa: BLE001
+        return None
+    return r
+
+
+def _unwrap(e: BaseException) -> BaseException:
+    seen = set()
+    while e.__cause__ is not None and id(e) not in seen:
+        seen.add(id(e))
+        e = e.__cause__
+    return e
+
+
+def _classify_stax_error(e: BaseException) -> Outcome:
+    import torch._dynamo.exc as dexc
+    from stax.driver import StaxCompileError, StaxGuardError, StaxUnsupportedError
+    from stax.importer import UnsupportedGraph
+    chain = []
+    x = e
+    while x is not None and len(chain) < 10:
+        chain.append(x)
+        x = x.__cause__ or x.__context__
+    for x in chain:
+        if isinstance(x, (StaxUnsupportedError, UnsupportedGraph)):
+            return Outcome("skip", "unsupported", f"{type(x).__name__}: {str(x)[:200]}")
+    for x in chain:
+        if isinstance(x, dexc.Unsupported) and not isinstance(x, dexc.BackendCompilerFailed):
+            return Outcome("skip", "dynamo", f"{type(x).__name__}: {str(x).splitlines()[0][:200]}")
+    root = _unwrap(e)
+    if any(isinstance(x, StaxCompileError) for x in chain):
+        low = str(root).lower()
+        if "not supported" in low or "unsupported" in low:
+            # stax refuses this deliberately and says so: counted apart, never a pass
+            return Outcome("skip", "unsupported", f"{type(root).__name__}: {str(root)[:200]}")
+        return Outcome("fail", "compile-error", f"{type(root).__name__}: {str(root)[:600]}")
+    if isinstance(root, StaxGuardError):
+        return Outcome("fail", "runtime-error", f"StaxGuardError: {str(root)[:600]}")
+    return Outcome("fail", "runtime-error", f"{type(root).__name__}: {str(root)[:600]}")
+
+
+def run_stax(prog: Program, device="cpu", backward=False):
+    """(Result, reports) of the program compiled by stax under STAX_STRICT=1."""
+    import stax.backend as B
+    old = os.environ.get("STAX_STRICT")
+    os.environ["STAX_STRICT"] = "1"
+    torch._dynamo.reset()
+    B.clear()
+    try:
+        compiled = torch.compile(prog.function(), backend="stax", fullgraph=True)
+        res = _run(compiled, prog, device, backward)
+        return res, list(B.reports())
+    finally:
+        if old is None:
+            os.environ.pop("STAX_STRICT", None)
+        else:
+            os.environ["STAX_STRICT"] = old
+        torch._dynamo.reset()
+
+
+STAX_ROUTES = ("stax-cpu", "triton")
+
+
+def check(prog: Program, device="cpu", backward=False, stats: dict | None = None) -> Outcome:
+    try:
+        eager = run_eager(prog, device, backward)
+    except Exception as e:  # noqa: BLE001 - the generator made a program eager refuses
+        return Outcome("invalid", "eager", f"{type(e).__name__}: {str(e)[:200]}")
+    try:
+        got, reports = run_stax(prog, device, backward)
+    except Exception as e:  # noqa: BLE001
+        return _classify_stax_error(e)
+    if not reports:
+        return Outcome("skip", "no-graph", "no graph reached the stax backend (nothing to compile)")
+    for r in reports:
+        if r.route not in STAX_ROUTES:
+            return Outcome("fail", "route", f"route {r.route!r}: {r.fallback_reason}")
+    if stats is not None:
+        for r in reports:
+            for f in r.fallback_ops:
+                stats[f] = stats.get(f, 0) + 1
+    try:
+        compare_results(got, eager)
+    except Mismatch as m:
+        if m.kind not in ("value", "grad", "mutation"):
+            return Outcome("fail", m.kind, m.message)
+        # a float tolerance miss: judge against a float64 evaluation before calling it
+        ref = run_ref64(prog, device, backward)
+        try:
+            compare_results(got, eager, ref)
+        except Mismatch as m2:
+            return Outcome("fail", m2.kind, m2.message)
+    return Outcome("pass")
+
+
+def float_inputs(prog: Program) -> list:
+    return [i.name for i in prog.inputs if i.dtype in FLOAT_DTYPES]
