@@ -35,7 +35,7 @@ TOLERANCES = {
     torch.float32: (1e-4, 1e-5), torch.float16: (1e-2, 1e-3), torch.bfloat16: (2e-2, 8e-3),
     torch.float64: (1e-7, 1e-9),
 }
-GRAD_SCALE = 4.0  # gradients go through twice the arithmetic
+GRAD_SCALE = 2.0  # gradients go through twice the arithmetic
 
 
 @dataclasses.dataclass
@@ -85,9 +85,29 @@ def _fp8(dt) -> bool:
     return dt in (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
-def value_mismatch(got: torch.Tensor, want: torch.Tensor, ref64=None, scale=1.0) -> str | None:
+_PRECISION = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
+
+
+def program_precision(prog: Program) -> torch.dtype:
+    """The least precise float dtype the program computes in (its inputs' dtypes and
+    every dtype its statements name): a float32 result computed through a bfloat16
+    intermediate is judged with bfloat16's tolerance."""
+    src = prog.source()
+    worst = torch.float32
+    names = [i.dtype for i in prog.inputs]
+    for dt in (torch.float16, torch.bfloat16):
+        n = str(dt).replace("torch.", "")
+        if n in names or f"torch.{n}" in src:
+            if _PRECISION.index(dt) > _PRECISION.index(worst):
+                worst = dt
+    return worst
+
+
+def value_mismatch(got: torch.Tensor, want: torch.Tensor, ref64=None, scale=1.0,
+                   precision: torch.dtype | None = None) -> str | None:
     """None when `got` matches `want` (same dtype and shape assumed) within the dtype's
-    tolerance; else a message with the worst element."""
+    tolerance (or that of `precision` when it is less precise); else a message with the
+    worst element."""
     got = got.detach().cpu()
     want = want.detach().cpu()
     dt = want.dtype
@@ -114,7 +134,11 @@ def value_mismatch(got: torch.Tensor, want: torch.Tensor, ref64=None, scale=1.0)
     fin = ~(wn | wi)
     if not fin.any():
         return None
-    rtol, atol = TOLERANCES.get(dt, (1e-4, 1e-5))
+    tdt = dt
+    if precision is not None and dt in _PRECISION and \
+            _PRECISION.index(precision) > _PRECISION.index(dt):
+        tdt = precision
+    rtol, atol = TOLERANCES.get(tdt, (1e-4, 1e-5))
     rtol, atol = rtol * scale, atol * scale
     mag = max(1.0, float(w[fin].abs().max()))
     err = (g - w).abs()
@@ -138,7 +162,8 @@ def value_mismatch(got: torch.Tensor, want: torch.Tensor, ref64=None, scale=1.0)
     return msg
 
 
-def compare_results(stax: Result, eager: Result, ref64: Result | None = None) -> None:
+def compare_results(stax: Result, eager: Result, ref64: Result | None = None,
+                    precision: torch.dtype | None = None) -> None:
     """Raise Mismatch on the first difference between stax's and eager's results."""
     so, eo = stax.outputs, eager.outputs
     if len(so) != len(eo):
@@ -180,11 +205,12 @@ def compare_results(stax: Result, eager: Result, ref64: Result | None = None) ->
     for i, (s, e) in enumerate(zip(so, eo)):
         if isinstance(s, torch.Tensor):
             r = ref64.outputs[i] if ref64 is not None else None
-            m = value_mismatch(s, e, r)
+            m = value_mismatch(s, e, r, precision=precision)
             if m:
                 raise Mismatch("value", f"output {i}: {m}")
     for j, (s, e) in enumerate(zip(stax.inputs, eager.inputs)):
-        m = value_mismatch(s, e, ref64.inputs[j] if ref64 is not None else None)
+        m = value_mismatch(s, e, ref64.inputs[j] if ref64 is not None else None,
+                           precision=precision)
         if m:
             raise Mismatch("mutation", f"input {j} after the call: {m}")
     if eager.grads is not None:
@@ -203,7 +229,7 @@ def compare_results(stax: Result, eager: Result, ref64: Result | None = None) ->
                 raise Mismatch("grad", f"input {j}: gradient {tuple(s.shape)} {s.dtype}, eager "
                                        f"{tuple(e.shape)} {e.dtype}")
             r = ref64.grads[j] if ref64 is not None and ref64.grads else None
-            m = value_mismatch(s, e, r, scale=GRAD_SCALE)
+            m = value_mismatch(s, e, r, scale=GRAD_SCALE, precision=precision)
             if m:
                 raise Mismatch("grad", f"input {j}: {m}")
 
@@ -328,15 +354,16 @@ def check(prog: Program, device="cpu", backward=False, stats: dict | None = None
         for r in reports:
             for f in r.fallback_ops:
                 stats[f] = stats.get(f, 0) + 1
+    prec = program_precision(prog)
     try:
-        compare_results(got, eager)
+        compare_results(got, eager, precision=prec)
     except Mismatch as m:
         if m.kind not in ("value", "grad", "mutation"):
             return Outcome("fail", m.kind, m.message)
         # a float tolerance miss: judge against a float64 evaluation before calling it
         ref = run_ref64(prog, device, backward)
         try:
-            compare_results(got, eager, ref)
+            compare_results(got, eager, ref, precision=prec)
         except Mismatch as m2:
             return Outcome("fail", m2.kind, m2.message)
     return Outcome("pass")
