@@ -70,10 +70,17 @@ def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
         log(f"[{i}/{count}] program {pseed}: FAILED {o.kind}: {o.message}")
         log(prog.source())
         small, so = prog, o
-        if not ptx_only and shrink_budget > 0:
-            small, so, steps = shrink(prog, o, device, backward, budget_s=shrink_budget)
+        if shrink_budget > 0:
+            checker = None
+            if ptx_only:
+                from stax.fuzz.ptx import check_ptx
+
+                def checker(p):
+                    return check_ptx(p, backward=backward)
+            small, so, steps = shrink(prog, o, device, backward, budget_s=shrink_budget,
+                                      checker=checker)
             log(f"shrunk in {steps} step(s) to {len(small.stmts)} statement(s):")
-        script = repro_script(small, so, device, backward)
+        script = repro_script(small, so, "cuda" if ptx_only else device, backward)
         log("----- repro (runnable) -----")
         log(script)
         log("-----")

@@ -44,6 +44,12 @@ def capture(prog: Program, backward: bool) -> list:
     return graphs
 
 
+def _refusal(msg: str) -> bool:
+    """A deliberate, explicit refusal by the lowering (counted as skipped, with reason)."""
+    low = msg.lower()
+    return "not supported" in low or "unsupported" in low or "over an empty dim" in low
+
+
 def _contig(shape):
     st, acc = [], 1
     for d in reversed(list(shape)):
@@ -92,7 +98,7 @@ def check_ptx(prog: Program, backward=False, arch=90, stats: dict | None = None)
                     tk = emit_ttir(k, [_contig(s) for s in ins], [_contig(s) for s in outs], name)
                 except Exception as e:  # noqa: BLE001
                     msg = f"{type(e).__name__}: {str(e)[:600]}"
-                    if "not supported" in msg.lower() or "unsupported" in msg.lower():
+                    if _refusal(msg):
                         return Outcome("skip", "unsupported", msg[:200])
                     return Outcome("fail", "ttir-error", f"kernel {name}: {msg}")
                 try:

@@ -92,9 +92,12 @@ def candidates(prog: Program):
             yield p
 
 
-def shrink(prog: Program, outcome, device="cpu", backward=False, budget_s=120.0, log=None):
-    """(smallest failing program, its outcome, number of steps taken)."""
+def shrink(prog: Program, outcome, device="cpu", backward=False, budget_s=120.0, log=None,
+           checker=None):
+    """(smallest failing program, its outcome, number of steps taken). `checker(prog)`
+    (default: `check` on device) judges each candidate."""
     key = outcome.key()
+    checker = checker or (lambda p: check(p, device, backward))
     deadline = time.monotonic() + budget_s
     steps = 0
     improved = True
@@ -109,7 +112,7 @@ def shrink(prog: Program, outcome, device="cpu", backward=False, budget_s=120.0,
                 meta_outputs(cand)
             except Exception:  # noqa: BLE001 - not a valid program
                 continue
-            o = check(cand, device, backward)
+            o = checker(cand)
             if o.status == "fail" and o.key() == key:
                 prog, outcome = cand, o
                 steps += 1
