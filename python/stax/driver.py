@@ -665,20 +665,50 @@ def select_target(example_inputs, names=None) -> tuple[str, str]:
         raise StaxUnsupportedError(
             f"inputs {who(devs[dev])} are on device {dev}; stax targets CPU tensors "
             "(stax-cpu) and CUDA tensors (triton) only")
+    gpus = [d for d in devs if d.startswith("cuda:")]
+    if len(gpus) == 1 and set(devs) == {"cpu", gpus[0]}:
+        # CUDA tensors with CPU ones beside them, as torch allows: a CPU 0-dim tensor is a
+        # scalar operand of CUDA ops (the wrapper copies it to the device), and a CPU tensor
+        # that only fallback ops read or that is only returned (sdpa's RNG state saved for
+        # the backward) stays on the CPU (`_cpu_input_on_gpu`)
+        return TRITON_ROUTE, gpus[0]
     parts = "; ".join(f"{d}: inputs {who(idx)}" for d, idx in sorted(devs.items()))
     raise StaxUnsupportedError(
         f"the graph's tensor inputs are on more than one device ({parts}); stax compiles a "
-        "graph for one device: all CPU (stax-cpu) or all on one CUDA device (triton). Move "
-        "the inputs (including 0-dim tensors such as torch.tensor(2.0)) to one device")
+        "graph for one device: all CPU (stax-cpu) or on one CUDA device (triton; CPU "
+        "tensors beside them are allowed). Move the inputs to one device")
+
+
+def _cpu_input_on_gpu(barg, ex, var, pos, name, em) -> str:
+    """The variable a GPU graph reads a CPU tensor input through. Read only by fallback ops
+    or returned: the tensor itself, on its own device (as eager hands it over). Read by a
+    kernel, matmul or view: a 0-dim tensor (torch's CPU scalar beside CUDA tensors) is
+    copied to the device once per call (`x.to(_dev)`: a 4-byte host-to-device copy in
+    stream order, no device synchronization; chosen over a scalar kernel argument, which
+    would need `.item()` and a kernel per value); any other CPU tensor is refused, as
+    eager refuses it."""
+    device_users = sorted({u.owner.name for u in barg.uses} - set(FALLBACK_OPS) -
+                          {"func.return"})
+    if not device_users:
+        return var
+    if ex.dim() != 0:
+        raise StaxUnsupportedError(
+            f"input {pos} ('{name}') is a CPU tensor of shape {tuple(ex.shape)} read by "
+            f"device code ({', '.join(device_users)}) beside CUDA tensors; only 0-dim CPU "
+            "tensors (scalars) may be mixed with CUDA tensors. Move it to the GPU")
+    new = em.new_var()
+    em.emit(f"{new} = {var}.to(_dev)  # a CPU 0-dim input read on the GPU (a scalar)")
+    return new
 
 
 def _guards_for(example_inputs, names, device="cpu") -> list[ArgGuard]:
     guards = []
     for i, x in enumerate(example_inputs):
         if isinstance(x, torch.Tensor):
+            # a CPU tensor of a GPU graph (select_target) is expected on the CPU
+            dev = x.device.type if device == "cpu" or x.device.type == "cpu" else device
             guards.append(ArgGuard(i, names[i], "tensor", tuple(int(s) for s in x.shape),
-                                   x.dtype, x.device.type if device == "cpu" else device,
-                                   tuple(int(s) for s in x.stride())))
+                                   x.dtype, dev, tuple(int(s) for s in x.stride())))
         elif isinstance(x, (int, bool)) and not isinstance(x, torch.SymInt):
             guards.append(ArgGuard(i, names[i], "int", value=x))
         else:
@@ -1254,6 +1284,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             # the legalized graph takes fp8 inputs as their bytes: a zero-copy view
             var = em.new_var()
             em.emit(f"{var} = {argvars[pos]}.view(torch.uint8)")
+        if gpu and isinstance(ex, torch.Tensor) and ex.device.type == "cpu":
+            var = _cpu_input_on_gpu(barg, ex, var, pos, names[pos], em)
         vals[barg] = _Val(var, shape, dtype, tuple(int(s) for s in ex.stride()), var, 0, True)
         if isinstance(ex, torch.Tensor):
             root_aligned[var] = gpu and _ptr_aligned(ex)

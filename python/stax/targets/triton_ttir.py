@@ -666,10 +666,15 @@ class _Lowering:
         if dt.mem == dt.comp:
             return x
         if dt.fp8:
-            return V(em.op(f"tt.fp_to_fp {x.ssa} : {em.ty(x.shape, dt.mem)} -> "
-                           f"{em.ty(x.shape, dt.comp)}"), x.shape, dt.comp)
-        return V(em.op(f"arith.extf {x.ssa} : {em.ty(x.shape, dt.mem)} to "
-                       f"{em.ty(x.shape, dt.comp)}"), x.shape, dt.comp)
+            e = em.op(f"tt.fp_to_fp {x.ssa} : {em.ty(x.shape, dt.mem)} -> "
+                      f"{em.ty(x.shape, dt.comp)}")
+        else:
+            e = em.op(f"arith.extf {x.ssa} : {em.ty(x.shape, dt.mem)} to "
+                      f"{em.ty(x.shape, dt.comp)}")
+        # the value's bits in memory are x itself: a store or a bitcast of it uses them
+        # (decode + encode is no bit-identity: e5m2 NaN payloads, bf16/f16 signaling NaNs)
+        self.rounded[(e, dt.mem)] = x.ssa
+        return V(e, x.shape, dt.comp)
 
     def _to_mem(self, v: V, dt: DT, shape) -> str:
         em = self.em
@@ -1527,6 +1532,8 @@ class _Lowering:
         return V(None, (), dst.comp, cval=val)
 
     def _bitcast(self, x: V, src: DT, dst: DT) -> V:
+        """The bits of x (as stored: a loaded or bitcast value's own bits, see _from_mem)
+        reinterpreted as dst."""
         em = self.em
         sh = x.shape if not x.is_const else ()
         m = self._to_mem(x, src, sh)
