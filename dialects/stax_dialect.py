@@ -701,6 +701,24 @@ def _verify_fallback(op):
         json.loads(ir.StringAttr(c).value)
     except ValueError as e:
         fail(f"attribute 'call' is not valid JSON: {e}")
+    if "operand_layouts" in attrs:
+        # eager's strides of each operand (null: no layout), read by the driver
+        try:
+            layouts = json.loads(ir.StringAttr(attrs["operand_layouts"]).value)
+        except ValueError as e:
+            fail(f"attribute 'operand_layouts' is not valid JSON: {e}")
+        if not isinstance(layouts, list) or len(layouts) != len(op.operands):
+            fail(f"attribute 'operand_layouts' must list one entry per operand "
+                 f"({len(op.operands)}), got {layouts!r}")
+        for i, (st, v) in enumerate(zip(layouts, op.operands)):
+            try:
+                rank = len(ir.RankedTensorType(v.type).shape)
+            except ValueError:
+                rank = None
+            if st is not None and (not isinstance(st, list) or len(st) != rank or
+                                   not all(isinstance(s, int) for s in st)):
+                fail(f"attribute 'operand_layouts' entry {i} must be null or {rank} integer "
+                     f"strides for operand {i} of type {v.type}, got {st!r}")
     if len(op.regions) != 0:
         fail("must not have regions")
 

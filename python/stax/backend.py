@@ -180,22 +180,35 @@ class StaxReport:
         return "\n".join(lines)
 
 
-def stax_decompositions() -> dict:
+def stax_decompositions(training: bool = False) -> dict:
     """The core ATen decompositions, less the ops the importer lowers better whole:
     nll_loss_forward/backward (their decompositions gather along the class dim, which
     stax has no kernel for; the importer writes the pick as a masked reduction over the
-    class dim that fuses with log_softmax)."""
-    return dict(_stax_decompositions())
+    class dim that fuses with log_softmax).
+
+    For training graphs also less `_scaled_dot_product_flash_attention_for_cpu`: its
+    decomposition returns the attention probabilities where the op returns logsumexp
+    (it is meant for inference and export), and the backward op reads that slot, so
+    every gradient through CPU sdpa came out wrong. Inductor excludes it too."""
+    return dict(_stax_decompositions(training))
 
 
-@functools.lru_cache(maxsize=1)
-def _stax_decompositions() -> dict:
+@functools.lru_cache(maxsize=2)
+def _stax_decompositions(training: bool) -> dict:
     # built once per process: core_aten_decompositions() takes ~30 ms per call, which
     # every torch.compile of a graph would pay again (a copy is handed out)
     from torch._decomp import core_aten_decompositions
     aten = torch.ops.aten
     keep = {aten.nll_loss_forward.default, aten.nll_loss_backward.default}
+    if training:
+        keep.add(aten._scaled_dot_product_flash_attention_for_cpu.default)
     return {k: v for k, v in core_aten_decompositions().items() if k not in keep}
+
+
+def needs_autograd(example_inputs) -> bool:
+    """aot_autograd will build a backward: grad mode is on and some input requires grad."""
+    return torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
 
 
 def run_aot_autograd(gm, example_inputs, make_compiler):
@@ -205,7 +218,7 @@ def run_aot_autograd(gm, example_inputs, make_compiler):
     aot = aot_autograd(fw_compiler=make_compiler("forward"),
                        bw_compiler=make_compiler("backward"),
                        inference_compiler=make_compiler("inference"),
-                       decompositions=stax_decompositions())
+                       decompositions=stax_decompositions(needs_autograd(example_inputs)))
     return aot(gm, example_inputs)
 
 

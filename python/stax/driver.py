@@ -62,6 +62,7 @@ from typing import Any, Sequence
 import torch
 
 from stax import debug
+from stax.aliasing import RUNTIME_GLOBALS, emit_outputs
 from stax.options import StaxConfig, resolve_config
 
 __all__ = ["compile_graph", "CompiledGraph", "StaxGuardError", "StaxCompileError",
@@ -361,6 +362,7 @@ class _Val:
     root: str           # the tensor as_strided views are taken of
     offset: int         # storage offset relative to root's own
     root_dynamic: bool  # root's storage offset is only known at run time
+    fresh: bool = False  # root is a buffer of this call's own (not an input, not a constant)
 
 
 def _py_literal(x) -> str:
@@ -623,7 +625,7 @@ def _base_globals(guards, graph_id, device="cpu") -> dict:
     return {"torch": torch, "Tensor": torch.Tensor, "empty_strided": torch.empty_strided,
             "as_strided": torch.as_strided, "_stride_ok": _stride_ok,
             "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count,
-            "_dev": torch.device(device)}
+            "_dev": torch.device(device), **RUNTIME_GLOBALS}
 
 
 # ----------------------------------------------------------------------------- compile_graph
@@ -1304,9 +1306,10 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     precompiled: dict = {}   # kernel op -> compiled stax kernel (the cuBLAS route's)
     fused_away: set = set()  # kernel ops whose work a Triton matmul does
 
-    def define(value, var, strides, root=None, offset=0, root_dynamic=False):
+    def define(value, var, strides, root=None, offset=0, root_dynamic=False, fresh=True):
         shape, dtype = _tensor_type(value)
-        vals[value] = _Val(var, shape, dtype, tuple(strides), root or var, offset, root_dynamic)
+        vals[value] = _Val(var, shape, dtype, tuple(strides), root or var, offset, root_dynamic,
+                           fresh)
         return vals[value]
 
     def result_strides(value):
@@ -1475,7 +1478,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 t = t.to(device)
             c = em.add_global("c", t)
             root_aligned[c] = gpu and _ptr_aligned(t)
-            define(r, c, t.stride(), root_dynamic=True)
+            define(r, c, t.stride(), root_dynamic=True, fresh=False)
         elif name in VIEW_OPS:
             src = vals[op.operation.operands[0]]
             r = op.operation.results[0]
@@ -1496,7 +1499,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                            else str(total))
                 em.emit(f"{var} = as_strided({src.root}, {shape!r}, {tuple(st)!r}, "
                         f"{off_src})")
-                define(r, var, st, root=src.root, offset=total, root_dynamic=src.root_dynamic)
+                define(r, var, st, root=src.root, offset=total, root_dynamic=src.root_dynamic,
+                       fresh=src.fresh)
         else:
             raise StaxUnsupportedError(f"op {name} outside a kernel is not supported by the "
                                        "wrapper")
@@ -1514,20 +1518,15 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         if dead:
             em.emit(f"del {', '.join(dead)}")
 
-    # --- outputs
-    exprs = []
+    # --- outputs: eager's aliasing, sizes, strides and storage offsets (stax.aliasing)
     if out_specs:
-        for spec in out_specs:
-            k = getattr(spec, "kind", "tensor")
-            if k == "none":
-                exprs.append("None")
-            elif k == "input":
-                exprs.append(argvars[spec.index])
-            else:
-                e = vals[ret_vals[spec.index]].var
-                if spec.dtype in _FP8 and vals[ret_vals[spec.index]].dtype == torch.uint8:
-                    e = f"{e}.view({_dtype_src(spec.dtype)})"  # bytes back to fp8, no copy
-                exprs.append(e)
+        layout_copies: list[str] = []
+        exprs = emit_outputs(
+            out_specs, lambda i: vals[ret_vals[i]], argvars, em.emit, em.new_var, _dtype_src,
+            "_dev" if gpu else repr("cpu"),
+            [ex.dtype if isinstance(ex, torch.Tensor) else None for ex in example_inputs],
+            layout_copies)
+        library_calls.extend(layout_copies)
     else:
         exprs = [vals[v].var for v in ret_vals]
     struct, count = output_structure(gm)
@@ -1595,6 +1594,16 @@ def _emit_fallback(op, em: _Emitter, vals, define, fallback_ops):
     fname = em.add_global("f", overload)
     ins = [vals[v] for v in op.operation.operands]
     srcs = [v.var for v in ins]
+    # each operand with eager's strides (the op sees what it sees in eager)
+    layouts = (json.loads(ir.StringAttr(attrs["operand_layouts"]).value)
+               if "operand_layouts" in attrs else [None] * len(ins))
+    for i, (v, st) in enumerate(zip(ins, layouts)):
+        if st is not None and tuple(st) != tuple(v.strides):
+            var = em.new_var()
+            em.emit(f"{var} = _relayout({v.var}, {tuple(v.shape)!r}, {tuple(st)!r})")
+            srcs[i] = var
+            ins[i] = dataclasses.replace(v, var=var, strides=tuple(st), root=var, offset=0,
+                                         root_dynamic=True)
     metas = [_meta(v) for v in ins]
     # A legalized graph carries fp8 as uint8; an op that computes on fp8 gets fp8 views
     # of its byte operands and hands back bytes (`fp8_views`, set by stax-legalize-fp8).
@@ -1640,7 +1649,9 @@ def _emit_fallback(op, em: _Emitter, vals, define, fallback_ops):
         # the kernels downstream were compiled for `st`: make sure that is what we have
         em.emit(f"if {var}.stride() != {st!r}:")
         em.emit(f"{var} = _restride({var}, {shape!r}, {st!r})", 2)
-        define(r, var, st, root_dynamic=True)
+        # a result that is a view of an operand (schema `Tensor(a)`) is not this call's own
+        ret = overload._schema.returns[pos if pos is not None else 0]
+        define(r, var, st, root_dynamic=True, fresh=ret.alias_info is None)
     if positions is not None:
         em.emit(f"del {tmp}")
     fallback_ops.append(target)

@@ -36,6 +36,7 @@ import torch
 import torch.fx
 
 from stax._mlir import func, ir
+from stax.aliasing import StorageAlias, StorageIndex, storage_source
 from stax.dialects.stax_dialect import FALLBACK, StaxVerificationError, verify_module
 
 __all__ = ["import_graph", "ImportedGraph", "InputSpec", "OutputSpec", "UnsupportedGraph",
@@ -74,6 +75,9 @@ class OutputSpec:
     shape: list[int] | None = None
     dtype: torch.dtype | None = None
     strides: list[int] | None = None
+    storage_offset: int = 0
+    #: how eager's output relates to the storages of the inputs and other outputs
+    alias: StorageAlias | None = None
 
 
 @dataclass
@@ -241,6 +245,7 @@ class _Builder:
         self.values: dict[torch.fx.Node, Any] = {}
         self.loc: ir.Location = ir.Location.unknown()
         self.fallback_ops: list[str] = []
+        self.storage = StorageIndex()  # eager's storage of every value so far
 
     # -- raw emission
     def emit(self, name: str, operands, result_types, attrs=None):
@@ -365,16 +370,26 @@ class _Builder:
                          {"perm": ir.DenseI64ArrayAttr.get(perm)})
 
     # -- fallback
-    def fallback(self, node: torch.fx.Node):
+    def fallback(self, node: torch.fx.Node, substitute=None):
+        """`node` as a stax_graph.fallback op. `substitute` maps an FX operand to the node
+        passed in its place (an op that reads the storage gets its storage's owner).
+        `operand_layouts` records eager's strides of each operand: the driver hands the
+        op exactly those (an op may depend on them, e.g. by reading `.view`s)."""
         target = node.target
         operands: list[ir.Value] = []
+        layouts: list = []
         index: dict[torch.fx.Node, int] = {}
+        substitute = substitute or {}
 
         def enc(x):
             if isinstance(x, torch.fx.Node):
+                x = substitute.get(x, x)
                 if x not in index:
                     index[x] = len(operands)
                     operands.append(self.v(x))
+                    t = _val(x)
+                    layouts.append(list(t.stride()) if isinstance(t, torch.Tensor)
+                                   and t.layout == torch.strided else None)
                 return {"$operand": index[x]}
             if isinstance(x, (list, tuple)):
                 return [enc(y) for y in x]
@@ -414,7 +429,8 @@ class _Builder:
             types.append(self.tt(t.shape, t.dtype))
             positions.append(i)
         name = str(target)
-        attrs = {"target": ir.StringAttr.get(name), "call": ir.StringAttr.get(json.dumps(call))}
+        attrs = {"target": ir.StringAttr.get(name), "call": ir.StringAttr.get(json.dumps(call)),
+                 "operand_layouts": ir.StringAttr.get(json.dumps(layouts))}
         if multi:
             attrs["result_positions"] = ir.DenseI64ArrayAttr.get(positions)
         op = ir.Operation.create(FALLBACK, results=types, operands=operands,
@@ -691,6 +707,19 @@ def _identity_or_convert(b, node, a):
 
 
 # -- views and data movement
+
+@_reg(aten.as_strided.default)
+def _as_strided(b, node, a):
+    """as_strided addresses the storage, not the logical view: PyTorch runs it on the
+    tensor whose storage eager's operand views (a graph input, or a dense result), at
+    eager's layout."""
+    src = a["self"]
+    try:
+        owner = storage_source(b.storage, node, src)
+    except ValueError as e:
+        raise UnsupportedGraph(str(e)) from None
+    return b.fallback(node, substitute={src: owner})
+
 
 @_reg(aten.view.default, aten.reshape.default, aten._unsafe_view.default,
       aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default,
@@ -1349,6 +1378,8 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context) -> I
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
         b = _Builder(gm)
+        for i, n in enumerate(placeholders):
+            b.storage.add_input(i, n.meta.get("val", inputs[i]), n)
         arg_types = [b.tt(s.shape, s.dtype) for s in inputs]
         for n, t in const_args:
             arg_types.append(b.tt(t.shape, t.dtype))
@@ -1391,6 +1422,7 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context) -> I
                 if node.op != "call_function":
                     raise UnsupportedGraph(f"node {node.name} is a {node.op}; stax imports "
                                            "flat ATen graphs only")
+                b.storage.add(node)
                 b.values[node] = _import_node(b, node)
 
             func.ReturnOp(results, loc=ir.Location.unknown())
@@ -1428,7 +1460,8 @@ def _output_spec(b: _Builder, out_node, o, input_index, results) -> OutputSpec:
         raise ImporterError(f"output {o.name} ({o.target}) was imported as {v.type} but eager "
                             f"gives {tuple(val.shape)} {val.dtype}")
     results.append(v)
-    return OutputSpec("tensor", len(results) - 1, list(val.shape), val.dtype, list(val.stride()))
+    return OutputSpec("tensor", len(results) - 1, list(val.shape), val.dtype, list(val.stride()),
+                      val.storage_offset(), b.storage.output_alias(val))
 
 
 def _import_node(b: _Builder, node: torch.fx.Node):

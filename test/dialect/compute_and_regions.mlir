@@ -52,6 +52,9 @@ func.func @kernel_and_fallback(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   }) {name = "softmax_0"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   // CHECK: "stax_graph.fallback"(%[[K]]) {call = "{\22args\22: [{\22$operand\22: 0}, 1], \22kwargs\22: {}}", target = "aten.cumsum.default"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %1 = "stax_graph.fallback"(%0) {target = "aten.cumsum.default", call = "{\"args\": [{\"$operand\": 0}, 1], \"kwargs\": {}}"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  // The operand's strides in eager (the driver hands them to PyTorch): round-trips.
+  // CHECK: "stax_graph.fallback"(%[[K]]) {call = "{}", operand_layouts = "{{\[\[}}1, 4]]", target = "aten.cumsum.default"}
+  %f2 = "stax_graph.fallback"(%0) {target = "aten.cumsum.default", call = "{}", operand_layouts = "[[1, 4]]"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   // A kernel with several results and a fallback with none.
   // CHECK: "stax_graph.kernel"(%{{.*}}, %{{.*}}) ({
   // CHECK: "stax_graph.yield"(%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<4x8xf32>) -> ()

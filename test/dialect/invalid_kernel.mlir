@@ -145,3 +145,21 @@ func.func @yield_outside_kernel(%a: tensor<4xf32>) {
   }) : () -> ()
   return
 }
+
+// -----
+
+// fallback operand_layouts: one entry per operand
+func.func @fallback_layouts_count(%a: tensor<4x8xf32>) {
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.fallback' op attribute 'operand_layouts' must list one entry per operand (1), got []
+  %0 = "stax_graph.fallback"(%a) {target = "aten.cumsum.default", call = "{}", operand_layouts = "[]"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// fallback operand_layouts: strides of the operand's rank
+func.func @fallback_layouts_rank(%a: tensor<4x8xf32>) {
+  // ERR: invalid_kernel.mlir:[[# @LINE + 1]]:8: error: 'stax_graph.fallback' op attribute 'operand_layouts' entry 0 must be null or 2 integer strides for operand 0 of type tensor<4x8xf32>, got [1]
+  %0 = "stax_graph.fallback"(%a) {target = "aten.cumsum.default", call = "{}", operand_layouts = "[[1]]"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
