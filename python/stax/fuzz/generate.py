@@ -94,7 +94,9 @@ class Program:
 
     def size(self) -> tuple:
         return (len(self.stmts), len(self.outputs), len(self.inputs),
-                sum(math.prod(i.shape) for i in self.inputs))
+                sum(math.prod(i.shape) for i in self.inputs),
+                sum((i.layout != "contig") + (i.kind in ("shifted", "special"))
+                    for i in self.inputs))
 
 
 # -- inputs -------------------------------------------------------------------------
@@ -139,7 +141,18 @@ def _values(spec: InputSpec, shape, gen: torch.Generator) -> torch.Tensor:
     v = torch.randn(shape, generator=gen)
     if spec.kind == "pos":
         v = v.abs() + 0.25
+    elif spec.kind == "shifted":      # far from zero: variance / cancellation precision
+        v = v * 0.3 + 100
+    elif spec.kind == "special":      # ~5% NaN, +-inf, -0.0, 0.0
+        v = special_values(v, gen)
     return v.to(dt)
+
+
+def special_values(v, gen):
+    pick = torch.rand(v.shape, generator=gen)
+    idx = torch.randint(0, 5, v.shape, generator=gen)
+    sp = torch.tensor([float("nan"), float("inf"), float("-inf"), -0.0, 0.0])
+    return torch.where(pick < 0.05, sp[idx], v)
 
 
 def make_input(spec: InputSpec, gen: torch.Generator | None, device="cpu",
@@ -231,6 +244,8 @@ class Gen:
                 layout = "contig"
                 mask = ()
         name = self.fresh("x")
+        if kind == "randn" and dtype in FLOAT_DTYPES:
+            kind = self.rng.choices(["randn", "shifted", "special"], [85, 8, 7])[0]
         spec = InputSpec(name, shape, dtype, layout, kind, high, mask)
         self.inputs.append(spec)
         meta = make_input(spec, None)

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from stax.fuzz.compare import check
+from stax.fuzz.compare import check, program_precision
 from stax.fuzz.generate import InputSpec, Program, dtype_name, meta_outputs, prune, rename_uses
 
 
@@ -75,6 +75,10 @@ def candidates(prog: Program):
         p.inputs.append(InputSpec(name, tuple(m.shape), dtype_name(m.dtype)))
         yield prune(_replace(p, idx, name))
     for i, spec in enumerate(prog.inputs):
+        if spec.kind in ("shifted", "special"):
+            p = prog.copy()
+            p.inputs[i] = dataclasses.replace(spec, kind="randn")
+            yield p
         if spec.layout != "contig":
             p = prog.copy()
             p.inputs[i] = dataclasses.replace(spec, layout="contig", expand_mask=())
@@ -138,6 +142,10 @@ def _input_src(spec: InputSpec) -> list:
         v = f"torch.randint(-60, 60, {base!r}, generator=g, dtype=torch.int64).to({dt})"
     elif spec.kind == "pos":
         v = f"(torch.randn({base!r}, generator=g).abs() + 0.25).to({dt})"
+    elif spec.kind == "shifted":
+        v = f"(torch.randn({base!r}, generator=g) * 0.3 + 100).to({dt})"
+    elif spec.kind == "special":
+        v = f"special_values(torch.randn({base!r}, generator=g), g).to({dt})"
     else:
         v = f"torch.randn({base!r}, generator=g).to({dt})"
     v = f"({v}).to(device)"
@@ -158,6 +166,13 @@ def repro_script(prog: Program, outcome, device="cpu", backward=False) -> str:
         "import torch.nn.functional as F",
         'os.environ["STAX_STRICT"] = "1"',
         f'device = "{device}"',
+        "",
+        "",
+        "def special_values(v, gen):  # ~5% NaN, +-inf, -0.0, 0.0",
+        "    pick = torch.rand(v.shape, generator=gen)",
+        "    idx = torch.randint(0, 5, v.shape, generator=gen)",
+        "    sp = torch.tensor([float('nan'), float('inf'), float('-inf'), -0.0, 0.0])",
+        "    return torch.where(pick < 0.05, sp[idx], v)",
         "",
         "",
         "def make_inputs():",
@@ -188,6 +203,11 @@ def repro_script(prog: Program, outcome, device="cpu", backward=False) -> str:
         "    return xs, [o.detach() for o in outs], grads",
         "",
         "",
+        "# the fuzzer's tolerances (rtol, atol x max(1, max|eager|)): per dtype, and at least",
+        "# those of the least precise dtype the program computes in",
+        "TOL = {torch.float32: (1e-4, 1e-5), torch.float16: (1e-2, 1e-3), "
+        "torch.bfloat16: (2e-2, 8e-3)}",
+        f"PREC = TOL[torch.{dtype_name(program_precision(prog))}]",
         "want_in, want, want_g = run(fn)",
         'got_in, got, got_g = run(torch.compile(fn, backend="stax", fullgraph=True))',
         "ptr = lambda t: t.untyped_storage().data_ptr()",
@@ -209,7 +229,10 @@ def repro_script(prog: Program, outcome, device="cpu", backward=False) -> str:
         "        if a.dtype.is_floating_point and a.dtype.itemsize > 1:",
         "            d = (a.double() - b.double()).abs().nan_to_num(0.0).max().item()",
         "            print(f'  max abs difference {d}')",
-        "            ok &= torch.allclose(a.double(), b.double(), rtol=2e-2, atol=1e-3, "
+        "            rt, at = TOL.get(b.dtype, TOL[torch.float32])",
+        "            rt, at = max(rt, PREC[0]), max(at, PREC[1])",
+        "            ok &= torch.allclose(a.double(), b.double(), rtol=rt, "
+        "atol=at * max(1.0, b.double().abs().nan_to_num(0.0, 0.0, 0.0).max().item()), "
         "equal_nan=True)",
         "        else:",
         "            ok &= torch.equal(a.view(torch.uint8) if a.dtype.itemsize == 1 and "
@@ -218,7 +241,9 @@ def repro_script(prog: Program, outcome, device="cpu", backward=False) -> str:
         "for j, (a, b) in enumerate(zip(got_g, want_g)):",
         "    if a is not None and b is not None:",
         "        print(f'grad {j}: max abs difference {(a - b).abs().max().item()}')",
-        "        ok &= torch.allclose(a, b, rtol=2e-2, atol=1e-3, equal_nan=True)",
+        "        ok &= torch.allclose(a, b, rtol=2 * max(TOL[torch.float32][0], PREC[0]), "
+        "atol=2 * max(TOL[torch.float32][1], PREC[1]) * max(1.0, b.abs().max().item()), "
+        "equal_nan=True)",
         "for j, (a, b) in enumerate(zip(got_in, want_in)):",
         "    if a.numel() and not torch.equal(a.float().nan_to_num(), b.float().nan_to_num()):",
         "        print(f'input {j} differs after the call')",
