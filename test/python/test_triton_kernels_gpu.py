@@ -14,6 +14,7 @@ concat / pad / iota; every candidate config of a few shapes.
 """
 import math
 import os
+import re
 
 import pytest
 import torch
@@ -490,6 +491,48 @@ def test_split_is_refused_where_a_full_output_reads_the_reduction():
     with pytest.raises(stt.KernelLoweringError, match="cannot be split"):
         run_kernel(body, [x], [((M, N), F32), ((1, N), F32)], name="forced",
                    config=TritonConfig(64, 64, 4, 1, 8))
+
+
+# ----------------------------------------------------------------------------- scalars in reductions
+
+@pytest.mark.parametrize("shape,dims,cfg", [
+    ((256, 2048), [0], None),                         # column, persistent (a bias gradient)
+    ((256, 512), [0], None),
+    ((16, 128, 1024), [0, 2], None),                  # BatchNorm's sums: looped, one row each
+    ((64, 5000), [1], None),                          # rows, looped
+    ((4, 50000), [1], None),                          # rows, split (two stages)
+    ((16384, 96), [0], TritonConfig(64, 64, 4, 1, 8)),  # column, forced split
+])
+def test_scalar_input_broadcast_over_rows_of_a_reduction(shape, dims, cfg):
+    """`g / sqrt(n)` (a 0-dim loss scale) times x, summed over `dims`, and the product
+    itself: the scalar is one load of element 0 in every row block (issue 8: it was read
+    at the row index, past the end of its 1-element buffer, so bias and BatchNorm
+    gradients came out wrong at real sizes). Without a GPU the kernel runs in
+    ttir_interp, which bounds-checks every lane."""
+    from ttir_interp import run_kernel as interpret
+    X = ttype(shape, F32)
+    rshape = [1 if d in dims else n for d, n in enumerate(shape)]
+    R, Z = ttype(rshape, F32), ttype((), F32)
+    nd = ", ".join(str(d) for d in range(len(shape)))
+    body = f'''    %sb = "stax.broadcast_in_dim"(%a0) {{dims = array<i64>}} : ({Z}) -> {X}
+    %p = "stax.mul"(%sb, %a1) : ({X}, {X}) -> {X}
+    %s = "stax.reduce_sum"(%p) {{dims = array<i64: {", ".join(map(str, dims))}>, keepdim = true}} : ({X}) -> {R}
+    "stax_graph.yield"(%p, %s) : ({X}, {R}) -> ()'''
+    del nd
+    g = torch.tensor(0.37).to(DEV)
+    x = randn(*shape)
+    outs, k = run_kernel(body, [g, x], [(shape, F32), (tuple(rshape), F32)], config=cfg)
+    texts = [k.ttir_kernel.text] + ([k.ttir_kernel.stage2.text] if k.ttir_kernel.stage2
+                                    else [])
+    assert "tt.load %in0 : !tt.ptr<f32>" in texts[0], texts[0]
+    for t in texts:
+        assert not re.search(r"tt\.splat %in0 ", t), t
+    if outs is None:   # no GPU: interpret the TTIR on the CPU
+        outs = [torch.full(shape, float("nan")), torch.full(rshape, float("nan"))]
+        interpret(k.ttir_kernel, g.cpu(), x.cpu(), *outs)
+    want = g.cpu() * x.cpu()
+    close(outs[0], want, 0, 0, "product")
+    close(outs[1], want.double().sum(dims, keepdim=True).float(), 1e-5, 1e-5, "sum")
 
 
 # ----------------------------------------------------------------------------- every config
