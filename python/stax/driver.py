@@ -452,11 +452,36 @@ def _view_layout(op, src: _Val, out_shape):
         off = sum(a * s for a, s in zip(start, src.strides))
         return tuple(s * k for s, k in zip(src.strides, step)), off
     if name == "stax.reshape":
-        try:
-            return tuple(_meta(src).view(out_shape).stride()), 0
-        except (RuntimeError, ValueError):  # torch raises either, by version
-            return None
+        st = view_strides(src.shape, src.strides, out_shape)
+        return (tuple(st), 0) if st is not None else None
     raise AssertionError(name)
+
+
+def view_strides(shape, strides, new_shape):
+    """Strides of `new_shape` viewing a tensor of (shape, strides) without a copy, or
+    None when no view exists (ATen's computeStride). Our own algebra: torch's `.view`
+    of a meta tensor under Dynamo's active fake mode accepted a channels-last
+    (1, 2, 1, 3) -> (6,) view that eager refuses, and the wrapper read the wrong order."""
+    new_shape = list(new_shape)
+    if any(n == 0 for n in shape) or not shape:
+        return list(contiguous_strides(new_shape))
+    new = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base = strides[-1]
+    tensor_numel = view_numel = 1
+    for d in range(len(shape) - 1, -1, -1):
+        tensor_numel *= shape[d]
+        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_numel * chunk_base):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new[view_d] = view_numel * chunk_base
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                chunk_base = strides[d - 1]
+                tensor_numel = view_numel = 1
+    return new if view_d == -1 else None
 
 
 class CompiledGraph:

@@ -37,7 +37,7 @@ def _flat(x):
     return list(x) if isinstance(x, (tuple, list)) else [x]
 
 
-def check_like_eager(fn, *inputs, exact=True):
+def check_like_eager(fn, *inputs, exact=True, strides=True):
     """Run fn eagerly and compiled on clones of `inputs`; compare every output's value,
     shape, dtype, strides, storage offset, and which input or earlier output its storage
     is (aliasing). Returns the compiled outputs."""
@@ -68,7 +68,9 @@ def check_like_eager(fn, *inputs, exact=True):
             assert torch.equal(o, e), f"output {i}: values differ"
         else:
             torch.testing.assert_close(o, e, msg=lambda m: f"output {i}: {m}")
-        assert o.stride() == e.stride(), f"output {i}: strides {o.stride()} vs eager {e.stride()}"
+        if strides:
+            assert o.stride() == e.stride(), \
+                f"output {i}: strides {o.stride()} vs eager {e.stride()}"
         assert o.storage_offset() == e.storage_offset(), \
             f"output {i}: storage offset {o.storage_offset()} vs eager {e.storage_offset()}"
         assert origin(o, stax_in, out[:i]) == origin(e, eager_in, ref[:i]), \
@@ -222,3 +224,32 @@ def test_attention_training_gradients(model):
     for (n, p), (_, rp) in zip(m.named_parameters(), ref.named_parameters()):
         torch.testing.assert_close(p.grad, rp.grad, rtol=1e-4, atol=1e-4,
                                    msg=lambda s: f"grad of {n}: {s}")
+
+
+def test_reshape_of_channels_last_input_is_no_view():
+    """max_unpool2d on channels-last inputs decomposes to clone(contiguous) -> view ->
+    index_put; the wrapper took the view of the channels-last buffer (torch's meta view
+    under Dynamo's fake mode accepted it) and the values were off by 1.54."""
+    torch.manual_seed(0)
+    x = rand(1, 2, 2, 6)
+    out, idx = F.max_pool2d(x, 2, return_indices=True)
+    out = out.contiguous(memory_format=torch.channels_last)
+    idx = idx.contiguous(memory_format=torch.channels_last)
+    # eager's kernel returns channels-last here, its decomposition (hence Dynamo's fake
+    # tensor, which is what stax follows) contiguous: compare values and aliasing only
+    check_like_eager(lambda o, i: F.max_unpool2d(o, i, 2, output_size=(2, 6)), out, idx,
+                     strides=False)
+
+
+def test_view_strides_match_torch():
+    from stax.driver import view_strides
+    cases = [((1, 2, 1, 3), (6, 1, 6, 2), (6,)), ((4, 6), (6, 1), (2, 12)),
+             ((4, 6), (1, 4), (24,)), ((4, 6), (1, 4), (4, 2, 3)), ((2, 3, 4), (12, 1, 3), (2, 12)),
+             ((2, 1, 4), (4, 99, 1), (8,)), ((3, 4), (8, 2), (12,)), ((3, 4), (8, 2), (3, 2, 2))]
+    for shape, st, new in cases:
+        t = torch.empty(200).as_strided(shape, st)
+        try:
+            want = list(t.view(new).stride())
+        except RuntimeError:
+            want = None
+        assert view_strides(shape, st, new) == want, (shape, st, new)
