@@ -65,6 +65,16 @@ def kernel_ops(module) -> list:
     return out
 
 
+def float_literal(v: float) -> str:
+    """A finite float as an MLIR float literal: repr (shortest round trip) with a
+    '.' in the mantissa (MLIR reads `1e-15` as the integer 1 followed by junk)."""
+    s = repr(float(v))
+    if "e" in s and "." not in s:
+        m, e = s.split("e")
+        s = f"{m}.0e{e}"
+    return s
+
+
 def is_float(t: str) -> bool:
     return t.startswith("f") or t.startswith("bf")
 

@@ -39,6 +39,7 @@ from stax.targets.kernel_ir import contiguous_strides as _contig_strides
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import extent as _extent
 from stax.targets.kernel_ir import float_bits as _fbits
+from stax.targets.kernel_ir import float_literal as _float_literal
 from stax.targets.kernel_ir import highest as _highest
 from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.kernel_ir import int_bits as _ibits
@@ -110,7 +111,7 @@ def _fmt_float(v: float) -> str:
         return "0x7F800000"
     if v == -math.inf:
         return "0xFF800000"
-    return repr(float(v))
+    return _float_literal(v)
 
 
 def _fmt_float_for(v, ctype):
@@ -119,7 +120,7 @@ def _fmt_float_for(v, ctype):
             return "0x7FF8000000000000"
         if v in (math.inf, -math.inf):
             return "0x7FF0000000000000" if v > 0 else "0xFFF0000000000000"
-        return repr(float(v))
+        return _float_literal(v)
     return _fmt_float(v)
 
 

@@ -48,6 +48,7 @@ from stax.targets.kernel_ir import contiguous_strides as _contig
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import extent as _extent
 from stax.targets.kernel_ir import float_bits as _fbits
+from stax.targets.kernel_ir import float_literal as _float_literal
 from stax.targets.kernel_ir import highest as _highest
 from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.kernel_ir import int_bits as _ibits
@@ -256,14 +257,14 @@ def _fmt_const(v, t):
                 return "0x7FF8000000000000"
             if v in (math.inf, -math.inf):
                 return "0x7FF0000000000000" if v > 0 else "0xFFF0000000000000"
-            return repr(v)
+            return _float_literal(v)
         if v != v:
             return "0x7FC00000"
         if v == math.inf:
             return "0x7F800000"
         if v == -math.inf:
             return "0xFF800000"
-        return repr(v)
+        return _float_literal(v)
     if t == "i1":
         return "true" if v else "false"
     v = int(v)
