@@ -858,6 +858,27 @@ def _concat(b, ins, shape, dtype, dim):
     return r
 
 
+@_reg(aten.slice_scatter.default)
+def _slice_scatter(b, node, a):
+    """`src` written over `self[start:end]` along `dim` (step 1): the pieces of `self`
+    before and after it, concatenated around `src` (rotary embeddings' backward)."""
+    shape, dtype = _out(node)
+    x = b.convert(b.v(a["self"]), dtype)
+    src = b.convert(b.v(a["src"]), dtype)
+    dim = _norm_dim(a["dim"], len(shape))
+    start, end, step = _slice_bounds(shape[dim], a["start"], a["end"], a["step"])
+    if step != 1 or not shape:
+        raise _Fallback("slice_scatter with a step")
+    pieces = []
+    if start > 0:
+        pieces.append(b.slice(x, dim, 0, start))
+    if end > start:
+        pieces.append(src)
+    if end < shape[dim]:
+        pieces.append(b.slice(x, dim, end, shape[dim]))
+    return _concat(b, pieces, shape, dtype, dim)
+
+
 @_reg(aten.constant_pad_nd.default)
 def _pad(b, node, a):
     shape, dtype = _out(node)
