@@ -57,6 +57,8 @@ class Result:
     outputs: list
     inputs: list           # the input tensors after the call
     grads: list | None = None
+    second: "Result | None" = None   # stax: a second call of the same compiled callable
+    stale: str | None = None         # stax: how the second call changed the first's outputs
 
 
 class Mismatch(Exception):
@@ -242,8 +244,8 @@ def _loss_weights(outs, seed, device):
             if isinstance(o, torch.Tensor) and o.requires_grad else None for o in outs]
 
 
-def _run(fn, prog: Program, device, backward, dtype64=False) -> Result:
-    inputs = make_inputs(prog, device, requires_grad=backward)
+def _run(fn, prog: Program, device, backward, dtype64=False, seed=None) -> Result:
+    inputs = make_inputs(prog, device, requires_grad=backward, seed=seed)
     if dtype64:
         inputs = [t.detach().double().requires_grad_(t.requires_grad)
                   if t.dtype in (torch.float32, torch.float16, torch.bfloat16) else t
@@ -262,18 +264,18 @@ def _run(fn, prog: Program, device, backward, dtype64=False) -> Result:
     return Result(outs, [t.detach() for t in inputs], grads)
 
 
-def run_eager(prog: Program, device="cpu", backward=False) -> Result:
-    return _run(prog.function(), prog, device, backward)
+def run_eager(prog: Program, device="cpu", backward=False, seed=None) -> Result:
+    return _run(prog.function(), prog, device, backward, seed=seed)
 
 
-def run_ref64(prog: Program, device="cpu", backward=False) -> Result | None:
+def run_ref64(prog: Program, device="cpu", backward=False, seed=None) -> Result | None:
     """The program with its float inputs in float64 (None when that is not the same
     program: bit views, fp8, or a different shape)."""
     src = prog.source()
     if ".view(torch." in src or "float8" in src:
         return None
     try:
-        r = _run(prog.function(), prog, device, backward, dtype64=True)
+        r = _run(prog.function(), prog, device, backward, dtype64=True, seed=seed)
     except Exception:  # noqa: BLE001
         return None
     return r
@@ -287,6 +289,12 @@ def _unwrap(e: BaseException) -> BaseException:
     return e
 
 
+def _last_line(e: BaseException) -> str:
+    """The refusal itself: strict mode wraps the root error in one long sentence."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return text.rsplit("): ", 1)[-1][:200]
+
+
 def _classify_stax_error(e: BaseException) -> Outcome:
     import torch._dynamo.exc as dexc
     from stax.driver import StaxCompileError, StaxGuardError, StaxUnsupportedError
@@ -298,16 +306,18 @@ def _classify_stax_error(e: BaseException) -> Outcome:
         x = x.__cause__ or x.__context__
     for x in chain:
         if isinstance(x, (StaxUnsupportedError, UnsupportedGraph)):
-            return Outcome("skip", "unsupported", f"{type(x).__name__}: {str(x)[:200]}")
+            return Outcome("skip", "unsupported", f"{type(x).__name__}: {_last_line(x)}")
     for x in chain:
         if isinstance(x, dexc.Unsupported) and not isinstance(x, dexc.BackendCompilerFailed):
             return Outcome("skip", "dynamo", f"{type(x).__name__}: {str(x).splitlines()[0][:200]}")
     root = _unwrap(e)
-    if any(isinstance(x, StaxCompileError) for x in chain):
+    sce = [x for x in chain if isinstance(x, StaxCompileError)]
+    if sce:
+        root = _unwrap(sce[0])
         low = str(root).lower()
         if "not supported" in low or "unsupported" in low or "over an empty dim" in low:
             # stax refuses this deliberately and says so: counted apart, never a pass
-            return Outcome("skip", "unsupported", f"{type(root).__name__}: {str(root)[:200]}")
+            return Outcome("skip", "unsupported", f"{type(root).__name__}: {_last_line(root)}")
         return Outcome("fail", "compile-error", f"{type(root).__name__}: {str(root)[:600]}")
     if isinstance(root, StaxGuardError):
         return Outcome("fail", "runtime-error", f"StaxGuardError: {str(root)[:600]}")
@@ -324,6 +334,16 @@ def run_stax(prog: Program, device="cpu", backward=False):
     try:
         compiled = torch.compile(prog.function(), backend="stax", fullgraph=True)
         res = _run(compiled, prog, device, backward)
+        # a second call on other values: its results must be right too, and it must not
+        # change what the first call returned (no output buffer reused across calls)
+        snap = [o.clone() if isinstance(o, torch.Tensor) else o for o in res.outputs]
+        res.second = _run(compiled, prog, device, backward, seed=second_seed(prog))
+        for i, (o, c) in enumerate(zip(res.outputs, snap)):
+            if isinstance(o, torch.Tensor) and o.numel() and not _alias_any(o, res.inputs):
+                m = value_mismatch(o, c)
+                if m:
+                    res.stale = f"output {i} of the first call changed during the second: {m}"
+                    break
         return res, list(B.reports())
     finally:
         if old is None:
@@ -334,6 +354,30 @@ def run_stax(prog: Program, device="cpu", backward=False):
 
 
 STAX_ROUTES = ("stax-cpu", "triton")
+
+
+def second_seed(prog: Program) -> int:
+    return (prog.seed + 0x9E3779B9) % (1 << 31)
+
+
+def _alias_any(t, inputs) -> bool:
+    return any(isinstance(x, torch.Tensor) and _shares(t, x) for x in inputs)
+
+
+def _compare(got: Result, eager: Result, prog, device, backward, seed=None):
+    """None, or the failing Outcome (float misses judged against float64 first)."""
+    prec = program_precision(prog)
+    try:
+        compare_results(got, eager, precision=prec)
+    except Mismatch as m:
+        if m.kind not in ("value", "grad", "mutation"):
+            return Outcome("fail", m.kind, m.message)
+        ref = run_ref64(prog, device, backward, seed=seed)
+        try:
+            compare_results(got, eager, ref, precision=prec)
+        except Mismatch as m2:
+            return Outcome("fail", m2.kind, m2.message)
+    return None
 
 
 def check(prog: Program, device="cpu", backward=False, stats: dict | None = None) -> Outcome:
@@ -354,18 +398,16 @@ def check(prog: Program, device="cpu", backward=False, stats: dict | None = None
         for r in reports:
             for f in r.fallback_ops:
                 stats[f] = stats.get(f, 0) + 1
-    prec = program_precision(prog)
-    try:
-        compare_results(got, eager, precision=prec)
-    except Mismatch as m:
-        if m.kind not in ("value", "grad", "mutation"):
-            return Outcome("fail", m.kind, m.message)
-        # a float tolerance miss: judge against a float64 evaluation before calling it
-        ref = run_ref64(prog, device, backward)
-        try:
-            compare_results(got, eager, ref, precision=prec)
-        except Mismatch as m2:
-            return Outcome("fail", m2.kind, m2.message)
+    o = _compare(got, eager, prog, device, backward)
+    if o is not None:
+        return o
+    if got.stale:
+        return Outcome("fail", "stale", got.stale)
+    if got.second is not None:
+        eager2 = run_eager(prog, device, backward, seed=second_seed(prog))
+        o = _compare(got.second, eager2, prog, device, backward, seed=second_seed(prog))
+        if o is not None:
+            return Outcome("fail", o.kind, "second call: " + o.message)
     return Outcome("pass")
 
 
