@@ -30,7 +30,7 @@ from typing import Any, Callable
 import torch
 
 __all__ = ["StorageIndex", "StorageAlias", "emit_outputs", "RUNTIME_GLOBALS", "extent",
-           "storage_source"]
+           "storage_source", "non_overlapping"]
 
 
 def _storage_key(t) -> Any:
@@ -56,6 +56,20 @@ def _dense(shape, strides) -> bool:
         if st != expect:
             return False
         expect *= n
+    return True
+
+
+def non_overlapping(shape, strides) -> bool:
+    """No two elements share a memory location (sufficient test: each dim, by increasing
+    stride, steps over everything the smaller dims span). Empty tensors never overlap."""
+    if any(n == 0 for n in shape):
+        return True
+    span = 1
+    for n, st in sorted(((n, st) for n, st in zip(shape, strides) if n != 1),
+                        key=lambda p: p[1]):
+        if st < span:
+            return False
+        span = st * (n - 1) + span
     return True
 
 
@@ -227,7 +241,7 @@ def emit_outputs(specs, value_of: Callable[[int], Any], argvars: list[str], emit
                 out = new_var()
                 emit(f"{out} = as_strided({store}, {tuple(spec.shape)!r}, "
                      f"{tuple(spec.strides)!r}, {spec.storage_offset})")
-                emit(f"{out}.copy_({v.var})")
+                _emit_write(emit, store, out, v.var, spec)
                 copies.append(_copy_note(i, spec, v))
                 exprs[i] = _fp8_back(out, spec, v)
         else:
@@ -240,10 +254,24 @@ def emit_outputs(specs, value_of: Callable[[int], Any], argvars: list[str], emit
                 out = new_var()
                 emit(f"{out} = _storage_view({store}, {dtype_src(v.dtype)}, "
                      f"{tuple(spec.shape)!r}, {tuple(spec.strides)!r}, {spec.storage_offset})")
-                emit(f"{out}.copy_({v.var})")
+                flat = new_var()
+                emit(f"{flat} = _storage_view({store}, {dtype_src(v.dtype)}, "
+                     f"({nbytes // v.dtype.itemsize},), (1,), 0)")
+                _emit_write(emit, flat, out, v.var, spec)
                 copies.append(_copy_note(i, spec, v))
                 exprs[i] = _fp8_back(out, spec, v)
     return exprs
+
+
+def _emit_write(emit, flat: str, out: str, src: str, spec) -> None:
+    """Write `src` into `out`, a view of the 1-D `flat`. An overlapping layout (an
+    expanded output: stride 0) cannot be a copy_ target; its elements are scattered to
+    their storage positions instead (duplicates carry equal values, as in eager)."""
+    if non_overlapping(spec.shape, spec.strides):
+        emit(f"{out}.copy_({src})")
+    else:
+        emit(f"_scatter_to_storage({flat}, {tuple(spec.shape)!r}, {tuple(spec.strides)!r}, "
+             f"{spec.storage_offset}, {src})")
 
 
 def _fp8_back(expr: str, spec, v) -> str:
@@ -293,9 +321,12 @@ def _exact_layout(t, shape, strides, offset):
         return t
     if offset == 0 and _agree(t.stride(), strides, shape) and t.storage_offset() == 0:
         return t.as_strided(shape, strides, 0)
-    out = torch.empty((extent(shape, strides, offset),), dtype=t.dtype,
-                      device=t.device).as_strided(shape, strides, offset)
-    out.copy_(t)
+    flat = torch.empty((extent(shape, strides, offset),), dtype=t.dtype, device=t.device)
+    out = flat.as_strided(shape, strides, offset)
+    if non_overlapping(shape, strides):
+        out.copy_(t)
+    else:
+        _scatter_to_storage(flat, shape, strides, offset, t)
     return out
 
 
@@ -310,5 +341,11 @@ def _relayout(t, shape, strides):
     return out
 
 
+def _scatter_to_storage(flat, shape, strides, offset, src):
+    """flat[offset + sum(i_d * strides_d)] = src[i] for every index i."""
+    pos = torch.arange(flat.numel(), device=flat.device).as_strided(shape, strides, offset)
+    flat.index_put_((pos.reshape(-1),), src.reshape(-1).to(flat.dtype))
+
+
 RUNTIME_GLOBALS = {"_storage_view": _storage_view, "_exact_layout": _exact_layout,
-                   "_relayout": _relayout}
+                   "_relayout": _relayout, "_scatter_to_storage": _scatter_to_storage}

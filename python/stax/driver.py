@@ -62,7 +62,7 @@ from typing import Any, Sequence
 import torch
 
 from stax import debug
-from stax.aliasing import RUNTIME_GLOBALS, emit_outputs
+from stax.aliasing import RUNTIME_GLOBALS, emit_outputs, non_overlapping
 from stax.options import StaxConfig, resolve_config
 
 __all__ = ["compile_graph", "CompiledGraph", "StaxGuardError", "StaxCompileError",
@@ -1258,7 +1258,9 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         if getattr(spec, "kind", "tensor") == "tensor":
             v = ret_vals[spec.index]
             st = getattr(spec, "strides", None) or getattr(spec, "stride", None)
-            if st is not None and v not in out_strides:
+            # an overlapping layout (an expanded output) is no buffer a kernel can
+            # write: the kernel writes a dense one, and the output is made from it
+            if st is not None and v not in out_strides and non_overlapping(spec.shape, st):
                 out_strides[v] = tuple(int(s) for s in st)
 
     # --- header and guards

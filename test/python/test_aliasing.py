@@ -253,3 +253,19 @@ def test_view_strides_match_torch():
         except RuntimeError:
             want = None
         assert view_strides(shape, st, new) == want, (shape, st, new)
+
+
+@pytest.mark.parametrize("case", ["expand_of_where", "expand_slice", "overlapping_as_strided"])
+def test_overlapping_outputs(case):
+    """An output whose eager layout overlaps (an expand: stride 0) was allocated with
+    that layout and written by a kernel: 'more than one element of the written-to tensor
+    refers to a single memory location'. Found by stax-fuzz."""
+    if case == "expand_of_where":
+        c = torch.rand(1, 1, 1, device=DEVICE) > 0.5
+        a = torch.randint(-60, 60, (1, 4, 7), device=DEVICE).transpose(-1, -2)
+        b = torch.randint(-60, 60, (1, 1, 4), device=DEVICE)
+        check_like_eager(lambda c, a, b: torch.where(c, a, b).expand(4, 3, 7, 4), c, a, b)
+    elif case == "expand_slice":
+        check_like_eager(lambda x: (x * 2).expand(4, 512, 4)[:, :, 1:4:3], rand(1, 1))
+    else:
+        check_like_eager(lambda x: torch.as_strided(x + 1, (3, 3), (1, 1), 0), rand(6))
