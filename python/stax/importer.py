@@ -208,6 +208,20 @@ def _norm_dims(dims, rank: int) -> list[int]:
     return sorted({d % rank for d in dims})
 
 
+def _reduction_identity(name: str, dtype: torch.dtype):
+    if name == "reduce_sum":
+        return 0
+    if name == "reduce_prod":
+        return 1
+    high = name == "reduce_min"
+    if dtype == torch.bool:
+        return high
+    if dtype.is_floating_point:
+        return math.inf if high else -math.inf
+    info = torch.iinfo(dtype)
+    return info.max if high else info.min
+
+
 def _reduced_shape(shape, dims, keepdim):
     if keepdim:
         return [1 if i in dims else s for i, s in enumerate(shape)]
@@ -331,6 +345,10 @@ class _Builder:
         if not dims:
             return v
         shape = _reduced_shape(_vshape(v), dims, keepdim)
+        if any(_vshape(v)[d] == 0 for d in dims):
+            # nothing to combine: the reduction's identity, as eager gives it (sum of
+            # nothing is 0, all() of nothing True; max/min of nothing raise in eager)
+            return self.full(shape, _vdtype(v), _reduction_identity(name, _vdtype(v)))
         return self.emit(name, [v], [self.tt(shape, _vdtype(v))],
                          {"dims": ir.DenseI64ArrayAttr.get(dims),
                           "keepdim": ir.BoolAttr.get(bool(keepdim))})
