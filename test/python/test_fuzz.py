@@ -182,3 +182,29 @@ def test_shrink_and_repro_script(tmp_path, monkeypatch):
     r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().splitlines()[-1] in ("OK", "MISMATCH (see above)")
+
+
+def test_check_fails_an_output_buffer_reused_across_calls(monkeypatch):
+    """A compiled callable that hands back the same buffer every call passes a single
+    call's comparison; the second call must expose it."""
+    import stax.backend as B
+    prog = Program([InputSpec("x0", (4, 8), "float32")],
+                   [Stmt("v1", "x0 * 2", ["x0"])], ["v1"], seed=3)
+
+    class Rep:
+        route = "stax-cpu"
+        fallback_reason = None
+        fallback_ops = []
+
+    def fake_compile(fn, **kw):
+        buf = {}
+
+        def run(*xs):
+            out = fn(*xs)[0]
+            b = buf.setdefault("b", torch.empty_like(out))
+            return (b.copy_(out),)
+        return run
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(B, "reports", lambda: [Rep()])
+    o = C.check(prog)
+    assert (o.status, o.kind) == ("fail", "stale"), o

@@ -19,7 +19,9 @@ everywhere), floats within a dtype tolerance, or when that fails, no further fro
 float64 evaluation of the program than 3x eager's own error; aliasing: for every
 (output, input) and (output, output) pair, "shares storage" must be the same as in
 eager (tensors with no elements are exempt); the inputs after the call (in-place ops
-on inputs); and under backward the gradient of every float input.
+on inputs); and under backward the gradient of every float input. The compiled callable
+is called twice, on two sets of values: both calls are compared, and the first call's
+outputs must not change during the second ("stale": an output buffer reused).
 """
 from __future__ import annotations
 
@@ -398,11 +400,11 @@ def check(prog: Program, device="cpu", backward=False, stats: dict | None = None
         for r in reports:
             for f in r.fallback_ops:
                 stats[f] = stats.get(f, 0) + 1
+    if got.stale:
+        return Outcome("fail", "stale", got.stale)
     o = _compare(got, eager, prog, device, backward)
     if o is not None:
         return o
-    if got.stale:
-        return Outcome("fail", "stale", got.stale)
     if got.second is not None:
         eager2 = run_eager(prog, device, backward, seed=second_seed(prog))
         o = _compare(got.second, eager2, prog, device, backward, seed=second_seed(prog))
