@@ -30,7 +30,7 @@ from typing import Any, Callable
 import torch
 
 __all__ = ["StorageIndex", "StorageAlias", "emit_outputs", "RUNTIME_GLOBALS", "extent",
-           "storage_source", "non_overlapping"]
+           "storage_source", "non_overlapping", "clone_exact"]
 
 
 def _storage_key(t) -> Any:
@@ -338,6 +338,21 @@ def _relayout(t, shape, strides):
         return t.as_strided(shape, strides, t.storage_offset())
     out = torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device)
     out.copy_(t)
+    return out
+
+
+def clone_exact(t: torch.Tensor) -> torch.Tensor:
+    """A fresh copy of `t` with its size, strides and storage offset (`Tensor.clone`
+    keeps the strides of dense tensors only, and never the offset)."""
+    shape, strides, offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
+    if offset == 0 and _dense(shape, strides):
+        return t.clone(memory_format=torch.preserve_format)
+    flat = torch.empty((extent(shape, strides, offset),), dtype=t.dtype, device=t.device)
+    out = flat.as_strided(shape, strides, offset)
+    if non_overlapping(shape, strides):
+        out.copy_(t)
+    else:
+        _scatter_to_storage(flat, shape, strides, offset, t)
     return out
 
 

@@ -55,6 +55,8 @@ import re
 
 import torch
 
+from stax.aliasing import clone_exact
+
 __all__ = ["CudaGraphRunner", "UNCAPTURABLE_OPS", "static_reason"]
 
 #: fallback ops that cannot be captured, and why
@@ -298,7 +300,7 @@ class CudaGraphRunner:
             if hit is not None:
                 out.append(args[hit])
             elif self.clone_outputs and isinstance(o, torch.Tensor):
-                out.append(o.clone())
+                out.append(clone_exact(o))  # Dynamo's strides and offset, not clone()'s
             else:
                 out.append(o)
         if self._struct == "single":

@@ -269,3 +269,16 @@ def test_overlapping_outputs(case):
         check_like_eager(lambda x: (x * 2).expand(4, 512, 4)[:, :, 1:4:3], rand(1, 1))
     else:
         check_like_eager(lambda x: torch.as_strided(x + 1, (3, 3), (1, 1), 0), rand(6))
+
+
+def test_clone_exact_keeps_layout():
+    """The CUDA graph runner clones training outputs on replay: with Tensor.clone a
+    sliced or overlapping output lost its strides / offset (the backward's guards, and
+    aot_autograd's regeneration of aliased outputs, read them)."""
+    from stax.aliasing import clone_exact
+    x = rand(8, 16)
+    for t in [x, x.t(), x[2:, 1:], x[:, ::2], x[:1].expand(5, 16), x.t()[3:]]:
+        c = clone_exact(t)
+        assert (c.shape, c.stride(), c.storage_offset()) == (t.shape, t.stride(),
+                                                             t.storage_offset())
+        assert torch.equal(c, t) and _storage(c) != _storage(t)
