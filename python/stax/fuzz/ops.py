@@ -609,7 +609,7 @@ def full(g: Gen, x):
     elif kind == "ones_like":
         e = f"torch.ones_like({x}) * {x}"
     elif kind == "zeros_add":
-        e = f"{x} + torch.zeros({tuple(shape[-1:])!r}, dtype={x}.dtype)"
+        e = f"{x} + torch.zeros({tuple(shape[-1:])!r}, dtype={x}.dtype, device={x}.device)"
     else:
         if not shape:
             return None
@@ -667,3 +667,76 @@ def inplace(g: Gen, x):
     else:
         return None
     return g.add(e, args, exact=ex and info.exact, inplace=target)
+
+
+# -- ops issue 8 named: as_strided over the storage, batch norm, 1-D nll_loss ------------
+
+@op("as_strided", 1.5)
+def as_strided(g: Gen, x):
+    m = g.info(x).meta
+    if cls(m.dtype) == "8" or m.numel() == 0:
+        return None
+    r = g.rng
+    src = x
+    if r.random() < 0.4 and m.dim() == 4:
+        src = f"{x}.contiguous(memory_format=torch.channels_last)"
+    elif r.random() < 0.3:
+        src = f"{x}.contiguous()"
+    try:
+        sm = eval(src, g.env)  # noqa: S307
+        n = sm.untyped_storage().nbytes() // sm.element_size()
+    except Exception:  # noqa: BLE001
+        return None
+    for _ in range(10):
+        rank = r.choice([1, 2, 2, 3])
+        size = [r.choice([1, 2, 3, 5, 8, 16]) for _ in range(rank)]
+        stride = [r.choice([0, 1, 2, 3, 7, size[-1]]) for _ in range(rank)]
+        off = r.choice([0, 0, 1, 5])
+        span = off + sum((a - 1) * s for a, s in zip(size, stride))
+        if span < n:
+            return g.add(f"torch.as_strided({src}, {tuple(size)!r}, {tuple(stride)!r}, {off})",
+                         [x], exact=g.info(x).exact, view_of=x if src == x else None)
+    return None
+
+
+@op("batch_norm", 1.5)
+def batch_norm(g: Gen, x):
+    shape = g.shape_of(x)
+    dt = g.dtype_of(x)
+    if dt != torch.float32 or len(shape) not in (2, 3, 4) or shape[1] == 0:
+        return None
+    c = shape[1]
+    train = g.rng.random() < 0.5
+    if train and math.prod(shape) // c <= 1:
+        return None
+    rm = g.new_input([c], "float32", layout="contig")
+    rv = g.new_input([c], "float32", kind="pos", layout="contig")
+    args = [x, rm, rv]
+    wb = ""
+    if g.rng.random() < 0.6:
+        w, b = g.new_input([c], "float32"), g.new_input([c], "float32")
+        args += [w, b]
+        wb = f", {w}, {b}"
+    # training mode updates the running stats in place (inputs mutated)
+    if train and g.backward:
+        e = f"F.batch_norm({x}, None, None{wb}, training=True)"
+        args = [a for a in args if a not in (rm, rv)]
+    else:
+        e = f"F.batch_norm({x}, {rm}, {rv}{wb}, training={train})"
+    return g.add(e, args, exact=False)
+
+
+@op("nll_loss", 1.5)
+def nll_loss(g: Gen, x):
+    shape = g.shape_of(x)
+    if cls(g.dtype_of(x)) != "f" or len(shape) not in (1, 2) or shape[-1] == 0:
+        return None
+    c = shape[-1]
+    tshape = [] if len(shape) == 1 else [shape[0]]
+    t = g.new_input(tshape, "int64", kind="index", high=c)
+    red = g.rng.choice(["mean", "sum", "none"])
+    if g.rng.random() < 0.5:
+        e = f"F.cross_entropy({x}, {t}, reduction={red!r})"
+    else:
+        e = f"F.nll_loss(torch.log_softmax({x}, -1), {t}, reduction={red!r})"
+    return g.add(e, [x, t], exact=False)
