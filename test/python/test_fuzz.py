@@ -208,3 +208,11 @@ def test_check_fails_an_output_buffer_reused_across_calls(monkeypatch):
     monkeypatch.setattr(B, "reports", lambda: [Rep()])
     o = C.check(prog)
     assert (o.status, o.kind) == ("fail", "stale"), o
+
+
+def test_matching_nan_and_inf_pass():
+    x = torch.randn(4, 4)
+    x[0, 0], x[1, 1], x[2, 2] = float("nan"), float("inf"), -float("inf")
+    y = x.clone()
+    y[3, 3] += 1e-7
+    compare_results(Result([y], [x.clone()]), Result([x], [x.clone()]))
