@@ -5,7 +5,8 @@
 # benchmarks/results/gpu-run/): nvidia-smi, the GPU pytest logs, benchmarks/gpu.py's
 # markdown report, its per-case JSON lines and its log.
 #   tests: test/python/test_triton_driver.py, then the numerics suite re-run on the GPU
-#          (STAX_TEST_DEVICE=cuda: test_numerics_ops.py, test_models.py, test_training.py)
+#          (STAX_TEST_DEVICE=cuda: test_numerics_ops.py, test_models.py, test_training.py),
+#          then test_gpu_training_sizes.py (the models in training at real sizes)
 #   bench: benchmarks/gpu.py (eager vs inductor vs stax, STAX_STRICT=1)
 # STAX_GPU_TEST_TIMEOUT / STAX_GPU_BENCH_TIMEOUT bound each part (seconds).
 set -u
@@ -47,6 +48,11 @@ if [[ "$phase" == "tests" || "$phase" == "all" ]]; then
       -p no:cacheprovider test/python/test_numerics_ops.py test/python/test_models.py \
       test/python/test_training.py > "$OUT/gpu-pytest-numerics-cuda.log" 2>&1
   echo "numerics suite on cuda: $(tail -n 1 "$OUT/gpu-pytest-numerics-cuda.log")"
+  # the test models in training at real sizes (d >= 512, 256 tokens, 32x32 images):
+  # every gradient vs eager
+  timeout "${STAX_GPU_TRAIN_TIMEOUT:-300}" $PY -m pytest -q -rfE -s -p no:cacheprovider \
+      test/python/test_gpu_training_sizes.py > "$OUT/gpu-pytest-training-sizes.log" 2>&1
+  echo "training at real sizes: $(tail -n 1 "$OUT/gpu-pytest-training-sizes.log")"
 fi
 
 if [[ "$phase" == "bench" || "$phase" == "all" ]]; then
