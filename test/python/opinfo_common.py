@@ -346,10 +346,9 @@ def run_sample(op, sample, device: str, *, check_decomp: bool = True) -> dict:
     except Exception as e:  # noqa: BLE001
         status, detail = _classify_compile_exception(e)
         from stax.driver import StaxGuardError
-        if status == "error" and detail.startswith("run: ") and \
-                not isinstance(e, StaxGuardError):
+        if status == "error" and not isinstance(e, StaxGuardError):
             if not _aot_eager_ok(make_fn(op, copy_tree(tree))[0], s_tensors):
-                status, detail = "skip", "dynamo/aot_eager cannot run it either: " + _short(e, 150)
+                status, detail = "skip", "dynamo + aot_autograd with stax's decompositions, run eagerly, cannot run it either: " + _short(e, 150)
         rec.update(status=status, detail=detail, secs=round(time.perf_counter() - t0, 3))
         _add_route(rec, B)
         return rec
