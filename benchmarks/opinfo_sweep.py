@@ -209,6 +209,81 @@ def summarize(recs, out=sys.stdout, title=None):
                 p(f"- {k}: {n} {s}, {npass} pass; {first.get('detail', '')[:220]}{extra}")
 
 
+def diagnose(r) -> str:
+    """A one-line diagnosis of a failing record, from its detail."""
+    d = r.get("detail", "")
+    if r["status"] == "fallback":
+        m = re.match(r"only stax_graph.fallback ops: (.*)", d)
+        if m:
+            return f"no stax lowering: PyTorch runs {m.group(1)}"
+        if "complex" in d:
+            return "complex dtype: the whole graph is refused"
+        if "symbolic shape" in d:
+            return "data-dependent output shape: refused (static shapes only)"
+        if d.startswith("refused: "):
+            return d[len("refused: "):][:140]
+        return d[:140]
+    if r["status"] == "error":
+        if "reduction over an empty dim" in d:
+            return "0-element reduction: the CPU lowering refuses it (eager: identity/nan)"
+        if "does not parse" in d:
+            return "generated kernel MLIR does not parse"
+        if "ImporterError" in d:
+            return "importer handler bug: " + d.split("failed: ")[-1][:100]
+        if d.startswith(("timeout", "crash")):
+            return d.split(":")[0] + " of the worker process"
+        return d[:140]
+    kinds = r.get("kind", [])
+    parts = []
+    if "alias" in kinds:
+        parts.append("output aliases an input/output where eager's is fresh" if
+                     "in stax, is fresh in eager" in d else
+                     "aliasing differs from eager")
+    if "strides" in kinds:
+        de = r.get("decomp_eager") or []
+        parts.append("strides differ" + (" (torch's decomposition gives them too)"
+                                         if "strides" in de else ""))
+    if "values" in kinds:
+        dm = r.get("decomp_eager_matches")
+        who = {True: "stax lowering", False: "torch's decomposition (aot_eager too)",
+               None: "stax"}[dm]
+        parts.append(f"wrong values from {who}, {r.get('closer', '?')}-closer to float64")
+    for k in kinds:
+        if k not in ("alias", "strides", "values"):
+            parts.append(f"{k} differs")
+    return "; ".join(parts) or d[:140]
+
+
+def markdown(recs, out=sys.stdout):
+    """The failing-ops tables of the results file: mismatch and error ops one per line
+    with a diagnosis; fallback ops grouped by diagnosis."""
+    ops = collections.defaultdict(list)
+    for r in recs:
+        ops[(r.get("dtype"), r["op"])].append(r)
+    p = lambda *a: print(*a, file=out)  # noqa: E731
+    p("| dtype | op | status | samples failing / passing | diagnosis | first failing sample |")
+    p("| --- | --- | --- | --- | --- | --- |")
+    groups = collections.defaultdict(list)
+    for (dt, op), v in sorted(ops.items()):
+        st = op_status(v)
+        if st not in ("mismatch", "error", "fallback"):
+            continue
+        first = next(r for r in v if r["status"] == st)
+        n = sum(1 for r in v if r["status"] == st)
+        npass = sum(1 for r in v if r["status"] == "pass")
+        if st == "fallback":
+            groups[(dt, diagnose(first))].append(f"{op} ({n}/{npass})")
+            continue
+        smp = (first.get("sample") or "").replace("|", "\\|")[:90]
+        p(f"| {dt} | `{op}` | {st} | {n} / {npass} | {diagnose(first)} | `{smp}` |")
+    p("\nFallback ops (stax compiles nothing of these samples), by diagnosis; "
+      "op (fallback samples / passing samples):\n")
+    p("| dtype | diagnosis | ops |")
+    p("| --- | --- | --- |")
+    for (dt, why), v in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        p(f"| {dt} | {why.replace('|', '/')} | {', '.join(v)} |")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -223,13 +298,16 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per sample")
     ap.add_argument("--shard", default=None, help="i/n: run every n-th op from the i-th")
     ap.add_argument("--summary", default=None, help="summarize an earlier --json file")
+    ap.add_argument("--markdown", action="store_true",
+                    help="with --summary: print the failing-ops tables as markdown")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         return worker_main(args)
     if args.summary:
         with open(args.summary) as f:
-            summarize([json.loads(x) for x in f if x.strip()])
+            recs = [json.loads(x) for x in f if x.strip()]
+        markdown(recs) if args.markdown else summarize(recs)
         return 0
     import torch
     if args.device == "cuda" and not torch.cuda.is_available():
