@@ -216,3 +216,19 @@ def test_matching_nan_and_inf_pass():
     y = x.clone()
     y[3, 3] += 1e-7
     compare_results(Result([y], [x.clone()]), Result([x], [x.clone()]))
+
+
+def test_huge_gpu_programs_generate_and_compare_in_chunks(monkeypatch):
+    """--device cuda draws some programs over > 2**31 elements (generated on meta only
+    here); values that big are compared in flat chunks."""
+    import stax.fuzz.generate as G
+    monkeypatch.setattr(G, "HUGE_FRACTION", 1.0)
+    p = G.random_program(4, device="cuda")
+    assert max(i.shape and torch.Size(i.shape).numel() for i in p.inputs) > 2 ** 31
+    G.meta_outputs(p)
+    monkeypatch.setattr(C, "CHUNK", 7)
+    x = torch.randn(5, 9)
+    y = x.clone()
+    y[4, 8] += 1
+    assert C.value_mismatch(x.clone(), x) is None
+    assert "flat elements [42, 49)" in C.value_mismatch(y, x)

@@ -37,7 +37,8 @@ TOLERANCES = {
     torch.float32: (1e-4, 1e-5), torch.float16: (1e-2, 1e-3), torch.bfloat16: (2e-2, 8e-3),
     torch.float64: (1e-7, 1e-9),
 }
-GRAD_SCALE = 2.0  # gradients go through twice the arithmetic
+GRAD_SCALE = 2.0
+CHUNK = 1 << 26   # elements compared at a time (huge GPU tensors)  # gradients go through twice the arithmetic
 
 
 @dataclasses.dataclass
@@ -112,6 +113,16 @@ def value_mismatch(got: torch.Tensor, want: torch.Tensor, ref64=None, scale=1.0,
     """None when `got` matches `want` (same dtype and shape assumed) within the dtype's
     tolerance (or that of `precision` when it is less precise); else a message with the
     worst element."""
+    if want.numel() > CHUNK:
+        # > 2**31-element GPU tensors: compare flat chunks, each moved to the host alone
+        gf, wf = got.detach().reshape(-1), want.detach().reshape(-1)
+        rf = ref64.detach().reshape(-1) if ref64 is not None and ref64.shape == want.shape else None
+        for a in range(0, wf.numel(), CHUNK):
+            m = value_mismatch(gf[a:a + CHUNK], wf[a:a + CHUNK],
+                               None if rf is None else rf[a:a + CHUNK], scale, precision)
+            if m:
+                return f"flat elements [{a}, {a + CHUNK}): {m}"
+        return None
     got = got.detach().cpu()
     want = want.detach().cpu()
     dt = want.dtype

@@ -216,6 +216,7 @@ class Gen:
         self.vars: dict[str, VarInfo] = {}
         self.env: dict[str, Any] = {"torch": torch, "F": torch.nn.functional}
         self._n = 0
+        self.max_numel = MAX_NUMEL
 
     # names
     def fresh(self, prefix="v") -> str:
@@ -289,7 +290,7 @@ class Gen:
             meta = eval(expr, self.env)  # noqa: S307
         except Exception:  # noqa: BLE001 - not a valid program: drop the statement
             return None
-        if not isinstance(meta, torch.Tensor) or meta.numel() > MAX_NUMEL:
+        if not isinstance(meta, torch.Tensor) or meta.numel() > self.max_numel:
             return None
         out = self.fresh("v")
         alias = False
@@ -311,6 +312,11 @@ class Gen:
 
 # -- whole programs ---------------------------------------------------------------------
 
+#: on the GPU, the share of programs over an input of more than 2**31 elements
+HUGE_FRACTION = 0.01
+HUGE_OPS = ("float_unary", "binary", "reduce", "slice", "convert", "compare", "where")
+
+
 def random_program(seed: int, backward: bool = False, device: str = "cpu",
                    max_stmts: int = 7) -> Program:
     """The program of one seed: 1-2 inputs, 1..max_stmts checked statements, the last
@@ -318,13 +324,22 @@ def random_program(seed: int, backward: bool = False, device: str = "cpu",
     from stax.fuzz import ops
     rng = random.Random(seed)
     g = Gen(rng, backward, device)
-    for _ in range(rng.choice([1, 1, 2])):
-        dt = ops.random_dtype(rng, backward)
-        g.new_input(ops.random_shape(rng), dt)
-    names = [o[0] for o in ops.OPS]
-    weights = [o[1] for o in ops.OPS]
-    fns = {o[0]: o[2] for o in ops.OPS}
+    table = ops.OPS
     n_stmts = rng.randint(1, max_stmts)
+    if device.startswith("cuda") and rng.random() < HUGE_FRACTION:
+        # more than 2**31 elements (64-bit indexing): one big input, a few cheap ops
+        g.max_numel = 1 << 33
+        shape = rng.choice([[2, (1 << 30) + 17], [(1 << 31) + 33], [2, 9, (1 << 27) + 3]])
+        g.new_input(shape, rng.choice(["bfloat16", "bool", "float16"]), layout="contig")
+        table = [o for o in ops.OPS if o[0] in HUGE_OPS]
+        n_stmts = rng.randint(1, 3)
+    else:
+        for _ in range(rng.choice([1, 1, 2])):
+            dt = ops.random_dtype(rng, backward)
+            g.new_input(ops.random_shape(rng), dt)
+    names = [o[0] for o in table]
+    weights = [o[1] for o in table]
+    fns = {o[0]: o[2] for o in table}
     last = g.inputs[-1].name
     for _ in range(n_stmts):
         for _attempt in range(30):
