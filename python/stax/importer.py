@@ -1258,6 +1258,29 @@ def _gelu_bwd(b, node, a):
     return b.convert(b.binary("mul", g, b.binary("add", cdf, b.binary("mul", x, pdf))), dtype)
 
 
+def _moments(b, x, dims):
+    """(mean, biased variance, x - mean) over `dims`, keepdim, in x's type, by the
+    corrected two-pass method: m1 = mean(x); xc = x - m1; the deviations' own mean
+    corrects m1 (mean = m1 + mean(xc)) and the variance (mean(xc^2) - mean(xc)^2,
+    clamped at 0). Both sums of the second pass run in one sweep, so it costs no extra
+    pass over the data, and the rounding error of m1 cancels: a long row of equal
+    values has mean exactly that value (a plain f32 mean of 70001 equal values was off
+    by 1e-4 relative, which layer_norm's rstd amplified to 4e-4 in the output)."""
+    shape = _vshape(x)
+    n = _numel([shape[d] for d in dims])
+    full = list(range(len(shape)))
+    m1 = b.mean(x, dims, True)
+    xc = b.binary("sub", x, b.broadcast(m1, shape, full))
+    sq = b.mean(b.binary("mul", xc, xc), dims, True)
+    if n == 0:
+        return m1, sq, xc
+    corr = b.mean(xc, dims, True)
+    mean = b.binary("add", m1, corr)
+    var = b.binary("maximum", b.binary("sub", sq, b.binary("mul", corr, corr)),
+                   b.scalar_like(sq, 0.0))
+    return mean, var, b.binary("sub", xc, b.broadcast(corr, shape, full))
+
+
 @_reg(aten.native_layer_norm.default)
 def _layer_norm(b, node, a):
     out_t, mean_t, rstd_t = _val(node)
@@ -1268,9 +1291,7 @@ def _layer_norm(b, node, a):
     r = len(shape)
     dims = list(range(r - k, r))
     full_dims = list(range(r))
-    mean = b.mean(x, dims, True)
-    xc = b.binary("sub", x, b.broadcast(mean, shape, full_dims))
-    var = b.mean(b.binary("mul", xc, xc), dims, True)
+    mean, var, xc = _moments(b, x, dims)
     rstd = b.unary("rsqrt", b.binary("add", var, b.scalar_like(var, a["eps"])))
     y = b.binary("mul", xc, b.broadcast(rstd, shape, full_dims))
     if a.get("weight") is not None:
@@ -1319,9 +1340,9 @@ def _bn_train(b, node, a):
     x = b.operand(a["input"], shape, cd)
     dims = [0] + list(range(2, len(shape)))
     n = _numel([shape[d] for d in dims])
-    mean = b.mean(x, dims, False)                                   # [C]
-    xc = b.binary("sub", x, _per_channel(b, mean, shape, cd))
-    var = b.mean(b.binary("mul", xc, xc), dims, False)              # biased, [C]
+    mean_k, var_k, _ = _moments(b, x, dims)
+    mean = b.reshape(mean_k, [shape[1]])                            # [C]
+    var = b.reshape(var_k, [shape[1]])                              # biased, [C]
     rstd = b.unary("rsqrt", b.binary("add", var, b.scalar_like(var, a["eps"])))
     y = b.convert(_bn_apply(b, x, mean, rstd, a.get("weight"), a.get("bias"), shape, cd), dtype)
     outs = [y, b.reshape(b.convert(mean, vals[1].dtype), list(vals[1].shape)),
