@@ -1596,6 +1596,9 @@ def _gather_rows(b, node, x, idx, dim):
     flat = b.reshape(idx, [n]) if ix != [n] else idx
     gshape = list(xs)
     gshape[dim] = n
+    if _numel(gshape) != _numel(shape):
+        # index_select on a 0-d tensor with several indices: eager returns one element
+        raise _Fallback(f"gathered {gshape} but eager returns {list(shape)}")
     g = b.emit("gather", [x, flat], [b.tt(gshape, dtype)],
                {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
     return b.reshape(g, shape) if gshape != list(shape) else g
@@ -1609,6 +1612,8 @@ def _etype_is_bool(v):
 @_reg(aten.index_select.default)
 def _index_select(b, node, a):
     x = b.v(a["self"])
+    if not _vshape(x):  # a 0-d tensor indexes as a 1-element 1-d one
+        x = b.reshape(x, [1])
     return _gather_rows(b, node, x, b.v(a["index"]), _norm_dim(a["dim"], len(_vshape(x))))
 
 

@@ -1,6 +1,7 @@
-"""Reductions at their edges: over a 0-size dim (the identity, as eager; they raised
+"""Ops at the edges of their shapes. Reductions over a 0-size dim (the identity, as eager; they raised
 "reduction over an empty dim is not supported" at lowering), and moments of values far
-from their spread (equal values, values near 100). Found by stax-fuzz."""
+from their spread (equal values, values near 100); gathers from a 0-d tensor. Found by
+stax-fuzz and the OpInfo sweep."""
 import os
 
 import pytest
@@ -64,3 +65,16 @@ def test_batch_norm_training_far_from_zero():
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(bn.running_var, ref.running_var, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(bn.running_mean, ref.running_mean, rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("index", [[0], 0])
+def test_index_select_of_0d_tensor(index):
+    """index_select on a 0-d tensor indexes it as 1-element 1-d (an IndexError in the
+    importer before: OpInfo sweep)."""
+    x = torch.tensor(1.5, device=DEVICE)
+    i = torch.tensor(index, device=DEVICE)
+    fn = lambda x, i: torch.index_select(x, 0, i)  # noqa: E731
+    got = torch.compile(fn, backend="stax", fullgraph=True)(x, i)
+    want = fn(x, i)
+    assert got.shape == want.shape and torch.equal(got, want)
+    assert B.last_report().route == ROUTE and B.last_report().fallback_ops == []
