@@ -287,6 +287,12 @@ def _unary(e: _Emitter, name: str, x: V) -> V:
     if name == "sign":
         if _is_unsigned(x.et):
             return e.convert(e.cmp("NE", x, e.like(x, 0)), x.et)
+        if _is_float(x.et):
+            # eager's (0 < x) - (x < 0): sign(nan) = 0 and sign(-0.0) = +0.0, where
+            # stablehlo.sign keeps both
+            zero = e.like(x, 0.0)
+            neg = e.select(e.cmp("LT", x, zero), e.like(x, -1.0), zero)
+            return e.select(e.cmp("GT", x, zero), e.like(x, 1.0), neg)
         return e.unary("sign", x)
     if name == "isnan":
         return e.cmp("NE", x, x)

@@ -46,9 +46,10 @@ The callable handed back to Dynamo is a `StaxCompiled`; it reports what happened
     stax_graphs           the CompiledGraph / FallbackRecord of each graph
 
 Dynamo keeps that callable to itself; tests and users find it through
-`stax.backend.compiled_callables` (every StaxCompiled created in this process, oldest
-first), `stax.backend.reports()` (their reports) and `stax.backend.last_report()`.
-`clear()` empties both lists.
+`stax.backend.compiled_callables` (every StaxCompiled created in this process and still
+alive, oldest first; held by weak reference, so an entry goes with its compiled code
+after `torch._dynamo.reset()`), `stax.backend.reports()` (their reports) and
+`stax.backend.last_report()`. `clear()` empties both lists.
 """
 from __future__ import annotations
 
@@ -65,10 +66,59 @@ from stax.driver import (CompiledGraph, StaxCompileError, StaxGuardError,
 from stax.options import StaxConfig, resolve_config
 
 __all__ = ["stax", "StaxCompileError", "StaxGuardError", "StaxCompiled", "StaxReport",
-           "FallbackRecord", "compiled_callables", "reports", "last_report", "clear"]
+           "FallbackRecord", "WeakRegistry", "compiled_callables", "reports", "last_report",
+           "clear"]
 
-#: every StaxCompiled created in this process (oldest first)
-compiled_callables: list["StaxCompiled"] = []
+class WeakRegistry:
+    """The live objects appended to it, oldest first, held by weak reference: a list as
+    far as reading goes (len, iteration, indexing, slices, == a list), plus append and
+    clear. An entry goes when nothing else holds its object (for a compiled callable:
+    after `torch._dynamo.reset()`, or once its function is gone), so the registry never
+    keeps compiled code alive (it kept every graph's kernels and buffers: 40 compiles,
+    378 MB)."""
+
+    def __init__(self):
+        self._refs: list = []
+
+    def _live(self) -> list:
+        out = []
+        for r in self._refs:
+            o = r()
+            if o is not None:
+                out.append(o)
+        if len(out) != len(self._refs):
+            self._refs = [r for r in self._refs if r() is not None]
+        return out
+
+    def append(self, obj) -> None:
+        import weakref
+        self._refs.append(weakref.ref(obj))
+
+    def clear(self) -> None:
+        self._refs.clear()
+
+    def __len__(self):
+        return len(self._live())
+
+    def __bool__(self):
+        return bool(self._live())
+
+    def __iter__(self):
+        return iter(self._live())
+
+    def __getitem__(self, i):
+        return self._live()[i]
+
+    def __eq__(self, other):
+        return self._live() == list(other) if isinstance(other, (list, tuple, WeakRegistry)) \
+            else NotImplemented
+
+    def __repr__(self):
+        return f"WeakRegistry({self._live()!r})"
+
+
+#: every live StaxCompiled created in this process (oldest first), held weakly
+compiled_callables: WeakRegistry = WeakRegistry()
 
 
 @dataclasses.dataclass
@@ -202,7 +252,12 @@ def _stax_decompositions(training: bool) -> dict:
     keep = {aten.nll_loss_forward.default, aten.nll_loss_backward.default}
     if training:
         keep.add(aten._scaled_dot_product_flash_attention_for_cpu.default)
-    return {k: v for k, v in core_aten_decompositions().items() if k not in keep}
+    table = {k: v for k, v in core_aten_decompositions().items() if k not in keep}
+    # eager-exact decompositions in place of torch's (nearest upsampling's indices,
+    # threshold_backward's dtype): see stax.decompositions
+    from stax.decompositions import eager_exact_decompositions
+    table.update(eager_exact_decompositions())
+    return table
 
 
 def needs_autograd(example_inputs) -> bool:
@@ -219,7 +274,9 @@ def run_aot_autograd(gm, example_inputs, make_compiler):
                        bw_compiler=make_compiler("backward"),
                        inference_compiler=make_compiler("inference"),
                        decompositions=stax_decompositions(needs_autograd(example_inputs)))
-    return aot(gm, example_inputs)
+    from stax.decompositions import eager_exact_kernels
+    with eager_exact_kernels():  # torch's py_impl decompositions would run before ours
+        return aot(gm, example_inputs)
 
 
 class StaxCompiled:
@@ -252,12 +309,14 @@ class StaxCompiled:
 
 
 def reports() -> list[StaxReport]:
-    """The reports of every StaxCompiled created in this process, oldest first."""
+    """The reports of every live StaxCompiled created in this process, oldest first."""
     return [c.report for c in compiled_callables]
 
 
 def last_report() -> StaxReport | None:
-    return compiled_callables[-1].report if compiled_callables else None
+    """The report of the newest live StaxCompiled (None when there is none)."""
+    live = list(compiled_callables)
+    return live[-1].report if live else None
 
 
 def clear() -> None:

@@ -123,6 +123,8 @@ _DTYPES = {
     "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
     "f64": torch.float64, "i64": torch.int64, "i32": torch.int32, "i16": torch.int16,
     "i8": torch.int8, "ui8": torch.uint8, "i1": torch.bool,
+    # complex values are only operands/results of fallback ops and graph inputs/outputs
+    "complex<f32>": torch.complex64, "complex<f64>": torch.complex128,
 }
 # fp8 survives to the wrapper only on the triton route on sm_89+ (native fp8)
 for _name, _attr in (("f8E4M3FN", "float8_e4m3fn"), ("f8E5M2", "float8_e5m2")):

@@ -98,6 +98,9 @@ _DTYPE_NAMES = {
     torch.uint8: "ui8", torch.bool: "i1",
     # fp8: carried as ui8 bytes by stax-legalize-fp8 on targets that cannot hold them
     torch.float8_e4m3fn: "f8E4M3FN", torch.float8_e5m2: "f8E5M2",
+    # complex: only ever operands and results of stax_graph.fallback ops (PyTorch runs
+    # every op that reads or makes one, see _import_node), and graph inputs/outputs
+    torch.complex64: "complex<f32>", torch.complex128: "complex<f64>",
 }
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 _NAME_TO_DTYPE = {v: k for k, v in _DTYPE_NAMES.items()}
@@ -110,7 +113,7 @@ def torch_dtype_to_mlir(dtype: torch.dtype) -> ir.Type:
         raise UnsupportedGraph(f"dtype {dtype} is not supported by stax")
     if name == "ui8":
         return ir.IntegerType.get_unsigned(8)
-    if name.startswith("f8"):
+    if name.startswith("f8") or name.startswith("complex"):
         return ir.Type.parse(name)
     return {
         "f32": ir.F32Type.get, "f16": ir.F16Type.get, "bf16": ir.BF16Type.get,
@@ -980,7 +983,13 @@ def _var_parts(b, node, a, want_mean):
     dtype = out_t.dtype
     if not dtype.is_floating_point:
         raise _Fallback("var of a non-float dtype")
-    x = b.convert(b.v(a["self"]), dtype)
+    # Two passes in the op-math type (bf16/f16 accumulate in f32, as eager does): the
+    # mean, then the sum of squared deviations, corrected by the deviations' own sum
+    # (Chan, Golub & LeVeque's corrected two-pass: ss - (sum xc)^2 / n cancels the
+    # rounding error of the mean to first order, so values far from zero, e.g. 4M values
+    # in [100, 101], keep their variance); clamped at 0 against rounding.
+    cd = _opmath(dtype)
+    x = b.convert(b.v(a["self"]), cd)
     s = _vshape(x)
     dims = _norm_dims(a.get("dim"), len(s))
     keep = bool(a.get("keepdim") or False)
@@ -990,11 +999,15 @@ def _var_parts(b, node, a, want_mean):
     m = b.mean(x, dims, True)
     xc = b.binary("sub", x, b.broadcast(m, s, list(range(len(s)))))
     ss = b.reduce("reduce_sum", b.binary("mul", xc, xc), dims, keep)
+    sc = b.reduce("reduce_sum", xc, dims, keep)
+    if n > 0:
+        ss = b.binary("sub", ss, b.binary("div", b.binary("mul", sc, sc), b.scalar_like(sc, n)))
+        ss = b.binary("maximum", ss, b.scalar_like(ss, 0.0))
     var = b.binary("div", ss, b.scalar_like(ss, max(0, n - corr)))
-    var = b.reshape(var, list(out_t.shape))
+    var = b.convert(b.reshape(var, list(out_t.shape)), dtype)
     if not want_mean:
         return var
-    mean = b.reshape(m, list(vals[1].shape))
+    mean = b.convert(b.reshape(m, list(vals[1].shape)), vals[1].dtype)
     return var, mean
 
 
@@ -1160,9 +1173,9 @@ def _log_softmax_bwd(b, node, a):
 # reduction over the class dim of select(iota == t_i, x, 0), so it fuses with the
 # log_softmax that produces x into one per-row kernel; no gather.
 
-def _nll_common(b, a, what):
-    if a["weight"] is not None:
-        raise _Fallback(f"{what} with class weights")
+def _nll_common(b, a, what, cd):
+    """(x meta, n, c, reduction, hit [n, c], w [n]): w is the weight of each row's target
+    class (1 without class weights), 0 for a row whose target is ignore_index."""
     x = _val(a["self"])
     if x.dim() not in (1, 2):
         raise _Fallback(f"{what} of a {x.dim()}-d input (nll_loss2d)")
@@ -1175,21 +1188,28 @@ def _nll_common(b, a, what):
                  {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)})
     hit = b.compare("eq", cls, b.broadcast(t, [n, c], [0]))     # [n, c]: class j is t_i
     valid = b.compare("ne", t, b.full([n], _vdtype(t), a["ignore_index"]))   # [n]
-    return x, n, c, reduction, hit, valid
+    if a["weight"] is None:
+        w = b.full([n], cd, 1.0)
+    else:  # weight[t_i], picked as a masked sum over the class dim like x[i, t_i]
+        wc = b.broadcast(b.reshape(b.convert(b.v(a["weight"]), cd), [c]), [n, c], [1])
+        w = b.reduce("reduce_sum", b.select(hit, wc, b.full([n, c], cd, 0.0)), [1], False)
+    w = b.select(valid, w, b.full([n], cd, 0.0))                        # an ignored row: 0
+    return x, n, c, reduction, hit, w
 
 
 @_reg(aten.nll_loss_forward.default)
 def _nll_loss_forward(b, node, a):
-    x, n, c, reduction, hit, valid = _nll_common(b, a, "nll_loss_forward")
-    dtype = x.dtype
+    dtype = _val(a["self"]).dtype
     cd = _opmath(dtype)
+    x, n, c, reduction, hit, w = _nll_common(b, a, "nll_loss_forward", cd)
     xv = b.reshape(b.convert(b.v(a["self"]), cd), [n, c])
     picked = b.reduce("reduce_sum", b.select(hit, xv, b.full([n, c], cd, 0.0)), [1], False)
-    w = b.select(valid, b.full([n], cd, 1.0), b.full([n], cd, 0.0))   # an ignored row: 0
     loss = b.binary("mul", b.unary("neg", picked), w)                  # [n]
     if reduction == 0:
         out = b.reshape(loss, list(_val(node)[0].shape))
-        total = b.full([], cd, 0.0)
+        # eager's total_weight for reduction='none': 0 for a 2-d input, the row's weight
+        # for a 1-d one (its decomposition and kernel agree)
+        total = b.reshape(w, []) if x.dim() == 1 else b.full([], cd, 0.0)
     else:
         out = b.reduce("reduce_sum", loss, [0], False)
         total = b.reduce("reduce_sum", w, [0], False)
@@ -1200,9 +1220,9 @@ def _nll_loss_forward(b, node, a):
 
 @_reg(aten.nll_loss_backward.default)
 def _nll_loss_backward(b, node, a):
-    x, n, c, reduction, hit, valid = _nll_common(b, a, "nll_loss_backward")
     shape, dtype = _out(node)
     cd = _opmath(dtype)
+    x, n, c, reduction, hit, w = _nll_common(b, a, "nll_loss_backward", cd)
     g = b.convert(b.v(a["grad_output"]), cd)
     if reduction == 0:
         g = b.reshape(g, [n])
@@ -1211,7 +1231,7 @@ def _nll_loss_backward(b, node, a):
         if reduction == 1:
             tw = b.broadcast(b.reshape(b.convert(b.v(a["total_weight"]), cd), []), [n], [])
             g = b.binary("div", g, tw)
-    neg = b.select(valid, b.unary("neg", g), b.full([n], cd, 0.0))      # [n]
+    neg = b.binary("mul", b.unary("neg", g), w)                        # [n]
     gi = b.select(hit, b.broadcast(neg, [n, c], [0]), b.full([n, c], cd, 0.0))
     return b.convert(b.reshape(gi, shape), dtype)
 
@@ -1432,7 +1452,8 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context) -> I
             continue  # e.g. a submodule of a higher-order op: caught when used
         _check_static(f"constant {n.target}", t)
         constants[n.target] = t
-        small = t.numel() <= 64 and t.dtype != torch.bfloat16 and t.dtype not in _FP8_DTYPES
+        small = (t.numel() <= 64 and t.dtype != torch.bfloat16 and t.dtype not in _FP8_DTYPES
+                 and not t.dtype.is_complex)
         (const_inline if small else const_args).append((n, t))
 
     with ctx, ir.Location.unknown():
@@ -1548,6 +1569,8 @@ def _import_node(b: _Builder, node: torch.fx.Node):
             # dropped by the fallback below; a read one cannot be carried
             raise UnsupportedGraph(f"node {node.name} ({target}) produces a "
                                    f"{type(t).__name__}, not a tensor")
+    if _touches_complex(node):
+        return b.fallback(node)  # no stax op computes on complex numbers: PyTorch runs it
     handler = HANDLERS.get(target)
     if handler is not None:
         try:
@@ -1563,6 +1586,18 @@ def _import_node(b: _Builder, node: torch.fx.Node):
             _check_result(node, r)
             return r
     return b.fallback(node)
+
+
+def _touches_complex(node) -> bool:
+    """Does the node read or produce a complex tensor?"""
+    def cx(v):
+        return isinstance(v, torch.Tensor) and v.dtype.is_complex
+    val = node.meta.get("val")
+    if any(cx(t) for t in (val if isinstance(val, (tuple, list)) else [val])):
+        return True
+    found = []
+    torch.fx.map_arg((node.args, node.kwargs), lambda n: found.append(cx(_val(n))) or n)
+    return any(found)
 
 
 def _check_result(node, r):

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from stax import debug
-from stax.backend import FallbackRecord, StaxCompiled, StaxReport
+from stax.backend import FallbackRecord, StaxCompiled, StaxReport, WeakRegistry
 from stax.driver import StaxCompileError
 from stax.options import resolve_config
 from stax.targets.neuron import NEURON_ROUTE, NeuronGraph, compile_graph
@@ -44,7 +44,8 @@ from stax.targets.neuron import NEURON_ROUTE, NeuronGraph, compile_graph
 __all__ = ["stax_neuron", "NeuronCompiled", "NeuronReport", "compiled_callables", "reports",
            "last_report", "clear", "neuron_notes"]
 
-compiled_callables: list["NeuronCompiled"] = []
+#: every live NeuronCompiled (weak references: the registry keeps no compiled graph alive)
+compiled_callables: WeakRegistry = WeakRegistry()
 
 _WHY = {
     "stax.fusion": "neuronx-cc fuses the whole graph itself; stax hands it the unfused graph",
@@ -101,7 +102,8 @@ def reports() -> list[NeuronReport]:
 
 
 def last_report() -> NeuronReport | None:
-    return compiled_callables[-1].report if compiled_callables else None
+    live = list(compiled_callables)
+    return live[-1].report if live else None
 
 
 def clear() -> None:

@@ -221,9 +221,18 @@ def test_dynamic_shapes_raise():
 
 
 def test_unsupported_dtype_raises():
-    graphs = capture(lambda a: a * 2, torch.randn(3, dtype=torch.complex64))
-    with pytest.raises(UnsupportedGraph, match="complex64"):
+    graphs = capture(lambda a: a * 2, torch.randn(3, dtype=torch.complex32))
+    with pytest.raises(UnsupportedGraph, match="complex32"):
         import_graph(*graphs[0], new_context())
+
+
+def test_complex_ops_import_as_fallbacks():
+    # complex values are carried (graph inputs, fallback operands/results); every op on
+    # them is a fallback that PyTorch runs
+    graphs = capture(lambda a: a * 2, torch.randn(3, dtype=torch.complex64))
+    ig = import_graph(*graphs[0], new_context())
+    assert ig.fallback_ops == ["aten.mul.Tensor"]
+    assert ig.inputs[0].dtype == torch.complex64
 
 
 def test_backward_output_specs_linear():

@@ -1643,7 +1643,8 @@ class _Lowering:
             if fl:
                 p = em.op(f"arith.cmpf ogt, {a}, {c(0.0)} : {ty}")
                 n = em.op(f"arith.cmpf olt, {a}, {c(0.0)} : {ty}")
-                t = em.op(f"arith.select {n}, {c(-1.0)}, {a} : {bty}, {ty}")
+                # eager's (0 < x) - (x < 0): sign(nan) = 0 and sign(-0.0) = +0.0
+                t = em.op(f"arith.select {n}, {c(-1.0)}, {c(0.0)} : {bty}, {ty}")
                 return r(f"arith.select {p}, {c(1.0)}, {t} : {bty}, {ty}")
             gt = "ugt" if dt.unsigned else "sgt"
             lt = "ult" if dt.unsigned else "slt"
