@@ -15,6 +15,8 @@ when it drifts), so upstream tools can read stax IR with `--irdl-file`.
 Ops print in MLIR's generic form (IRDL dialects have no custom assembly).
 """
 
+import sys
+import types
 from typing import Any
 
 from stax._mlir import ext, ir
@@ -25,6 +27,17 @@ __all__ = ["Stax", "load_into", "OPS", "UNARY_OPS", "BINARY_OPS", "COMPARE_OPS",
 
 class Stax(ext.Dialect, name="stax"):
     pass
+
+
+# The bindings look for a Python module per dialect namespace (`<prefix>.stax`, for
+# each of `dialect_search_modules`) every time they wrap an op, and remember only a
+# module that imported. None exists for `stax` or `stax_graph`, so each op wrapped
+# (block.operations, walk callbacks) cost a failed import (~10 us; seconds for a
+# 20k-op function walked a few times). An empty module per namespace ends the search.
+for _prefix in ext._cext.globals.dialect_search_modules:
+    for _ns in ("stax", "stax_graph"):
+        sys.modules.setdefault(f"{_prefix}.{_ns}", types.ModuleType(
+            f"{_prefix}.{_ns}", "stand-in: the stax dialects are defined in stax.dialects"))
 
 
 Tensor = ir.RankedTensorType

@@ -180,13 +180,25 @@ class _Block:
         return [self._chain(v) for v in vals]
 
     # ------------------------------------------------------------------- grouping
+    #
+    # form_groups is greedy: each fusible op, in program order, starts a group and
+    # absorbs its producers' groups (nearest first) while the union stays a legal
+    # kernel and contracting it creates no cycle. Both checks are incremental, so
+    # the pass is near-linear in the number of ops:
+    #
+    # - legality keeps, per group, its reduction signatures, its result shapes and the
+    #   "strict" edges that touch it (an edge whose consumer is concat/pad, or whose
+    #   view chain has an op other than broadcast_in_dim/reshape: such an edge must
+    #   not lie inside a kernel); a union is legal iff the same rules hold for it
+    #   (see `legal`, which checks a member list from scratch and is the reference);
+    # - the cycle check keeps a topological order `_ord` of the units (groups and the
+    #   single non-fusible ops) and, for a merge of a producer group G into the
+    #   current group P, searches only the units between them in that order, from
+    #   both ends in lockstep (Pearce-Kelly style), stopping when either side is done.
 
     def unit(self, i):
         g = self.group_of.get(i)
         return ("g", g) if g is not None else ("o", i)
-
-    def unit_ops(self, u):
-        return self.groups[u[1]] if u[0] == "g" else [u[1]]
 
     def legal(self, members):
         """The reduction signature ("pointwise" -> None) if `members` form a legal
@@ -203,44 +215,211 @@ class _Block:
                     return False
             for root, chain in self.chains[m]:
                 if root in mset:
-                    if op.name in ("stax.concat", "stax.pad"):
-                        return False
-                    if any(self.ops[c].name not in _INNER_VIEW_OPS for c in chain):
+                    if self._strict(m, chain):
                         return False
         shapes = {_shape(self.ops[m].results[0]) for m in members}
         if sig is None:
             return None if len(shapes) == 1 else False
         return (sig[0], sig[1]) if shapes <= sig[2] else False
 
-    def creates_cycle(self, members, merged_units):
-        """Whether some outside producer of `members` depends on one of them."""
-        mset = set(members)
-        stack, seen = [], set()
-        for m in members:
-            for root, _ in self.chains[m]:
-                if root is not None and root not in mset:
-                    u = self.unit(root)
-                    if u not in seen:
-                        seen.add(u)
-                        stack.append(u)
+    def _strict(self, m, chain) -> bool:
+        """Whether the edge (root -> m through `chain`) must not lie inside a kernel."""
+        if self.ops[m].name in ("stax.concat", "stax.pad"):
+            return True
+        return any(self.ops[c].name not in _INNER_VIEW_OPS for c in chain)
+
+    # -- graph of units: node ops are the non-transparent ops (CORE and OTHER); an
+    # edge root -> op for each operand chain (views and generators are looked through).
+    # A unit's key is an int: its group id (the op index of a member), or the op's own
+    # index for an op in no group (`group_of.get(j, j)`).
+
+    def _init_graph(self):
+        n = len(self.ops)
+        self._preds = [None] * n   # unit key -> set of node op indices it reads (lazy)
+        self._succs = [None] * n   # unit key -> set of node op indices reading it
+        op_preds = [[r for r, _ in self.chains[j] if r is not None] for j in range(n)]
+        op_succs = [[] for _ in range(n)]
+        for j, ps in enumerate(op_preds):
+            for r in ps:
+                op_succs[r].append(j)
+        self._op_preds, self._op_succs = op_preds, op_succs
+        self._K = 1 << 64
+        self._ord = [j * self._K for j in range(n)]
+        # per group: reduction signatures, result shapes, strict incident edges
+        self._gsig: dict[int, set] = {}
+        self._gshapes: dict[int, set] = {}
+        self._gstrict: dict[int, list] = {}
+        self._res_shape = [None] * n
+        self._red_sig = [None] * n
+        self._strict_in = [[] for _ in range(n)]  # op -> roots of its strict in-edges
+        self._strict_out = [[] for _ in range(n)]  # op -> consumers via strict edges
+        for j in range(n):
+            if self.kind[j] != _CORE:
+                continue
+            op = self.ops[j]
+            self._res_shape[j] = _shape(op.results[0])
+            if op.name in REDUCTION_OPS:
+                self._red_sig[j] = _signature(op)
+            for root, chain in self.chains[j]:
+                if root is not None and self._strict(j, chain):
+                    self._strict_in[j].append(root)
+                    self._strict_out[root].append(j)
+
+    def _unit_preds(self, k):
+        s = self._preds[k]
+        if s is None:
+            s = self._preds[k] = set(self._op_preds[k])
+        return s
+
+    def _unit_succs(self, k):
+        s = self._succs[k]
+        if s is None:
+            s = self._succs[k] = set(self._op_succs[k])
+        return s
+
+    def _new_group(self, i) -> int:
+        self.group_of[i] = i
+        self.groups[i] = [i]
+        rs = self._red_sig[i]
+        self._gsig[i] = {rs[:2]} if rs is not None else set()
+        self._gshapes[i] = {self._res_shape[i]}
+        self._gstrict[i] = [(i, r) for r in self._strict_in[i]] + \
+                           [(i, c) for c in self._strict_out[i]]
+        return i
+
+    def _legal_union(self, a, b):
+        """legal(groups[a] + groups[b]), from the groups' summaries."""
+        sigs = self._gsig[a] | self._gsig[b]
+        if len(sigs) > 1:
+            return False
+        sa, sb = self._gstrict[a], self._gstrict[b]
+        small, other = (sa, b) if len(sa) <= len(sb) else (sb, a)
+        for _, x in small:
+            if self.group_of.get(x) == other:
+                return False
+        shapes = self._gshapes[a] | self._gshapes[b]
+        if not sigs:
+            return None if len(shapes) == 1 else False
+        s, dims = next(iter(sigs))
+        keep = tuple(1 if d in dims else n for d, n in enumerate(s))
+        drop = tuple(n for d, n in enumerate(s) if d not in dims)
+        return (s, dims) if shapes <= {s, keep, drop} else False
+
+    def _search(self, start, other, forward, lo, hi, result):
+        """Generator, one step per edge looked at. From unit `start`, visit the units
+        reachable forward (succs) or backward (preds) whose order lies in [lo, hi],
+        never entering `other`. A visited unit adjacent to `other` means that
+        contracting `start` and `other` makes a cycle. Appends to `result` "cycle", or
+        (visited unit keys, the nearest order outside [lo, hi] of their neighbours)."""
+        ords = self._ord
+        nbrs = self._unit_succs if forward else self._unit_preds
+        seen = {start, other}
+        visited = []
+        stack = [start]
+        bound = None  # min order of the succs above hi / max order of the preds below lo
         while stack:
             u = stack.pop()
-            if u in merged_units:
-                return True
-            for i in self.unit_ops(u):
-                for root, _ in self.chains[i]:
-                    if root is None:
-                        continue
-                    if root in mset:
-                        return True
-                    w = self.unit(root)
-                    if w not in seen:
+            s = nbrs(u)
+            stale = []
+            for x in s:
+                yield
+                w = self.group_of.get(x, x)
+                if w == u:
+                    stale.append(x)
+                elif w == other:
+                    if u != start:
+                        result.append("cycle")
+                        return
+                elif w not in seen:
+                    o = ords[w]
+                    if lo <= o <= hi:
                         seen.add(w)
+                        visited.append(w)
                         stack.append(w)
-        return False
+                    elif forward:
+                        if bound is None or o < bound:
+                            bound = o
+                    elif bound is None or o > bound:
+                        bound = o
+            for x in stale:  # members of u now: never looked at again
+                s.discard(x)
+        result.append((visited, bound))
+
+    def _try_contract(self, g, p, i):
+        """Merge producer group `g` into the current group `p` unless that makes a
+        cycle. Returns the merged group's key, or None. Between ord(g) and ord(p), the
+        units reachable from g (F) or those reaching p (B) are searched in lockstep;
+        whichever search ends first decides, and the order stays topological by moving
+        F just above p (the union takes p's place) or B just below g (g's place)."""
+        og, op_ = self._ord[g], self._ord[p]
+        fres, bres = [], []
+        fwd = self._search(g, p, True, og, op_, fres)
+        bwd = self._search(p, g, False, og, op_, bres)
+        while True:
+            next(fwd, None)
+            if fres:
+                side, res = "f", fres[0]
+                break
+            next(bwd, None)
+            if bres:
+                side, res = "b", bres[0]
+                break
+        if res == "cycle":
+            return None
+        visited, bound = res
+        while True:
+            ords, K = self._ord, self._K
+            visited.sort(key=ords.__getitem__)
+            k = len(visited)
+            if side == "f":
+                lo = ords[p]
+                hi = (i + 1) * K if bound is None else min(bound, (i + 1) * K)
+            else:
+                hi = ords[g]
+                lo = hi - (k + 1) * K if bound is None else bound
+            step = min(K, (hi - lo) // (k + 1))
+            if step > 0:
+                break
+            self._ord = [o << 64 for o in ords]  # no room: spread every order out
+            self._K <<= 64
+            if bound is not None:
+                bound <<= 64
+        if side == "f":
+            for t, u in enumerate(visited, 1):
+                ords[u] = lo + t * step
+            new_ord = ords[p]
+        else:
+            for t, u in enumerate(visited):
+                ords[u] = hi - (k - t) * step
+            new_ord = ords[g]
+        return self._merge(g, p, new_ord)
+
+    def _merge(self, a, b, new_ord) -> int:
+        """Union of groups a and b (small into large); returns the surviving key."""
+        if len(self.groups[a]) < len(self.groups[b]):
+            a, b = b, a
+        for m in self.groups[b]:
+            self.group_of[m] = a
+        self.groups[a].extend(self.groups.pop(b))
+        for table, get in ((self._preds, self._unit_preds), (self._succs, self._unit_succs)):
+            sa, sb = get(a), get(b)
+            if len(sa) < len(sb):
+                sa, sb = sb, sa
+            sa.update(sb)
+            table[a], table[b] = sa, None
+        self._gsig[a] |= self._gsig.pop(b)
+        self._gshapes[a] |= self._gshapes.pop(b)
+        la, lb = self._gstrict[a], self._gstrict.pop(b)
+        if len(la) < len(lb):
+            la, lb = lb, la
+        la.extend(lb)
+        self._gstrict[a] = la
+        self.sigs.pop(b, None)
+        self._ord[a] = new_ord
+        return a
 
     def form_groups(self):
-        next_gid = 0
+        self._init_graph()
         for i in range(len(self.ops)):
             if self.kind[i] != _CORE:
                 continue
@@ -250,27 +429,19 @@ class _Block:
                 g = self.group_of.get(root) if root is not None else None
                 if g is not None and g not in prods:
                     prods.append(g)
-            members, merged = [i], []
-            sig = self.legal(members)
+            p = self._new_group(i)
+            sig = self.legal([i])
             for g in prods:
-                cand = sorted(members + self.groups[g])
-                s = self.legal(cand)
+                s = self._legal_union(p, g)
                 if s is False:
                     continue
-                units = {("g", x) for x in merged + [g]}
-                if self.creates_cycle(cand, units):
+                merged = self._try_contract(g, p, i)
+                if merged is None:
                     continue
-                members, sig = cand, s
-                merged.append(g)
-            gid = next_gid
-            next_gid += 1
-            for g in merged:
-                del self.groups[g]
-                self.sigs.pop(g, None)
-            self.groups[gid] = members
-            self.sigs[gid] = sig
-            for m in members:
-                self.group_of[m] = gid
+                p, sig = merged, s
+            self.sigs[p] = sig
+        for members in self.groups.values():
+            members.sort()
 
 
 # ----------------------------------------------------------------------------- rebuilding
@@ -335,15 +506,19 @@ def _fuse_block(block, namer: _Namer) -> int:
                     outside[i] = True
 
     def used_outside(v, gid) -> bool:
-        for use in v.uses:
-            j = a.pos.get(_key(use.owner))
-            if j is None or kind[j] == _OTHER:
-                return True
-            if kind[j] == _CORE:
-                if a.group_of[j] != gid:
+        stack = [v]  # v, and the views of it that kernels clone (no recursion: long view chains)
+        while stack:
+            for use in stack.pop().uses:
+                j = a.pos.get(_key(use.owner))
+                if j is None or kind[j] == _OTHER:
                     return True
-            elif outside[j] or used_outside(ops[j].results[0], gid):
-                return True
+                if kind[j] == _CORE:
+                    if a.group_of[j] != gid:
+                        return True
+                elif outside[j]:
+                    return True
+                else:
+                    stack.append(ops[j].results[0])
         return False
 
     outputs = {gid: [ops[m].results[0] for m in members
@@ -429,28 +604,32 @@ def _build_kernel(a: _Block, gid: int, outputs, term, namer: _Namer) -> None:
     # phase 1: the kernel inputs, in first-use order
     inputs, seen_in, seen_t = [], set(), set()
 
-    def collect(v):
-        if is_member_value(v):
-            return
-        t = transparent(v)
-        if t is not None:
-            if t not in seen_t:
-                seen_t.add(t)
-                for x in ops[t].operands:
-                    collect(x)
-            return
-        if v not in seen_in:
-            seen_in.add(v)
-            inputs.append(v)
+    def collect(v):  # depth-first through views, in operand order (a stack, not recursion)
+        stack = [v]
+        while stack:
+            v = stack.pop()
+            if is_member_value(v):
+                continue
+            t = transparent(v)
+            if t is not None:
+                if t not in seen_t:
+                    seen_t.add(t)
+                    stack.extend(reversed(list(ops[t].operands)))
+                continue
+            if v not in seen_in:
+                seen_in.add(v)
+                inputs.append(v)
 
     for m in members:
         for v in ops[m].operands:
             collect(v)
 
-    locs = []
+    locs, seen_locs = [], set()
     for m in members:
         loc = ops[m].location
-        if loc not in locs:
+        key = loc.attr  # (a Location's own hash is its wrapper's identity)
+        if key not in seen_locs:
+            seen_locs.add(key)
             locs.append(loc)
     loc = locs[0] if len(locs) == 1 else ir.Location.fused(locs)
     kind = "pointwise" if a.sigs[gid] is None else "reduction"
@@ -464,23 +643,28 @@ def _build_kernel(a: _Block, gid: int, outputs, term, namer: _Namer) -> None:
     vmap = {v: arg for v, arg in zip(inputs, body.arguments)}
 
     def clone(i):
-        op = ops[i]
-        for x in op.operands:
-            mapped(x)
-        new = op.clone(ip=ip)
-        for k, x in enumerate(op.operands):
-            new.operands[k] = vmap[x]
-        for r, nr in zip(op.results, new.results):
-            vmap[r] = nr
-
-    def mapped(v):
-        if v in vmap:
-            return
-        t = transparent(v)
-        if t is None:
-            raise _pass_error(f"internal error: value {v.get_name()} has no definition in "
-                              "the kernel", location=kernel.location)
-        clone(t)
+        """Clone op i into the body after the views/generators it reads (post-order, with
+        a stack: a view chain can be thousands long)."""
+        stack = [(i, 0)]
+        while stack:
+            j, k = stack.pop()
+            operands = list(ops[j].operands)
+            while k < len(operands) and operands[k] in vmap:
+                k += 1
+            if k < len(operands):
+                t = transparent(operands[k])
+                if t is None:
+                    raise _pass_error(f"internal error: value {operands[k].get_name()} has no "
+                                      "definition in the kernel", location=kernel.location)
+                stack.append((j, k + 1))
+                stack.append((t, 0))
+                continue
+            op = ops[j]
+            new = op.clone(ip=ip)
+            for n, x in enumerate(operands):
+                new.operands[n] = vmap[x]
+            for r, nr in zip(op.results, new.results):
+                vmap[r] = nr
 
     for m in members:
         clone(m)

@@ -8,7 +8,7 @@ import lit.formats
 config.name = "stax"
 config.test_format = lit.formats.ShTest(execute_external=False)  # True raises in lit 23
 config.suffixes = [".mlir"]
-config.excludes = ["python", "Output", "lit.cfg.py", "run_filecheck.py"]
+config.excludes = ["python", "Output", "Inputs", "lit.cfg.py", "run_filecheck.py"]
 
 config.test_source_root = os.path.dirname(os.path.abspath(__file__))
 repo_root = os.path.dirname(config.test_source_root)
@@ -36,6 +36,8 @@ def tool(name):
 config.substitutions.append(("%stax_irdl",
                              os.path.join(repo_root, "dialects", "stax.irdl.mlir")))
 config.substitutions.append((tool("stax-opt"), f'"{python}" -m stax.tools.stax_opt'))
+# %python: the interpreter that runs lit (tests generate big or binary inputs with it).
+config.substitutions.append(("%python", f'"{python}"'))
 config.substitutions.append((tool("FileCheck"),
                              f'"{python}" "{os.path.join(config.test_source_root, "run_filecheck.py")}"'))
 config.substitutions.append((tool("torch-mlir-opt"), f'"{torch_mlir_opt}"'))

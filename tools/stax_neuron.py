@@ -24,12 +24,16 @@ def main(argv=None) -> int:
                    help="comma-separated neff_input_names (default input0,input1,...)")
     p.add_argument("--no-check", action="store_true", help="skip the neuronx-cc legality check")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    filename = "<stdin>" if args.input == "-" else args.input
+    from stax.tools._input import InputError, check_nesting, read_input
     try:
-        text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
-    except OSError as e:
-        sys.stderr.write(f"stax-neuron: error: could not open input file '{args.input}': "
-                         f"{e.strerror or e}\n")
+        filename, text = read_input(args.input)
+    except InputError as e:
+        sys.stderr.write(f"stax-neuron: error: {e}\n")
+        return 1
+    try:
+        check_nesting(text, filename)
+    except InputError as e:
+        sys.stderr.write(f"{e}\n")
         return 1
     if args.emit == "proto" and args.output == "-":
         sys.stderr.write("stax-neuron: error: --emit proto writes binary; give -o FILE\n")

@@ -138,7 +138,13 @@ def _process(text: str, line_offset: int, filename: str, names: list[str],
     """The printed module, or None after reporting the error(s) on stderr."""
     from stax._mlir import PassManager, ir
     from stax.passes.registry import PassError, format_mlir_error, run_pipeline, verify
+    from stax.tools._input import InputError, check_nesting
 
+    try:
+        check_nesting(text, filename, line_offset)
+    except InputError as e:
+        _err(str(e))
+        return None
     try:
         with ctx:  # the dialect's verifiers build types in the ambient context
             module = ir.Module.parse("\n" * line_offset + text)
@@ -179,17 +185,13 @@ def _run(argv) -> int:
         from stax.tools import stax_neuron
         return stax_neuron.main([args.input, "--emit", args.emit, "-o", args.output])
 
-    if args.input == "-":
-        filename, text = "<stdin>", sys.stdin.read()
-    else:
-        filename = args.input
-        try:
-            with open(args.input, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            _err(f"{PROG}: error: could not open input file '{args.input}': "
-                 f"{e.strerror or e}")
-            return 1
+    from stax.tools._input import InputError, read_input
+
+    try:
+        filename, text = read_input(args.input)
+    except InputError as e:
+        _err(f"{PROG}: error: {e}")
+        return 1
 
     from stax._mlir import new_context
     from stax.passes.registry import PassError

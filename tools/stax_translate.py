@@ -84,10 +84,16 @@ def main(argv=None):
                   "together", file=sys.stderr)
             return 1
         config = TritonConfig(a.block, a.rblock, a.num_warps, a.num_stages, a.split)
+    from stax.tools._input import InputError, check_nesting, read_input
     try:
-        text = sys.stdin.read() if a.input == "-" else open(a.input).read()
-    except OSError as e:
+        filename, text = read_input(a.input)
+    except InputError as e:
         print(f"stax-translate: error: {e}", file=sys.stderr)
+        return 1
+    try:
+        check_nesting(text, filename)
+    except InputError as e:
+        print(e, file=sys.stderr)
         return 1
     try:
         out = translate(text, arch=a.arch, ptx=a.ptx, config=config, aligned=a.aligned,
