@@ -204,8 +204,8 @@ def guard_failure(guards: list[ArgGuard], graph_id: str, position: int, value) -
             return StaxGuardError(
                 f"{head} has dtype {value.dtype}, but the code was compiled for {g.dtype}; "
                 f"cast it (x.to({g.dtype})) or {_ADVICE_RECOMPILE}.")
-        if (value.device.type != g.device if ":" not in str(g.device)
-                else str(value.device) != g.device):
+        if g.device is not None and (value.device.type != g.device if ":" not in str(g.device)
+                                     else str(value.device) != g.device):
             route = CPU_ROUTE if g.device == "cpu" else TRITON_ROUTE
             return StaxGuardError(
                 f"{head} is on device {value.device}, but the code was compiled for "
@@ -246,7 +246,8 @@ def _guard_src(g: ArgGuard, var: str) -> str | None:
         dev_check = (f"{var}.device.type == {g.device!r}" if ":" not in str(g.device)
                      else f"{var}.device == _dev")
         parts = [f"isinstance({var}, Tensor)", f"{var}.shape == {g.shape!r}",
-                 f"{var}.dtype == {_dtype_src(g.dtype)}", dev_check]
+                 f"{var}.dtype == {_dtype_src(g.dtype)}"] + \
+            ([dev_check] if g.device is not None else [])  # None: a scalar, any device
         if not any(s == 0 for s in g.shape):
             if all(s > 1 for s in g.shape):
                 parts.append(f"{var}.stride() == {g.strides!r}")
@@ -709,15 +710,21 @@ def select_target(example_inputs, names=None) -> tuple[str, str]:
 
 
 def _cpu_input_on_gpu(barg, ex, var, pos, name, em) -> str:
-    """The variable a GPU graph reads a CPU tensor input through. Read only by fallback ops
-    or returned: the tensor itself, on its own device (as eager hands it over). Read by a
-    kernel, matmul or view: a 0-dim tensor (torch's CPU scalar beside CUDA tensors) is
-    copied to the device once per call (`x.to(_dev)`: a 4-byte host-to-device copy in
-    stream order, no device synchronization; chosen over a scalar kernel argument, which
-    would need `.item()` and a kernel per value); any other CPU tensor is refused, as
-    eager refuses it."""
-    device_users = sorted({u.owner.name for u in barg.uses} - set(FALLBACK_OPS) -
-                          {"func.return"})
+    """The variable a GPU graph reads a CPU tensor input, or any 0-dim tensor input,
+    through. Read only by fallback ops or returned: the tensor itself, on its own device
+    (as eager hands it over). Read by a kernel, matmul or view: a 0-dim tensor (torch's
+    CPU scalar beside CUDA tensors; its guard accepts either device) is copied to the
+    device when it comes on the CPU (`x.to(_dev)`: a 4-byte host-to-device copy in stream
+    order, no device synchronization; chosen over a scalar kernel argument, which would
+    need `.item()` and a kernel per value); any other CPU tensor is refused, as eager
+    refuses it."""
+    def users(v):   # through wrapper views (as_strided of any device's tensor)
+        for u in v.uses:
+            if u.owner.name in VIEW_OPS:
+                yield from users(u.owner.results[0])
+            else:
+                yield u.owner.name
+    device_users = sorted(set(users(barg)) - set(FALLBACK_OPS) - {"func.return"})
     if not device_users:
         return var
     if ex.dim() != 0:
@@ -725,8 +732,12 @@ def _cpu_input_on_gpu(barg, ex, var, pos, name, em) -> str:
             f"input {pos} ('{name}') is a CPU tensor of shape {tuple(ex.shape)} read by "
             f"device code ({', '.join(device_users)}) beside CUDA tensors; only 0-dim CPU "
             "tensors (scalars) may be mixed with CUDA tensors. Move it to the GPU")
+    # a new variable: the argument itself stays what the caller passed (an output that is
+    # the input returns it); a 0-dim tensor is read by scalar loads, so no alignment hint
+    # depends on it
     new = em.new_var()
-    em.emit(f"{new} = {var}.to(_dev)  # a CPU 0-dim input read on the GPU (a scalar)")
+    em.emit(f"{new} = {var} if {var}.device == _dev else {var}.to(_dev)  # a 0-dim input "
+            "read on the GPU (a CPU scalar is copied)")
     return new
 
 
@@ -734,8 +745,13 @@ def _guards_for(example_inputs, names, device="cpu") -> list[ArgGuard]:
     guards = []
     for i, x in enumerate(example_inputs):
         if isinstance(x, torch.Tensor):
-            # a CPU tensor of a GPU graph (select_target) is expected on the CPU
+            # a CPU tensor of a GPU graph (select_target) is expected on the CPU; a 0-dim
+            # one (a scalar) on either (None: not checked): torch allows a CPU scalar
+            # beside CUDA tensors, and sdpa's RNG state saved for the backward is a CPU
+            # tensor that fake tensors place on the GPU (`_cpu_input_on_gpu`)
             dev = x.device.type if device == "cpu" or x.device.type == "cpu" else device
+            if device != "cpu" and x.dim() == 0:
+                dev = None
             guards.append(ArgGuard(i, names[i], "tensor", tuple(int(s) for s in x.shape),
                                    x.dtype, dev, tuple(int(s) for s in x.stride())))
         elif isinstance(x, (int, bool)) and not isinstance(x, torch.SymInt):
@@ -1315,7 +1331,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             # the legalized graph takes fp8 inputs as their bytes: a zero-copy view
             var = em.new_var()
             em.emit(f"{var} = {argvars[pos]}.view(torch.uint8)")
-        if gpu and isinstance(ex, torch.Tensor) and ex.device.type == "cpu":
+        if gpu and isinstance(ex, torch.Tensor) and (ex.device.type == "cpu" or ex.dim() == 0):
             var = _cpu_input_on_gpu(barg, ex, var, pos, names[pos], em)
         vals[barg] = _Val(var, shape, dtype, tuple(int(s) for s in ex.stride()), var, 0, True)
         if isinstance(ex, torch.Tensor):

@@ -586,3 +586,41 @@ def test_gpu_quantize_dequantize_in_one_kernel(fp8, name, legalize):
     got = _stax_compile(fn, legalize)(x)
     _check_route(legalize)
     _assert_bits_equal(got, fn(x), f"{fp8} qdq {name}")
+
+
+def _encoded_bit_views(fp8):
+    """The bits of an fp8 value computed in the kernel (an encode), through integer ops."""
+    u8 = torch.uint8
+    return {"bytes": lambda t: (t * 2).to(fp8).view(u8),
+            "abs": lambda t: ((t * 2).to(fp8).view(u8) & 0x7F).view(fp8).float(),
+            "or_sign": lambda t: (t.to(fp8).view(u8) | 0x80).view(fp8).float(),
+            "xor": lambda t: (t.to(fp8).view(u8) ^ 0x01).view(fp8).to(torch.bfloat16)}
+
+
+_ENC = [(f, n) for f in (E4, E5) for n in _encoded_bit_views(f)]
+_ENC_IDS = [f"{'e4m3fn' if f is E4 else 'e5m2'}-{n}" for f, n in _ENC]
+
+
+@pytest.mark.parametrize("fp8,name", _ENC, ids=_ENC_IDS)
+def test_encoded_bit_views_interpreted(fp8, name, cache_dir, monkeypatch):
+    """The whole f32 sweep (ties, subnormals, overflow, ±inf, NaN) encoded in the kernel
+    and its bits read by integer ops (the bitcast encodes in integer arithmetic, not
+    with tt.fp_to_fp), by ttir_interp: bit-exact against eager (CPU casts here)."""
+    monkeypatch.setenv("STAX_TRITON_ARCH", "90")
+    fn = _encoded_bit_views(fp8)[name]
+    x = SWEEP.clone()
+    got = _interpreted(fn, x, False)
+    _assert_bits_equal(got, fn(x), f"{fp8} encoded {name}", nan_payload=False)
+
+
+@gpu
+@pytest.mark.parametrize("legalize", MODES)
+@pytest.mark.parametrize("fp8,name", _ENC, ids=_ENC_IDS)
+def test_gpu_encoded_bit_views(fp8, name, legalize):
+    """On the GPU: the in-range sweep encoded in the kernel, its bits through integer ops
+    and decoded again (the pattern sm_90 code got wrong), against eager CUDA."""
+    fn = _encoded_bit_views(fp8)[name]
+    x = _qdq_input(fp8, "cuda") * 0.5
+    got = _stax_compile(fn, legalize)(x)
+    _check_route(legalize)
+    _assert_bits_equal(got, fn(x), f"{fp8} encoded {name}", nan_payload=False)

@@ -511,6 +511,7 @@ class _Lowering:
         self.row_vals = {}
         self.delin = {}
         self.rounded = {}
+        self.raw = set()         # mem-typed SSA values that are bytes as loaded
 
     # --------------------------------------------------------------- index type
     def _choose_index_type(self, work):
@@ -675,6 +676,7 @@ class _Lowering:
         # the value's bits in memory are x itself: a store or a bitcast of it uses them
         # (decode + encode is no bit-identity: e5m2 NaN payloads, bf16/f16 signaling NaNs)
         self.rounded[(e, dt.mem)] = x.ssa
+        self.raw.add(x.ssa)
         return V(e, x.shape, dt.comp)
 
     def _to_mem(self, v: V, dt: DT, shape) -> str:
@@ -1538,8 +1540,58 @@ class _Lowering:
         em = self.em
         sh = x.shape if not x.is_const else ()
         m = self._to_mem(x, src, sh)
+        if src.fp8 and not x.is_const and m not in self.raw and dst.mem == "i8":
+            # an fp8 value computed in this kernel (an encode): its bits by integer
+            # arithmetic. On sm_90 Triton 3.6 loses the odd element of each pair when the
+            # bytes of a tt.fp_to_fp f32 -> fp8 go through integer ops and are decoded
+            # again in registers (benchmarks/fp8_bitcast_probe.py, issue 8)
+            return self._from_mem(V(self._fp8_encode_bits(em.mat(x, sh), sh, src.mem),
+                                    sh, "i8"), dst)
         r = em.op(f"tt.bitcast {m} : {em.ty(sh, src.mem)} -> {em.ty(sh, dst.mem)}")
         return self._from_mem(V(r, sh, dst.mem), dst)
+
+    def _fp8_encode_bits(self, s, shape, mem) -> str:
+        """f32 -> fp8 bits (an i8 SSA value) in integer arithmetic, the same rounding
+        (nearest even) and overflow as `_fp8_encode`: normal results shift the f32
+        mantissa and re-bias the exponent, subnormal ones are rint(|x| * 2^(bias-1+M))."""
+        em = self.em
+        E4 = mem == "f8E4M3FN"
+        M, bias, maxb = (3, 7, 0x7E) if E4 else (2, 15, 0x7B)
+        mode = "inf" if not E4 else fp8_e4m3fn_overflow()
+        over_b = {"inf": 0x7C, "nan": 0x7F}.get(mode, maxb)
+        ity, fty, bty = em.ty(shape, "i32"), em.ty(shape, "f32"), em.ty(shape, "i1")
+
+        def c(v, t="i32"):
+            return em.mat(V(None, (), t, cval=v), shape)
+
+        def op(text):
+            return em.op(text)
+        u = op(f"tt.bitcast {s} : {fty} -> {ity}")
+        neg = op(f"arith.cmpi slt, {u}, {c(0)} : {ity}")
+        a = op(f"arith.andi {u}, {c(0x7FFFFFFF)} : {ity}")
+        nan = op(f"arith.cmpi sgt, {a}, {c(0x7F800000)} : {ity}")
+        sh = 23 - M
+        q = op(f"arith.shrui {a}, {c(sh)} : {ity}")
+        bn = op(f"arith.subi {q}, {c((127 - bias) << M)} : {ity}")
+        rem = op(f"arith.andi {a}, {c((1 << sh) - 1)} : {ity}")
+        gt = op(f"arith.cmpi sgt, {rem}, {c(1 << (sh - 1))} : {ity}")
+        tie = op(f"arith.cmpi eq, {rem}, {c(1 << (sh - 1))} : {ity}")
+        odd = op(f"arith.trunci {q} : {ity} to {bty}")
+        up = op(f"arith.ori {gt}, {op(f'arith.andi {tie}, {odd} : {bty}')} : {bty}")
+        bn = op(f"arith.addi {bn}, {op(f'arith.extui {up} : {bty} to {ity}')} : {ity}")
+        ax = op(f"tt.bitcast {a} : {ity} -> {fty}")
+        sc = op(f"arith.mulf {ax}, {c(float(2 ** (bias - 1 + M)), 'f32')} : {fty}")
+        rs = self._extern("__nv_rintf", [V(sc, tuple(shape), "f32")], tuple(shape), "f32")
+        bs = op(f"arith.fptosi {rs.ssa} : {fty} to {ity}")
+        e32 = op(f"arith.shrui {a}, {c(23)} : {ity}")
+        sub = op(f"arith.cmpi slt, {e32}, {c(128 - bias)} : {ity}")
+        bits = op(f"arith.select {sub}, {bs}, {bn} : {bty}, {ity}")
+        over = op(f"arith.cmpi sgt, {bits}, {c(maxb)} : {ity}")
+        bits = op(f"arith.select {over}, {c(over_b)}, {bits} : {bty}, {ity}")
+        bits = op(f"arith.select {nan}, {c(0x7F)}, {bits} : {bty}, {ity}")
+        sign = op(f"arith.select {neg}, {c(0x80)}, {c(0)} : {bty}, {ity}")
+        bits = op(f"arith.ori {bits}, {sign} : {ity}")
+        return op(f"arith.trunci {bits} : {ity} to {em.ty(shape, 'i8')}")
 
     def _compare(self, kind, ins, dt: DT) -> V:
         em = self.em
