@@ -978,37 +978,28 @@ def _mean(b, node, a):
 
 
 def _var_parts(b, node, a, want_mean):
+    """var / var_mean in the op-math type (bf16/f16 accumulate in f32, as eager does),
+    from `_moments` (the corrected two-pass method, so 4M values in [100, 101] keep
+    their variance), scaled by n / (n - correction)."""
     vals = _val(node)
     out_t = vals[0] if isinstance(vals, (tuple, list)) else vals
     dtype = out_t.dtype
     if not dtype.is_floating_point:
         raise _Fallback("var of a non-float dtype")
-    # Two passes in the op-math type (bf16/f16 accumulate in f32, as eager does): the
-    # mean, then the sum of squared deviations, corrected by the deviations' own sum
-    # (Chan, Golub & LeVeque's corrected two-pass: ss - (sum xc)^2 / n cancels the
-    # rounding error of the mean to first order, so values far from zero, e.g. 4M values
-    # in [100, 101], keep their variance); clamped at 0 against rounding.
     cd = _opmath(dtype)
     x = b.convert(b.v(a["self"]), cd)
     s = _vshape(x)
     dims = _norm_dims(a.get("dim"), len(s))
-    keep = bool(a.get("keepdim") or False)
     corr = a.get("correction")
     corr = 1 if corr is None else corr
     n = _numel([s[d] for d in dims])
-    m = b.mean(x, dims, True)
-    xc = b.binary("sub", x, b.broadcast(m, s, list(range(len(s)))))
-    ss = b.reduce("reduce_sum", b.binary("mul", xc, xc), dims, keep)
-    sc = b.reduce("reduce_sum", xc, dims, keep)
-    if n > 0:
-        ss = b.binary("sub", ss, b.binary("div", b.binary("mul", sc, sc), b.scalar_like(sc, n)))
-        ss = b.binary("maximum", ss, b.scalar_like(ss, 0.0))
-    var = b.binary("div", ss, b.scalar_like(ss, max(0, n - corr)))
+    mean, var, _ = _moments(b, x, dims)
+    var = b.binary("div", b.binary("mul", var, b.scalar_like(var, n)),
+                   b.scalar_like(var, max(0, n - corr)))
     var = b.convert(b.reshape(var, list(out_t.shape)), dtype)
     if not want_mean:
         return var
-    mean = b.convert(b.reshape(m, list(vals[1].shape)), vals[1].dtype)
-    return var, mean
+    return var, b.convert(b.reshape(mean, list(vals[1].shape)), vals[1].dtype)
 
 
 @_reg(aten.var.correction, aten.var.dim)
