@@ -253,8 +253,8 @@ def compare_results(stax: Result, eager: Result, ref64: Result | None = None,
 # -- running -----------------------------------------------------------------------------
 
 def _loss_weights(outs, seed, device):
-    gen = torch.Generator().manual_seed(seed ^ 0x5EED)
-    return [torch.randn(o.shape, generator=gen).to(device)
+    gen = torch.Generator(device=device).manual_seed(seed ^ 0x5EED)
+    return [torch.randn(o.shape, generator=gen, device=device)
             if isinstance(o, torch.Tensor) and o.requires_grad else None for o in outs]
 
 

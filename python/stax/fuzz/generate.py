@@ -130,15 +130,18 @@ def _apply_layout(spec: InputSpec, b: torch.Tensor) -> torch.Tensor:
 
 
 def _values(spec: InputSpec, shape, gen: torch.Generator) -> torch.Tensor:
+    """Values made on the generator's device (a GPU run draws them on the GPU: huge
+    inputs stay fast; the repro script does the same)."""
     dt = DTYPES[spec.dtype]
+    dev = gen.device
     if spec.kind == "index":
-        return torch.randint(0, max(1, spec.high), shape, generator=gen, dtype=dt)
+        return torch.randint(0, max(1, spec.high), shape, generator=gen, dtype=dt, device=dev)
     if dt == torch.bool:
-        return torch.rand(shape, generator=gen) > 0.5
+        return torch.rand(shape, generator=gen, device=dev) > 0.5
     if not dt.is_floating_point:
-        v = torch.randint(-60, 60, shape, generator=gen, dtype=torch.int64)
+        v = torch.randint(-60, 60, shape, generator=gen, dtype=torch.int64, device=dev)
         return v.to(dt)
-    v = torch.randn(shape, generator=gen)
+    v = torch.randn(shape, generator=gen, device=dev)
     if spec.kind == "pos":
         v = v.abs() + 0.25
     elif spec.kind == "shifted":      # far from zero: variance / cancellation precision
@@ -149,9 +152,9 @@ def _values(spec: InputSpec, shape, gen: torch.Generator) -> torch.Tensor:
 
 
 def special_values(v, gen):
-    pick = torch.rand(v.shape, generator=gen)
-    idx = torch.randint(0, 5, v.shape, generator=gen)
-    sp = torch.tensor([float("nan"), float("inf"), float("-inf"), -0.0, 0.0])
+    pick = torch.rand(v.shape, generator=gen, device=v.device)
+    idx = torch.randint(0, 5, v.shape, generator=gen, device=v.device)
+    sp = torch.tensor([float("nan"), float("inf"), float("-inf"), -0.0, 0.0], device=v.device)
     return torch.where(pick < 0.05, sp[idx], v)
 
 
@@ -170,7 +173,7 @@ def make_input(spec: InputSpec, gen: torch.Generator | None, device="cpu",
 
 
 def make_inputs(prog: Program, device="cpu", requires_grad=False, seed=None) -> list:
-    gen = torch.Generator().manual_seed(prog.seed if seed is None else seed)
+    gen = torch.Generator(device=device).manual_seed(prog.seed if seed is None else seed)
     return [make_input(s, gen, device, requires_grad and grad_dtype(s.dtype)) for s in prog.inputs]
 
 

@@ -135,20 +135,20 @@ def _input_src(spec: InputSpec) -> list:
     base = tuple(_base_shape(spec))
     dt = f"torch.{spec.dtype}"
     if spec.kind == "index":
-        v = f"torch.randint(0, {max(1, spec.high)}, {base!r}, generator=g, dtype={dt})"
+        v = f"torch.randint(0, {max(1, spec.high)}, {base!r}, generator=g, dtype={dt}, device=device)"
     elif spec.dtype == "bool":
-        v = f"torch.rand({base!r}, generator=g) > 0.5"
+        v = f"torch.rand({base!r}, generator=g, device=device) > 0.5"
     elif spec.dtype in ("int32", "int64", "uint8", "int16"):
-        v = f"torch.randint(-60, 60, {base!r}, generator=g, dtype=torch.int64).to({dt})"
+        v = f"torch.randint(-60, 60, {base!r}, generator=g, dtype=torch.int64, device=device).to({dt})"
     elif spec.kind == "pos":
-        v = f"(torch.randn({base!r}, generator=g).abs() + 0.25).to({dt})"
+        v = f"(torch.randn({base!r}, generator=g, device=device).abs() + 0.25).to({dt})"
     elif spec.kind == "shifted":
-        v = f"(torch.randn({base!r}, generator=g) * 0.3 + 100).to({dt})"
+        v = f"(torch.randn({base!r}, generator=g, device=device) * 0.3 + 100).to({dt})"
     elif spec.kind == "special":
-        v = f"special_values(torch.randn({base!r}, generator=g), g).to({dt})"
+        v = f"special_values(torch.randn({base!r}, generator=g, device=device), g).to({dt})"
     else:
-        v = f"torch.randn({base!r}, generator=g).to({dt})"
-    v = f"({v}).to(device)"
+        v = f"torch.randn({base!r}, generator=g, device=device).to({dt})"
+    v = f"({v})"
     s = tuple(spec.shape)
     lay = {"t": ".transpose(-1, -2)" if len(s) >= 2 else "",
            "expand": f".expand({s!r})", "slice": "[..., 1::2]" if s else "",
@@ -169,14 +169,14 @@ def repro_script(prog: Program, outcome, device="cpu", backward=False) -> str:
         "",
         "",
         "def special_values(v, gen):  # ~5% NaN, +-inf, -0.0, 0.0",
-        "    pick = torch.rand(v.shape, generator=gen)",
-        "    idx = torch.randint(0, 5, v.shape, generator=gen)",
-        "    sp = torch.tensor([float('nan'), float('inf'), float('-inf'), -0.0, 0.0])",
+        "    pick = torch.rand(v.shape, generator=gen, device=v.device)",
+        "    idx = torch.randint(0, 5, v.shape, generator=gen, device=v.device)",
+        "    sp = torch.tensor([float('nan'), float('inf'), float('-inf'), -0.0, 0.0], device=v.device)",
         "    return torch.where(pick < 0.05, sp[idx], v)",
         "",
         "",
         "def make_inputs(seed):",
-        "    g = torch.Generator().manual_seed(seed)",
+        "    g = torch.Generator(device=device).manual_seed(seed)",
     ]
     for spec in prog.inputs:
         lines += _input_src(spec)
@@ -189,8 +189,8 @@ def repro_script(prog: Program, outcome, device="cpu", backward=False) -> str:
               "    outs = list(f(*xs))"]
     if backward:
         lines += [
-            f"    gen = torch.Generator().manual_seed({prog.seed} ^ 0x5EED)",
-            "    ws = [torch.randn(o.shape, generator=gen).to(device) if o.requires_grad else None"
+            f"    gen = torch.Generator(device=device).manual_seed({prog.seed} ^ 0x5EED)",
+            "    ws = [torch.randn(o.shape, generator=gen, device=device) if o.requires_grad else None"
             " for o in outs]",
             "    terms = [(o.double() * w.double()).sum() for o, w in zip(outs, ws) if w is not None]",
             "    wrt = [t for t in xs if t.requires_grad]",
