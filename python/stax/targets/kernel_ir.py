@@ -5,6 +5,8 @@ reductions and views) and need the same facts about compute types (bit widths, t
 identity of max/min reductions); they live here once.
 """
 import math
+import sys
+import threading
 
 from stax._mlir import ir
 
@@ -149,3 +151,39 @@ def python_remainder(op, a, b, zero, ty, bty, fl: bool, unsigned: bool) -> str:
     fix = op(f"arith.andi {fix}, {nz} : {bty}", bty)
     adj = op(f"{add} {m}, {b} : {ty}", ty)
     return f"arith.select {fix}, {adj}, {m} : {bty}, {ty}"
+
+
+def with_deep_stack(kernel_op, fn):
+    """fn(), for a code generator that evaluates `kernel_op`'s expression tree
+    recursively (a few frames per op). A long fused chain passed Python's recursion
+    limit (2,000 ops: the graph fell back) and, with the limit raised, the C stack
+    (10,000 ops: a segfault). A large kernel is lowered on a thread of its own with a
+    stack and a recursion limit sized for it; the MLIR context is entered there too
+    (it is thread-local)."""
+    body = kernel_op.regions[0].blocks[0] if len(kernel_op.regions) else None
+    ops = sum(1 for _ in body.operations) if body is not None else 0
+    if ops < 200:
+        return fn()
+    result: dict = {}
+
+    def run():
+        try:
+            with kernel_op.context, ir.Location.unknown(kernel_op.context):
+                result["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
+            result["error"] = e
+
+    need = 2000 + 20 * ops
+    old_limit = sys.getrecursionlimit()
+    old_stack = threading.stack_size(min(1 << 31, max(64 << 20, ops * (32 << 10))))
+    try:
+        sys.setrecursionlimit(max(old_limit, need))
+        t = threading.Thread(target=run, name="stax-deep-lowering")
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old_stack)
+        sys.setrecursionlimit(old_limit)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]

@@ -34,7 +34,7 @@ from stax.dialects.stax_dialect import scalar_attr_value
 from stax.targets import cpu_math
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
-from stax.targets.kernel_ir import arith_binary, python_remainder
+from stax.targets.kernel_ir import arith_binary, python_remainder, with_deep_stack
 from stax.targets.kernel_ir import contiguous_strides as _contig_strides
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import extent as _extent
@@ -379,6 +379,9 @@ class _KernelLowering:
 
     # --------------------------------------------------------------- top level
     def lower(self) -> str:
+        return with_deep_stack(self.op, self._lower_any_width)
+
+    def _lower_any_width(self) -> str:
         try:
             return self._lower(VECTOR_WIDTH)
         except _NeedScalar:

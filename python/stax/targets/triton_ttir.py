@@ -43,7 +43,7 @@ from stax.dialects.stax_dialect import scalar_attr_value
 from stax.targets.llvm import KernelLoweringError
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
-from stax.targets.kernel_ir import arith_binary, python_remainder
+from stax.targets.kernel_ir import arith_binary, python_remainder, with_deep_stack
 from stax.targets.kernel_ir import contiguous_strides as _contig
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import extent as _extent
@@ -738,6 +738,9 @@ class _Lowering:
 
     # --------------------------------------------------------------- top level
     def lower(self) -> TTIRKernel:
+        return with_deep_stack(self.kernel_op, self._lower)
+
+    def _lower(self) -> TTIRKernel:
         cfg = self.config
         em = self.em
         if self.reductions:
