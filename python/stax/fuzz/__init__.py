@@ -68,6 +68,11 @@ def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
             skipped[f"{o.kind}: {o.message.splitlines()[0][:160]}"] += 1
             log(f"[{i}/{count}] program {pseed}: skipped ({o.kind}: {o.message.splitlines()[0][:200]})")
             continue
+        if o.message.startswith(("ImportError", "ModuleNotFoundError")):
+            # stax itself does not import (a half-edited tree): not a graph's failure
+            log(f"stax-fuzz: stax does not import ({o.message.splitlines()[0]}); stopping")
+            counts["failed"] += 1
+            break
         counts["failed"] += 1
         log(f"[{i}/{count}] program {pseed}: FAILED {o.kind}: {o.message}")
         log(prog.source())
