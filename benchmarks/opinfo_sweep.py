@@ -228,6 +228,14 @@ def diagnose(r) -> str:
             return "0-element reduction: the CPU lowering refuses it (eager: identity/nan)"
         if "does not parse" in d:
             return "generated kernel MLIR does not parse"
+        if "convert all Tensors to FakeTensors" in d:
+            return ("a tensor constant of the graph is read inside the backend's fake mode "
+                    "(importer._dense_attr / driver constants)")
+        if "list index out of range" in d and r.get("op") in ("unbind_copy", "histogramdd"):
+            return ("a fallback op returning Tensor[]: driver._emit_fallback indexes the "
+                    "schema's returns by list position")
+        if "index out of range" in d and "one_hot" in r.get("op", ""):
+            return "one_hot of a 0-d tensor: the fallback op is built with no results"
         if "ImporterError" in d:
             return "importer handler bug: " + d.split("failed: ")[-1][:100]
         if d.startswith(("timeout", "crash")):
