@@ -25,9 +25,9 @@ def _run(**kw):
     return r
 
 
-# seeds 11 and 21 (forward) and 31 (backward) currently hit open bugs 2, 6, 7 and 8 of
-# /work/fuzz_findings.md (expanded outputs, output strides, prod backward on NaN/inf);
-# they become CI seeds again once those are fixed
+# seed 21 (forward) and 31 (backward) hit open bugs 6, 7 and 8 of /work/fuzz_findings.md
+# (output strides of f16/bf16 elementwise ops and of batch_norm, prod backward on
+# NaN/inf); they become CI seeds once those are fixed
 def test_fuzz_cpu_forward():
     r = _run(seed=22, count=100)
     assert r["passed"] >= 90
