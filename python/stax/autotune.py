@@ -4,7 +4,7 @@ How the driver calls it
 =======================
 
 Ordinary fused kernels. `autotune_kernel(kernel_op, in_strides, out_strides, name, *,
-arch, aligned, coordinate_descent)` has the signature of `driver._triton_compiler`'s
+arch, aligned, coordinate_descent)` has the signature of `gpu_tuning._triton_compiler`'s
 hook: export it from the Triton target (`from stax.autotune import autotune_kernel` in
 `stax/targets/triton.py`) and the driver picks it up. It takes the search space from
 `triton_ttir.candidate_configs(analyze_kernel(kernel_op))`, builds each config with

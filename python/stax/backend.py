@@ -61,8 +61,9 @@ from typing import Any
 import torch
 
 from stax import debug
+from stax.compiled_graph import _bind
 from stax.driver import (CompiledGraph, StaxCompileError, StaxGuardError,
-                         StaxUnsupportedError, _bind, compile_graph, select_target)
+                         StaxUnsupportedError, compile_graph, select_target)
 from stax.options import StaxConfig, resolve_config
 
 __all__ = ["stax", "StaxCompileError", "StaxGuardError", "StaxCompiled", "StaxReport",

@@ -31,7 +31,7 @@ Targets (picked by the driver from the example inputs' device, `stax.driver.sele
 num_warps, num_stages; refined by coordinate descent under
 `stax.coordinate_descent_tuning`), and matmuls with a pointwise consumer are benchmarked
 as cuBLAS + stax kernel against a Triton matmul with the consumer fused as its
-epilogue; the fastest is kept (`stax.driver._Tuner`, `stax.autotune`). Results are
+epilogue; the fastest is kept (`stax.gpu_tuning._Tuner`, `stax.autotune`). Results are
 cached on disk (`$STAX_CACHE_DIR/autotune/`), progress goes to stderr, and the report
 lists every search (`stax_tuned`). The tuning time of one compiled graph is bounded by
 the environment variable `STAX_AUTOTUNE_BUDGET_S` (seconds, default 60; options are

@@ -1,8 +1,8 @@
-"""max-autotune / max-autotune-no-cudagraphs on the triton target (driver._Tuner).
+"""max-autotune / max-autotune-no-cudagraphs on the triton target (gpu_tuning._Tuner).
 
 CPU-runnable (no GPU): the notes (CPU target, no usable GPU at compile time, autotuner
 not importable, coordinate descent alone), the matmul-epilogue planning on a captured
-ATen graph of linear+gelu with an injected benchmark (`driver._TUNE_BENCH`): the Triton
+ATen graph of linear+gelu with an injected benchmark (`gpu_tuning._TUNE_BENCH`): the Triton
 matmul with the gelu kernel fused wins or cuBLAS wins, everything compiled to PTX for
 sm_90; the tuning disk cache; the time budget.
 
@@ -22,6 +22,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import stax.backend as B
 import stax.driver as D
+import stax.gpu_tuning as T
 from stax.options import resolve_config
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -133,14 +134,14 @@ def test_no_gpu_at_compile_time_is_noted(monkeypatch):
 def test_linear_gelu_triton_matmul_with_fused_epilogue_wins(monkeypatch, capsys):
     monkeypatch.setenv("STAX_TRITON_ARCH", "90")
     few_candidates(monkeypatch)
-    monkeypatch.setattr(D, "_TUNE_BENCH", fake_bench(cublas_ms=2.0))
+    monkeypatch.setattr(T, "_TUNE_BENCH", fake_bench(cublas_ms=2.0))
     gm, args, mode = capture(linear_gelu, (256, 128), (192, 128), (192,))
     cg = D.compile_graph(gm, args, resolve_config("max-autotune-no-cudagraphs",
                                                   target="triton"))
     # one launch: the Triton matmul computes bias + gelu; no cuBLAS, no separate kernel
     assert cg.library_calls == [] and cg.kernel_count == 1 and cg.launches_per_call == 1
     k = cg.kernels[0]
-    assert isinstance(k, D.MatmulKernel)
+    assert isinstance(k, T.MatmulKernel)
     assert "tt.dot" in k.ttir and ".version" in k.ptx and "sm_90" in k.ptx
     assert "torch.mm" not in cg.source
     assert "k0(a0, v1, a2, v2)  # stax_mm0: matmul [256, 128]x[128, 192]" in cg.source
@@ -164,12 +165,12 @@ def test_linear_gelu_cublas_wins_and_cache_is_read(monkeypatch):
     monkeypatch.setenv("STAX_TRITON_ARCH", "90")
     few_candidates(monkeypatch)
     calls: list = []
-    monkeypatch.setattr(D, "_TUNE_BENCH", fake_bench(cublas_ms=0.1, calls=calls))
+    monkeypatch.setattr(T, "_TUNE_BENCH", fake_bench(cublas_ms=0.1, calls=calls))
     gm, args, mode = capture(linear_gelu, (256, 128), (192, 128), (192,))
     cfg = resolve_config("max-autotune-no-cudagraphs", target="triton")
     cg = D.compile_graph(gm, args, cfg)
     assert len(cg.library_calls) == 1 and "torch.mm(" in cg.source
-    assert cg.kernel_count == 1 and not isinstance(cg.kernels[0], D.MatmulKernel)
+    assert cg.kernel_count == 1 and not isinstance(cg.kernels[0], T.MatmulKernel)
     mm = [t for t in cg.tuned if t["kind"] == "matmul"][0]
     assert mm["winner"] == "cublas" and mm["route"].startswith("cublas + stax epilogue")
     # cuBLAS won: no alignment guard for the matmul operands
@@ -189,7 +190,7 @@ def test_linear_gelu_cublas_wins_and_cache_is_read(monkeypatch):
 def test_matmul_result_also_returned_stays_cublas(monkeypatch):
     monkeypatch.setenv("STAX_TRITON_ARCH", "90")
     few_candidates(monkeypatch)
-    monkeypatch.setattr(D, "_TUNE_BENCH", fake_bench(cublas_ms=2.0))
+    monkeypatch.setattr(T, "_TUNE_BENCH", fake_bench(cublas_ms=2.0))
 
     def f(x, w):
         y = x @ w
@@ -209,7 +210,7 @@ def test_time_budget_spent_means_defaults(monkeypatch):
     monkeypatch.setenv("STAX_TRITON_ARCH", "90")
     monkeypatch.setenv("STAX_AUTOTUNE_BUDGET_S", "0")
     calls: list = []
-    monkeypatch.setattr(D, "_TUNE_BENCH", fake_bench(cublas_ms=2.0, calls=calls))
+    monkeypatch.setattr(T, "_TUNE_BENCH", fake_bench(cublas_ms=2.0, calls=calls))
     gm, args, mode = capture(linear_gelu, (64, 32), (48, 32), (48,))
     cg = D.compile_graph(gm, args, resolve_config("max-autotune", target="triton"))
     assert calls == []

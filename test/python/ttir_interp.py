@@ -592,7 +592,7 @@ def run_kernel(tk, *tensors):
 def cpu_triton(cg):
     """Run a CompiledGraph of the triton route on the CPU: its buffers are allocated on
     the CPU, its guards expect CPU tensors, and each Triton kernel is interpreted."""
-    from stax.driver import MatmulKernel
+    from stax.gpu_tuning import MatmulKernel
     from stax.targets import triton as stt
     old_call = stt.TritonKernel.__call__
     old_dev = cg._globals.get("_dev")

@@ -1,0 +1,196 @@
+"""CompiledGraph: a compiled graph's generated wrapper, bound to its kernels and
+constants, with its report (route, kernels, library calls, fallback ops, notes), and
+save/load for the CPU target. Runtime code: it imports no pass and no importer."""
+from __future__ import annotations
+
+import hashlib
+
+import torch
+
+from stax.aliasing import RUNTIME_GLOBALS
+from stax.errors import StaxUnsupportedError
+from stax.guards import _stride_ok, guard_count, guard_failure
+
+from stax.routes import CPU_ROUTE, ROUTE, TRITON_ROUTE  # noqa: F401 - re-exported
+
+__all__ = ["CompiledGraph", "CPU_ROUTE", "TRITON_ROUTE"]
+
+
+def _restride(t: torch.Tensor, shape, strides) -> torch.Tensor:
+    out = torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+def _resolve_overload(target: str):
+    ns, op, overload = target.split(".")
+    return getattr(getattr(getattr(torch.ops, ns), op), overload)
+
+
+class CompiledGraph:
+    """A graph compiled by stax: call it like the FX graph (positional arguments, or
+    keywords named like the graph's placeholders)."""
+
+    route = ROUTE
+
+    def __init__(self, *, graph_id, source, globals_, kernels, library_calls, fallback_ops,
+                 notes, input_names, guards, kernel_mlir=(), constants=None,
+                 route=CPU_ROUTE, device="cpu", tuned=()):
+        self.graph_id = graph_id
+        #: max-autotune: one dict per search (see driver._Tuner), empty otherwise
+        self.tuned = list(tuned)
+        self.route = route
+        self.device = device
+        self.source = source
+        self.kernels = list(kernels)
+        self.library_calls = list(library_calls)
+        self.fallback_ops = list(fallback_ops)
+        self.notes = list(notes)
+        self.input_names = list(input_names)
+        self.guards = guards
+        self.kernel_mlir = list(kernel_mlir)
+        self._globals = globals_
+        code = compile(source, f"<stax wrapper {graph_id}>", "exec")
+        exec(code, globals_)
+        self._call = globals_["call"]
+
+    @property
+    def source_hash(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+    @property
+    def kernel_count(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def launches_per_call(self) -> int:
+        """Launches of one call: each stax kernel once, plus each library call and each
+        fallback op (at least one launch each)."""
+        return len(self.kernels) + len(self.library_calls) + len(self.fallback_ops)
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = _bind(self.input_names, args, kwargs, self.graph_id)
+        return self._call(list(args))
+
+    def __repr__(self):
+        return (f"<CompiledGraph {self.graph_id} route={self.route} kernels={len(self.kernels)} "
+                f"library_calls={len(self.library_calls)} fallback_ops={self.fallback_ops}>")
+
+    # -- save / load -------------------------------------------------------------------
+    def save(self, path: str) -> None:
+        """Write the wrapper source, each kernel's lowered MLIR (`.mlir` of the kernel, the
+        scf/vector/memref text before the LLVM pipeline), the guards and the captured
+        constants (torch.save). Loading re-JITs the kernels from that MLIR (JIT code
+        cannot be saved), but neither imports nor runs the stax passes again."""
+        if self.route != CPU_ROUTE:
+            raise StaxUnsupportedError(
+                f"CompiledGraph.save is implemented for the {CPU_ROUTE} target only, not "
+                f"{self.route} (its kernels are in the Triton kernel disk cache; compile "
+                "again to get them)")
+        consts = {k: v for k, v in self._globals.items()
+                  if k[:1] == "c" and k[1:].isdigit()}
+        fallbacks = {k: str(v) for k, v in self._globals.items()
+                     if k[:1] == "f" and k[1:].isdigit()}
+        state = dict(graph_id=self.graph_id, source=self.source,
+                     library_calls=self.library_calls, fallback_ops=self.fallback_ops,
+                     notes=self.notes, input_names=self.input_names, guards=self.guards,
+                     kernel_mlir=self.kernel_mlir,
+                     kernel_names=[getattr(k, "name", f"k{i}") for i, k in enumerate(self.kernels)],
+                     kernel_init=[_kernel_init_args(k) for k in self.kernels],
+                     fallbacks=fallbacks, constants=consts)
+        torch.save(state, path)
+
+    @classmethod
+    def load(cls, path: str) -> "CompiledGraph":
+        """Load what `save` wrote, in any process: the wrapper source runs as saved, the
+        kernels are JIT-compiled again from their stored MLIR (no import, no passes)."""
+        state = torch.load(path, weights_only=False)
+        kernels = [_reload_kernel(text, name, init) for text, name, init in
+                   zip(state["kernel_mlir"], state["kernel_names"], state["kernel_init"])]
+        g = _base_globals(state["guards"], state["graph_id"])
+        for i, k in enumerate(kernels):
+            g[f"k{i}"] = k
+        g.update(state["constants"])
+        for k, target in state["fallbacks"].items():
+            g[k] = _resolve_overload(target)
+        return cls(graph_id=state["graph_id"], source=state["source"], globals_=g,
+                   kernels=kernels, library_calls=state["library_calls"],
+                   fallback_ops=state["fallback_ops"], notes=state["notes"],
+                   input_names=state["input_names"], guards=state["guards"],
+                   kernel_mlir=state["kernel_mlir"])
+
+
+_NOT_SAVED = ("self", "name", "mlir_text", "llvm_ir", "engine")
+
+
+def _kernel_init_args(k) -> dict:
+    """The CpuKernel constructor arguments (other than the code) to rebuild `k` with."""
+    import inspect
+    params = inspect.signature(type(k).__init__).parameters
+    out = {}
+    for p in params:
+        if p not in _NOT_SAVED:
+            out[p] = getattr(k, p, getattr(k, "_" + p, None))
+    return out
+
+
+def _reload_kernel(text: str, name: str, init: dict):
+    """JIT one kernel again from the MLIR text `compile_kernel` lowered it to."""
+    from stax.targets import llvm
+    loader = getattr(llvm, "load_kernel", None)
+    if loader is not None:
+        return loader(text, name)
+    from stax._mlir import ExecutionEngine, PassManager, ir
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    with ctx, ir.Location.unknown():
+        m = ir.Module.parse(text)
+        PassManager.parse(llvm._PIPELINE).run(m.operation)
+        engine = ExecutionEngine(m, opt_level=3)
+    k = llvm.CpuKernel(name, text, None, engine, **init)
+    k._context = ctx
+    return k
+
+
+def _bind(names: list[str], args, kwargs, what) -> tuple:
+    """Bind keyword arguments by placeholder name (also accepting Dynamo's `L_x_` /
+    `l_x_` spelled as `x`)."""
+    out = list(args) + [_MISSING] * (len(names) - len(args))
+    aliases = {}
+    for i, n in enumerate(names):
+        aliases[n] = i
+        short = n
+        if short[:2] in ("L_", "l_"):
+            short = short[2:]
+            if short.endswith("_"):
+                short = short[:-1]
+        aliases.setdefault(short, i)
+    for k, v in kwargs.items():
+        if k not in aliases:
+            raise TypeError(f"stax: {what} got an unexpected keyword argument {k!r}; "
+                            f"its arguments are {names}")
+        i = aliases[k]
+        if i < len(args) or out[i] is not _MISSING:
+            raise TypeError(f"stax: {what} got multiple values for argument {k!r}")
+        out[i] = v
+    missing = [names[i] for i, v in enumerate(out) if v is _MISSING]
+    if missing:
+        raise TypeError(f"stax: {what} is missing arguments {missing}")
+    return tuple(out)
+
+
+_MISSING = object()
+
+
+def _base_globals(guards, graph_id, device="cpu") -> dict:
+    def _guard_fail(i, value):
+        raise guard_failure(guards, graph_id, i, value)
+
+    def _guard_count(args):
+        raise guard_count(guards, graph_id, args)
+
+    return {"torch": torch, "Tensor": torch.Tensor, "empty_strided": torch.empty_strided,
+            "as_strided": torch.as_strided, "_stride_ok": _stride_ok,
+            "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count,
+            "_dev": torch.device(device), **RUNTIME_GLOBALS}

@@ -1,0 +1,754 @@
+"""The wrapper generator: a compiled graph's `func.func @main` (kernels, library
+matmuls, fallback ops, views) -> the Python source of its guarded callable.
+
+`_generate` walks @main once per plan: it emits the guards, binds the arguments, compiles
+each kernel for the exact strides of its operands and results, allocates results with
+`torch.empty_strided`, turns top-level views into `as_strided` (or a copy kernel where a
+reshape is no view: `_Replan`), frees intermediates after their last use, and returns
+the outputs as eager has them (`stax.aliasing.emit_outputs`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+import torch
+
+from stax.aliasing import emit_outputs, non_overlapping
+from stax.compiled_graph import CompiledGraph, _base_globals, _resolve_overload
+from stax.driver import (FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8, output_structure,
+                         wrap_op_in_kernel)
+from stax.errors import StaxUnsupportedError
+from stax.gpu_tuning import _autotuner_importable, _triton_compiler, _Tuner
+from stax.guards import _dtype_src, _guard_src
+from stax.routes import ALIGN, CPU_ROUTE, TRITON_ROUTE
+from stax.targets.kernel_ir import contiguous_strides
+
+
+_DTYPES = {
+    "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+    "f64": torch.float64, "i64": torch.int64, "i32": torch.int32, "i16": torch.int16,
+    "i8": torch.int8, "ui8": torch.uint8, "i1": torch.bool,
+    # complex values are only operands/results of fallback ops and graph inputs/outputs
+    "complex<f32>": torch.complex64, "complex<f64>": torch.complex128,
+}
+
+
+# fp8 survives to the wrapper only on the triton route on sm_89+ (native fp8)
+for _name, _attr in (("f8E4M3FN", "float8_e4m3fn"), ("f8E5M2", "float8_e5m2")):
+    if hasattr(torch, _attr):
+        _DTYPES[_name] = getattr(torch, _attr)
+
+
+def _torch_dtype(element_type) -> torch.dtype:
+    s = str(element_type)
+    if s not in _DTYPES:
+        raise StaxUnsupportedError(f"element type {s} has no torch dtype in stax")
+    return _DTYPES[s]
+
+
+def _tensor_type(value):
+    from stax._mlir import ir
+    t = ir.RankedTensorType(value.type)
+    return tuple(int(s) for s in t.shape), _torch_dtype(t.element_type)
+
+
+def _dense_to_tensor(attr, shape, dtype) -> torch.Tensor:
+    from stax._mlir import ir
+    a = ir.DenseElementsAttr(attr)
+    if a.is_splat:
+        v = a.get_splat_value()
+        if isinstance(v, ir.BoolAttr):
+            val = bool(v.value)
+        elif isinstance(v, ir.FloatAttr):
+            val = ir.FloatAttr(v).value
+        else:
+            val = ir.IntegerAttr(v).value
+            if dtype == torch.bool:
+                val = bool(val)
+        return torch.full(shape, val, dtype=dtype)
+    import numpy as np
+    try:
+        arr = np.array(a)
+    except Exception as e:  # bf16 has no numpy dtype
+        raise StaxUnsupportedError(f"cannot materialize a non-splat {dtype} constant: {e}")
+    return torch.from_numpy(arr.copy()).to(dtype).reshape(shape).contiguous()
+
+
+@dataclasses.dataclass
+class _Val:
+    var: str            # Python expression naming the tensor (a0, v3, c1)
+    shape: tuple
+    dtype: torch.dtype
+    strides: tuple
+    root: str           # the tensor as_strided views are taken of
+    offset: int         # storage offset relative to root's own
+    root_dynamic: bool  # root's storage offset is only known at run time
+    fresh: bool = False  # root is a buffer of this call's own (not an input, not a constant)
+
+
+def _py_literal(x) -> str:
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "float('nan')"
+        if math.isinf(x):
+            return "float('inf')" if x > 0 else "float('-inf')"
+    return repr(x)
+
+
+class _Emitter:
+    def __init__(self, graph_id: str):
+        self.graph_id = graph_id
+        self.lines: list[str] = []
+        self.globals: dict[str, Any] = {}
+        self.n = 0
+
+    def new_var(self) -> str:
+        self.n += 1
+        return f"v{self.n}"
+
+    def add_global(self, prefix: str, obj) -> str:
+        i = sum(1 for k in self.globals if k.startswith(prefix) and k[len(prefix):].isdigit())
+        name = f"{prefix}{i}"
+        self.globals[name] = obj
+        return name
+
+    def emit(self, line: str, indent: int = 1) -> None:
+        self.lines.append("    " * indent + line)
+
+
+def _call_to_src(obj, operand_src, operand_meta):
+    """Rebuild (source, meta value) of one `call` JSON value of a stax.fallback."""
+    if isinstance(obj, dict):
+        if "$operand" in obj:
+            i = obj["$operand"]
+            return operand_src[i], operand_meta[i]
+        if "$dtype" in obj:
+            dt = getattr(torch, obj["$dtype"])
+            return f"torch.{obj['$dtype']}", dt
+        if "$device" in obj:
+            return f"torch.device({obj['$device']!r})", torch.device(obj["$device"])
+        if "$layout" in obj:
+            return f"torch.{obj['$layout']}", getattr(torch, obj["$layout"])
+        if "$memory_format" in obj:
+            return f"torch.{obj['$memory_format']}", getattr(torch, obj["$memory_format"])
+        raise StaxUnsupportedError(f"stax.fallback call JSON: unknown object {obj}")
+    if isinstance(obj, (list, tuple)):
+        items = [_call_to_src(x, operand_src, operand_meta) for x in obj]
+        src = "[" + ", ".join(s for s, _ in items) + "]"
+        return src, [m for _, m in items]
+    return _py_literal(obj), obj
+
+
+def _meta(v: _Val) -> torch.Tensor:
+    return torch.empty_strided(v.shape, v.strides, dtype=v.dtype, device="meta")
+
+
+def _view_layout(op, src: _Val, out_shape):
+    """(strides, extra offset) of a view op applied to `src`, or None if a reshape is
+    not expressible as a view of src's layout."""
+    from stax._mlir import ir
+    name = op.operation.name
+    attrs = op.operation.attributes
+
+    def arr(n):
+        return list(ir.DenseI64ArrayAttr(attrs[n]))
+
+    if name == "stax.permute":
+        perm = arr("perm")
+        return tuple(src.strides[p] for p in perm), 0
+    if name == "stax.broadcast_in_dim":
+        dims = arr("dims")
+        st = [0] * len(out_shape)
+        for i, d in enumerate(dims):
+            if src.shape[i] == out_shape[d]:
+                st[d] = src.strides[i]
+        return tuple(st), 0
+    if name == "stax.slice":
+        start, step = arr("start"), arr("step")
+        off = sum(a * s for a, s in zip(start, src.strides))
+        return tuple(s * k for s, k in zip(src.strides, step)), off
+    if name == "stax.reshape":
+        st = view_strides(src.shape, src.strides, out_shape)
+        return (tuple(st), 0) if st is not None else None
+    raise AssertionError(name)
+
+
+def view_strides(shape, strides, new_shape):
+    """Strides of `new_shape` viewing a tensor of (shape, strides) without a copy, or
+    None when no view exists (ATen's computeStride). Our own algebra: torch's `.view`
+    of a meta tensor under Dynamo's active fake mode accepted a channels-last
+    (1, 2, 1, 3) -> (6,) view that eager refuses, and the wrapper read the wrong order."""
+    new_shape = list(new_shape)
+    if any(n == 0 for n in shape) or not shape:
+        return list(contiguous_strides(new_shape))
+    new = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base = strides[-1]
+    tensor_numel = view_numel = 1
+    for d in range(len(shape) - 1, -1, -1):
+        tensor_numel *= shape[d]
+        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_numel * chunk_base):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new[view_d] = view_numel * chunk_base
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                chunk_base = strides[d - 1]
+                tensor_numel = view_numel = 1
+    return new if view_d == -1 else None
+
+
+def _cpu_input_on_gpu(barg, ex, var, pos, name, em) -> str:
+    """The variable a GPU graph reads a CPU tensor input, or any 0-dim tensor input,
+    through. Read only by fallback ops or returned: the tensor itself, on its own device
+    (as eager hands it over). Read by a kernel, matmul or view: a 0-dim tensor (torch's
+    CPU scalar beside CUDA tensors; its guard accepts either device) is copied to the
+    device when it comes on the CPU (`x.to(_dev)`: a 4-byte host-to-device copy in stream
+    order, no device synchronization; chosen over a scalar kernel argument, which would
+    need `.item()` and a kernel per value); any other CPU tensor is refused, as eager
+    refuses it."""
+    def users(v):   # through wrapper views (as_strided of any device's tensor)
+        for u in v.uses:
+            if u.owner.name in VIEW_OPS:
+                yield from users(u.owner.results[0])
+            else:
+                yield u.owner.name
+    device_users = sorted(set(users(barg)) - set(FALLBACK_OPS) - {"func.return"})
+    if not device_users:
+        return var
+    if ex.dim() != 0:
+        raise StaxUnsupportedError(
+            f"input {pos} ('{name}') is a CPU tensor of shape {tuple(ex.shape)} read by "
+            f"device code ({', '.join(device_users)}) beside CUDA tensors; only 0-dim CPU "
+            "tensors (scalars) may be mixed with CUDA tensors. Move it to the GPU")
+    # a new variable: the argument itself stays what the caller passed (an output that is
+    # the input returns it); a 0-dim tensor is read by scalar loads, so no alignment hint
+    # depends on it
+    new = em.new_var()
+    em.emit(f"{new} = {var} if {var}.device == _dev else {var}.to(_dev)  # a 0-dim input "
+            "read on the GPU (a CPU scalar is copied)")
+    return new
+
+
+class _Replan(Exception):
+    """The IR changed while planning (a view became a copy kernel): plan again."""
+
+
+def _ptr_aligned(t: torch.Tensor) -> bool:
+    """data_ptr() % ALIGN == 0. Fake example inputs (aot_autograd hands FakeTensors to
+    the compilers) have no pointer: assume their storage is allocator-aligned, so the
+    storage offset decides (as Inductor does); the guard checks it on every call."""
+    try:
+        from torch._subclasses.fake_tensor import FakeTensor
+        if isinstance(t, FakeTensor):
+            raise TypeError("fake tensor")
+        return t.data_ptr() % ALIGN == 0
+    except Exception:  # noqa: BLE001 - FakeTensor / FunctionalTensor have no pointer
+        try:
+            return (t.storage_offset() * t.dtype.itemsize) % ALIGN == 0
+        except Exception:  # noqa: BLE001
+            return False
+
+
+def _matmul_epilogue_plans(ops, keep):
+    """stax.matmul op index -> (consumer kernel op, index of the matmul result among its
+    operands) for matmuls whose result only feeds one single-result kernel, once, with
+    every other operand of that kernel defined before the matmul; else index -> reason."""
+    plans: dict = {}
+    pos = {}
+    for i, op in enumerate(ops):
+        for r in op.operation.results:
+            pos[r] = i
+    users: dict = {}
+    for i, op in enumerate(ops):
+        for v in op.operation.operands:
+            users.setdefault(v, []).append(i)
+    for i, op in enumerate(ops):
+        if op.operation.name != "stax.matmul":
+            continue
+        r = op.operation.results[0]
+        u = users.get(r, [])
+        if r in keep:
+            plans[i] = "its result is also a graph output"
+            continue
+        if len(u) != 1:
+            plans[i] = f"its result has {len(u)} uses (one pointwise consumer is fused)"
+            continue
+        kop = ops[u[0]]
+        if kop.operation.name not in KERNEL_OPS:
+            plans[i] = f"its consumer is {kop.operation.name}, not a stax kernel"
+            continue
+        operands = list(kop.operation.operands)
+        if len(kop.operation.results) != 1 or operands.count(r) != 1:
+            plans[i] = "its consumer kernel has several results or reads it twice"
+            continue
+        late = [v for v in operands if v != r and pos.get(v, -1) > i]
+        if late:
+            plans[i] = "its consumer kernel reads values computed after the matmul"
+            continue
+        plans[i] = (kop, operands.index(r))
+    return plans
+
+
+def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph_id, dump,
+              dry_run=False, route=CPU_ROUTE, device="cpu", config=None):
+    """Generate the wrapper. With `dry_run`, only plan the layouts (no kernel is
+    compiled); that may rewrite the IR and raise _Replan."""
+    gpu = route == TRITON_ROUTE
+    tuner = None
+    if not dry_run:
+        if gpu:
+            if config is not None and config.max_autotune and _autotuner_importable():
+                tuner = _Tuner(config, device, notes)
+            compile_kernel = _triton_compiler(config, device, tuner)
+        else:
+            from stax.targets.llvm import compile_kernel
+
+    em = _Emitter(graph_id)
+    em.globals.update(_base_globals(guards, graph_id, device))
+    # 16-byte alignment of each root variable's data pointer (True/False); a value's
+    # pointer is aligned when its root's is and its byte offset is a multiple of ALIGN
+    root_aligned: dict[str, bool] = {}
+    aligned_args: set[int] = set()
+    block = _block(func_op)
+    ops = list(block.operations)
+    ret = ops[-1]
+    assert ret.operation.name == "func.return", ret.operation.name
+    ret_vals = list(ret.operation.operands)
+
+    # --- output specs: strides eager gives each returned value
+    out_specs = list(getattr(imported, "outputs", []) or [])
+    out_strides: dict = {}
+    for spec in out_specs:
+        if getattr(spec, "kind", "tensor") == "tensor":
+            v = ret_vals[spec.index]
+            st = getattr(spec, "strides", None) or getattr(spec, "stride", None)
+            # an overlapping layout (an expanded output) is no buffer a kernel can
+            # write: the kernel writes a dense one, and the output is made from it
+            if st is not None and v not in out_strides and non_overlapping(spec.shape, st):
+                out_strides[v] = tuple(int(s) for s in st)
+
+    # --- header and guards
+    n = len(guards)
+    em.lines.append("def call(args):")
+    em.emit(f"if len(args) != {n}:")
+    em.emit("_guard_count(args)", 2)
+    argvars = [f"a{i}" for i in range(n)]
+    if n == 1:
+        em.emit(f"{argvars[0]}, = args")
+    elif n:
+        em.emit(f"{', '.join(argvars)} = args")
+    for i, g in enumerate(guards):
+        cond = _guard_src(g, argvars[i])
+        if cond:
+            em.emit(f"if not ({cond}):")
+            em.emit(f"_guard_fail({i}, {argvars[i]})", 2)
+    align_guard_at = len(em.lines)  # alignment guards go here once the kernels are known
+
+    # --- function arguments
+    vals: dict = {}
+    block_args = list(block.arguments)
+    in_specs = list(getattr(imported, "inputs", []) or [])
+    if len(in_specs) != len(block_args):
+        raise StaxUnsupportedError(f"importer gave {len(in_specs)} InputSpecs for "
+                                   f"{len(block_args)} arguments of @main")
+    pos_of = {nm: i for i, nm in enumerate(names)}
+    next_ph = 0
+    constants = getattr(imported, "constants", {}) or {}
+    for barg, spec in zip(block_args, in_specs):
+        shape, dtype = _tensor_type(barg)
+        if getattr(spec, "kind", "placeholder") == "constant":
+            t = constants[spec.name]
+            if not isinstance(t, torch.Tensor):
+                t = torch.tensor(t)
+            t = t.detach()
+            if gpu:
+                t = t.to(device)
+            if _is_fp8(t) and dtype == torch.uint8:
+                t = t.view(torch.uint8)
+            c = em.add_global("c", t)
+            root_aligned[c] = gpu and _ptr_aligned(t)
+            vals[barg] = _Val(c, shape, dtype, tuple(t.stride()), c, 0, True)
+            continue
+        pos = pos_of.get(spec.name, next_ph)
+        next_ph = pos + 1
+        ex = example_inputs[pos]
+        var = argvars[pos]
+        if _is_fp8(ex) and dtype == torch.uint8:
+            # the legalized graph takes fp8 inputs as their bytes: a zero-copy view
+            var = em.new_var()
+            em.emit(f"{var} = {argvars[pos]}.view(torch.uint8)")
+        if gpu and isinstance(ex, torch.Tensor) and (ex.device.type == "cpu" or ex.dim() == 0):
+            var = _cpu_input_on_gpu(barg, ex, var, pos, names[pos], em)
+        vals[barg] = _Val(var, shape, dtype, tuple(int(s) for s in ex.stride()), var, 0, True)
+        if isinstance(ex, torch.Tensor):
+            root_aligned[var] = gpu and _ptr_aligned(ex)
+
+    # --- last uses, to free intermediates early
+    last_use: dict = {}
+    for idx, op in enumerate(ops):
+        for v in op.operation.operands:
+            last_use[v] = idx
+    keep = set(ret_vals)
+
+    kernels, kernel_mlir, library_calls, fallback_ops = [], [], [], []
+    # max-autotune: matmul -> its fusable epilogue kernel; kernels compiled (or fused
+    # away) while handling their matmul
+    mm_plans = _matmul_epilogue_plans(ops, keep) if tuner is not None else {}
+    precompiled: dict = {}   # kernel op -> compiled stax kernel (the cuBLAS route's)
+    fused_away: set = set()  # kernel ops whose work a Triton matmul does
+
+    def define(value, var, strides, root=None, offset=0, root_dynamic=False, fresh=True):
+        shape, dtype = _tensor_type(value)
+        vals[value] = _Val(var, shape, dtype, tuple(strides), root or var, offset, root_dynamic,
+                           fresh)
+        return vals[value]
+
+    def result_strides(value):
+        shape, _ = _tensor_type(value)
+        return out_strides.get(value) or contiguous_strides(shape)
+
+    def alloc(value, var, strides):
+        shape, dtype = _tensor_type(value)
+        em.emit(f"{var} = empty_strided({shape!r}, {tuple(strides)!r}, "
+                f"dtype={_dtype_src(dtype)}, device={'_dev' if gpu else repr('cpu')})")
+        root_aligned[var] = True  # allocator blocks are (at least) 512-byte aligned
+
+    def is_aligned(v: _Val, register: bool = True) -> bool:
+        ok = root_aligned.get(v.root, False) and \
+            (v.offset * v.dtype.itemsize) % ALIGN == 0
+        if ok and register and v.root in argvars:
+            aligned_args.add(argvars.index(v.root))
+        return ok
+
+    def register_kernel(k):
+        kernels.append(k)
+        idx = len(kernels) - 1
+        kernel_mlir.append(getattr(k, "ttir" if gpu else "mlir", None))
+        dump.kernel(idx, k)
+        return em.add_global("k", k)
+
+    def emit_matmul(op, idx):
+        """max-autotune: tune this matmul against a Triton matmul with its consumer
+        kernel fused; True when the wrapper code for both was emitted here."""
+        plan = mm_plans.get(idx)
+        a, b = (vals[v] for v in op.operation.operands)
+        mm_name = f"stax_mm{len(kernels)}"
+        if not isinstance(plan, tuple):
+            why = plan or "not planned"
+            tuner._record("matmul", mm_name, "cublas", None, None,
+                          f"cuBLAS (no Triton matmul candidate): {why}")
+            return False
+        if tuner.disabled or tuner.budget_spent():
+            tuner._record("matmul", mm_name, "cublas", None, None,
+                          "cuBLAS (not tuned: " + ("no usable CUDA device at compile time)"
+                                                   if tuner.disabled else
+                                                   "the graph's tuning time budget is spent)"))
+            return False
+        kop, acc_idx = plan
+        r = op.operation.results[0]
+        r_st = result_strides(r)
+        rshape, rdtype = _tensor_type(r)
+        kres = kop.operation.results[0]
+        kshape, kdtype = _tensor_type(kres)
+        why = None
+        if len(a.shape) != len(b.shape) or len(a.shape) not in (2, 3) or \
+                a.shape[:-2] != b.shape[:-2]:
+            why = f"operand ranks/batch {list(a.shape)} x {list(b.shape)}"
+        elif not (a.dtype == b.dtype == rdtype == kdtype) or \
+                a.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            why = f"dtypes {a.dtype}/{b.dtype} -> {kdtype} (the Triton matmul takes one " \
+                  "of f32/bf16/f16 throughout)"
+        elif list(kshape) != list(rshape):
+            why = f"the consumer's shape {list(kshape)} is not the matmul's {list(rshape)}"
+        if why is not None:
+            tuner._record("matmul", mm_name, "cublas", None, None,
+                          f"cuBLAS (no Triton matmul candidate): {why}")
+            return False
+        operands = list(kop.operation.operands)
+        kin = [vals[v] for j, v in enumerate(operands) if j != acc_idx]
+        kin_strides = [r_st if j == acc_idx else vals[v].strides
+                       for j, v in enumerate(operands)]
+        out_st = result_strides(kres)
+        from stax.targets.triton_matmul import epilogue_from_kernel
+        try:
+            epilogue, others = epilogue_from_kernel(kop, acc_idx, kin_strides)
+        except ValueError as e:
+            tuner._record("matmul", mm_name, "cublas", None, None,
+                          f"cuBLAS (the consumer kernel is no matmul epilogue: {e})")
+            return False
+        ep_vals = [vals[operands[j]] for j in others]
+        # the stax kernel of the cuBLAS route (tuned itself), also the fallback
+        ins_k = [vals[v] if j != acc_idx else None for j, v in enumerate(operands)]
+        k_aligned = tuple(True if v is None else is_aligned(v) for v in ins_k) + (True,)
+        ek = compile_kernel(kop, kin_strides, [out_st], f"stax_k{len(kernels)}",
+                            aligned=k_aligned)
+        precompiled[kop] = ek
+        # alignment hints of the Triton matmul; the guards are added only if it wins
+        mm_ins = [a, b] + ep_vals
+        mm_aligned = tuple(is_aligned(v, register=False) for v in mm_ins) + (True,)
+        try:
+            mk = tuner.matmul(mm_name, a, b, r_st, kop, acc_idx, kin, kin_strides, out_st,
+                              mm_aligned, ek, epilogue, others)
+        except Exception as e:  # noqa: BLE001 - tuning failed: the library route
+            tuner._record("matmul", mm_name, "cublas", None, None,
+                          f"cuBLAS (tuning failed: {type(e).__name__}: {e})")
+            return False
+        if mk is None:
+            return False
+        for v in mm_ins:
+            is_aligned(v)
+        kname = register_kernel(mk)
+        var = em.new_var()
+        alloc(kres, var, out_st)
+        define(kres, var, out_st)
+        args = [a.var, b.var] + [v.var for v in ep_vals] + [var]
+        em.emit(f"{kname}({', '.join(args)})  # {mm_name}: matmul {list(a.shape)}x"
+                f"{list(b.shape)} + epilogue {_loc_name(kop)} (Triton, max-autotune)")
+        fused_away.add(kop)
+        return True
+
+    def compile_kernel_op(kop):
+        if kop in fused_away:
+            return  # its result was defined by the Triton matmul that computes it
+        ins = [vals[v] for v in kop.operation.operands]
+        outs = list(kop.operation.results)
+        out_st = [result_strides(r) for r in outs]
+        idx = len(kernels)
+        if gpu and kop in precompiled:
+            k = precompiled.pop(kop)
+            for v in ins:
+                is_aligned(v)  # the guards of the arguments it was specialized for
+        elif gpu:
+            aligned = tuple(is_aligned(v) for v in ins) + (True,) * len(outs)
+            # the name is part of the TTIR text, hence of the kernel cache key: no graph
+            # id (process-unique) in it, or the disk cache never hits
+            k = compile_kernel(kop, [v.strides for v in ins], out_st, f"stax_k{idx}",
+                               aligned=aligned)
+        else:
+            k = compile_kernel(kop, [v.strides for v in ins], out_st, f"{graph_id}_k{idx}")
+        kname = register_kernel(k)
+        outvars = []
+        for r, st in zip(outs, out_st):
+            var = em.new_var()
+            alloc(r, var, st)
+            define(r, var, st)
+            outvars.append(var)
+        em.emit(f"{kname}({', '.join([v.var for v in ins] + outvars)})"
+                f"  # {_loc_name(kop)}")
+
+    for idx, op in enumerate(ops):
+        name = op.operation.name
+        if name == "func.return":
+            break
+        if name in KERNEL_OPS:
+            if dry_run:
+                for r in op.operation.results:
+                    define(r, em.new_var(), result_strides(r))
+            else:
+                compile_kernel_op(op)
+        elif name == "stax.matmul" and tuner is not None and emit_matmul(op, idx):
+            pass
+        elif name == "stax.matmul":
+            a, b = (vals[v] for v in op.operation.operands)
+            r = op.operation.results[0]
+            st = result_strides(r)
+            var = em.new_var()
+            alloc(r, var, st)
+            define(r, var, st)
+            fn = {2: "torch.mm", 3: "torch.bmm"}.get(len(a.shape), "torch.matmul")
+            em.emit(f"{fn}({a.var}, {b.var}, out={var})")
+            library_calls.append(f"{fn} {list(a.shape)}x{list(b.shape)} "
+                                 f"{str(a.dtype).replace('torch.', '')} (matmul outside kernels)")
+        elif name in FALLBACK_OPS:
+            _emit_fallback(op, em, vals, define, fallback_ops)
+        elif name == "stax.constant":
+            r = op.operation.results[0]
+            shape, dtype = _tensor_type(r)
+            t = _dense_to_tensor(op.operation.attributes["value"], shape, dtype)
+            if gpu:
+                t = t.to(device)
+            c = em.add_global("c", t)
+            root_aligned[c] = gpu and _ptr_aligned(t)
+            define(r, c, t.stride(), root_dynamic=True, fresh=False)
+        elif name in VIEW_OPS:
+            src = vals[op.operation.operands[0]]
+            r = op.operation.results[0]
+            shape, _ = _tensor_type(r)
+            layout = _view_layout(op, src, shape)
+            if layout is None:
+                # a reshape that is no view of its input's layout: make it a copy kernel
+                # and plan again (the kernel's result is a fresh contiguous buffer)
+                notes.append(f"{_loc_name(op)}: a reshape of a non-contiguous value is not "
+                             "a view; compiled a copy kernel")
+                wrap_op_in_kernel(op)
+                raise _Replan()
+            else:
+                st, off = layout
+                var = em.new_var()
+                total = src.offset + off
+                off_src = (f"{src.root}.storage_offset() + {total}" if src.root_dynamic
+                           else str(total))
+                em.emit(f"{var} = as_strided({src.root}, {shape!r}, {tuple(st)!r}, "
+                        f"{off_src})")
+                define(r, var, st, root=src.root, offset=total, root_dynamic=src.root_dynamic,
+                       fresh=src.fresh)
+        else:
+            raise StaxUnsupportedError(f"op {name} outside a kernel is not supported by the "
+                                       "wrapper")
+        # free what is no longer needed
+        dead = []
+        # views are taken of their root variable: a root stays while any view of it lives
+        live_roots = {vals[w].root for w in vals
+                      if w in keep or last_use.get(w, -1) > idx}
+        for v in list(op.operation.operands) + list(op.operation.results):
+            if v in keep or v not in vals or vals[v].var.startswith(("a", "c")):
+                continue
+            if last_use.get(v, -1) <= idx and vals[v].var not in dead and \
+                    vals[v].var not in live_roots:
+                dead.append(vals[v].var)
+        if dead:
+            em.emit(f"del {', '.join(dead)}")
+
+    # --- outputs: eager's aliasing, sizes, strides and storage offsets (stax.aliasing)
+    if out_specs:
+        layout_copies: list[str] = []
+        exprs = emit_outputs(
+            out_specs, lambda i: vals[ret_vals[i]], argvars, em.emit, em.new_var, _dtype_src,
+            "_dev" if gpu else repr("cpu"),
+            [ex.dtype if isinstance(ex, torch.Tensor) else None for ex in example_inputs],
+            layout_copies)
+        library_calls.extend(layout_copies)
+    else:
+        exprs = [vals[v].var for v in ret_vals]
+    struct, count = output_structure(gm)
+    if struct == "single" and len(exprs) == 1:
+        em.emit(f"return {exprs[0]}")
+    elif struct == "list":
+        em.emit(f"return [{', '.join(exprs)}]")
+    else:
+        em.emit(f"return ({', '.join(exprs)}{',' if len(exprs) == 1 else ''})")
+
+    if dry_run:
+        return None
+    # background compiles (compile_kernel_async) finish here: a triton.compile error
+    # surfaces at compile time, as with a synchronous compile
+    for k in kernels:
+        if getattr(k, "pending", None):
+            k.resolve()
+    # alignment guards of the arguments some kernel was told are aligned
+    align_lines = []
+    for i in sorted(aligned_args):
+        guards[i].aligned = True
+        align_lines += [f"    if {argvars[i]}.data_ptr() % {ALIGN}:",
+                        f"        _guard_fail({i}, {argvars[i]})"]
+    em.lines[align_guard_at:align_guard_at] = align_lines
+    # the guards alone, as `check(args)` (the CUDA graph runner calls it before replays)
+    guard_end = align_guard_at + len(align_lines)
+    em.lines += ["", "def check(args):"] + em.lines[1:guard_end] + ["    return None"]
+    header = [f"# stax wrapper for graph {graph_id} (route {route}, device {device})",
+              f"# arguments: {', '.join(names)}",
+              f"# kernels: {len(kernels)}; library calls: {len(library_calls)}; "
+              f"fallback ops: {fallback_ops}"]
+    source = "\n".join(header + em.lines) + "\n"
+    dump.write("wrapper.py", source)
+    return CompiledGraph(graph_id=graph_id, source=source, globals_=em.globals,
+                         kernels=kernels, library_calls=library_calls,
+                         fallback_ops=fallback_ops, notes=notes, input_names=names,
+                         guards=guards, kernel_mlir=kernel_mlir, route=route, device=device,
+                         tuned=tuner.records if tuner is not None else ())
+
+
+def _loc_name(op) -> str:
+    attrs = op.operation.attributes
+    if "name" in attrs:
+        try:
+            from stax._mlir import ir
+            label = ir.StringAttr(attrs["name"]).value
+            if "kind" in attrs:
+                label += f" ({ir.StringAttr(attrs['kind']).value})"
+            return label
+        except Exception:  # noqa: BLE001 - only a comment in the wrapper
+            pass
+    s = str(op.operation.location)
+    if s.startswith('loc("'):
+        return s[5:].split('"', 1)[0]
+    return op.operation.name
+
+
+def _emit_fallback(op, em: _Emitter, vals, define, fallback_ops):
+    attrs = op.operation.attributes
+    target = str(attrs["target"]).strip('"')
+    from stax._mlir import ir
+    target = ir.StringAttr(attrs["target"]).value
+    call = json.loads(ir.StringAttr(attrs["call"]).value)
+    overload = _resolve_overload(target)
+    fname = em.add_global("f", overload)
+    ins = [vals[v] for v in op.operation.operands]
+    srcs = [v.var for v in ins]
+    # each operand with eager's strides (the op sees what it sees in eager)
+    layouts = (json.loads(ir.StringAttr(attrs["operand_layouts"]).value)
+               if "operand_layouts" in attrs else [None] * len(ins))
+    for i, (v, st) in enumerate(zip(ins, layouts)):
+        if st is not None and tuple(st) != tuple(v.strides):
+            var = em.new_var()
+            em.emit(f"{var} = _relayout({v.var}, {tuple(v.shape)!r}, {tuple(st)!r})")
+            srcs[i] = var
+            ins[i] = dataclasses.replace(v, var=var, strides=tuple(st), root=var, offset=0,
+                                         root_dynamic=True)
+    metas = [_meta(v) for v in ins]
+    # A legalized graph carries fp8 as uint8; an op that computes on fp8 gets fp8 views
+    # of its byte operands and hands back bytes (`fp8_views`, set by stax-legalize-fp8).
+    fp8_views = (json.loads(ir.StringAttr(attrs["fp8_views"]).value)
+                 if "fp8_views" in attrs else {"operands": {}, "results": {}})
+    for i, dn in fp8_views.get("operands", {}).items():
+        srcs[int(i)] = f"{srcs[int(i)]}.view(torch.{dn})"
+        metas[int(i)] = metas[int(i)].view(getattr(torch, dn))
+    args = [_call_to_src(a, srcs, metas) for a in call.get("args", [])]
+    kwargs = {k: _call_to_src(v, srcs, metas) for k, v in call.get("kwargs", {}).items()}
+    arg_src = ", ".join([s for s, _ in args] + [f"{k}={s}" for k, (s, _) in kwargs.items()])
+    # strides eager gives the results: run the op on meta tensors now
+    predicted = None
+    try:
+        with torch.no_grad():
+            m = overload(*[x for _, x in args], **{k: x for k, (_, x) in kwargs.items()})
+        predicted = list(m) if isinstance(m, (tuple, list)) else [m]
+    except Exception:
+        predicted = None
+    results = list(op.operation.results)
+    # Where each result sits in what the op returns (tuple results; None entries have
+    # no result). Without the attribute the op returns one tensor.
+    positions = (list(ir.DenseI64ArrayAttr(attrs["result_positions"]))
+                 if "result_positions" in attrs else None)
+    tmp = em.new_var()
+    em.emit(f"{tmp} = {fname}({arg_src})  # {target}")
+    for i, r in enumerate(results):
+        pos = positions[i] if positions is not None else None
+        shape, dtype = _tensor_type(r)
+        st = None
+        if predicted is not None:
+            p = predicted[pos] if pos is not None and pos < len(predicted) else (
+                predicted[0] if pos is None and len(predicted) == 1 else None)
+            if isinstance(p, torch.Tensor):
+                st = tuple(p.stride())
+        if st is None:
+            st = contiguous_strides(shape)
+        var = tmp if pos is None else em.new_var()
+        if pos is not None:
+            em.emit(f"{var} = {tmp}[{pos}]")
+        if str(i) in fp8_views.get("results", {}):
+            em.emit(f"{var} = {var}.view(torch.uint8)")
+        # the kernels downstream were compiled for `st`: make sure that is what we have
+        em.emit(f"if {var}.stride() != {st!r}:")
+        em.emit(f"{var} = _restride({var}, {shape!r}, {st!r})", 2)
+        # a result that is a view of an operand (schema `Tensor(a)`) is not this call's own
+        ret = overload._schema.returns[pos if pos is not None else 0]
+        define(r, var, st, root_dynamic=True, fresh=ret.alias_info is None)
+    if positions is not None:
+        em.emit(f"del {tmp}")
+    fallback_ops.append(target)
