@@ -111,12 +111,13 @@ class StorageIndex:
                 self._owner[k] = node
 
     def add(self, node) -> None:
-        vals = node.meta.get("val")
-        for v in (vals if isinstance(vals, (tuple, list)) else [vals]):
-            if isinstance(v, torch.Tensor):
-                k = _storage_key(v)
-                if k is not None and k not in self._owner:
-                    self._owner[k] = node
+        # a multi-result op's tensors are owned by the getitem nodes that read them (the
+        # FX values a consumer can be handed)
+        v = node.meta.get("val")
+        if isinstance(v, torch.Tensor):
+            k = _storage_key(v)
+            if k is not None and k not in self._owner:
+                self._owner[k] = node
 
     def output_alias(self, val: torch.Tensor) -> StorageAlias:
         k = _storage_key(val)
