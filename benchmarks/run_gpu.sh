@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The whole H200 session in one script (device time is scarce):
-#   bash benchmarks/run_gpu.sh [tests|bench|all]      (default: all)
+#   bash benchmarks/run_gpu.sh [tests|bench|fuzz|opinfo|all]      (default: all)
 # Results go to $OUT (the device tool returns what is written there; default
 # benchmarks/results/gpu-run/): nvidia-smi, the GPU pytest logs, benchmarks/gpu.py's
 # markdown report, its per-case JSON lines and its log.
 #   tests: test/python/test_triton_driver.py, then the numerics suite re-run on the GPU
 #          (STAX_TEST_DEVICE=cuda: test_numerics_ops.py, test_models.py, test_training.py),
 #          then test_gpu_training_sizes.py (the models in training at real sizes)
+#          and the boundary tests (test_aliasing, test_edge_shapes, test_deep_kernels)
 #   bench: benchmarks/gpu.py (eager vs inductor vs stax, STAX_STRICT=1)
+#   fuzz:  stax-fuzz --device cuda, FUZZ_PROCS processes in parallel (seeds 100.., half
+#          forward, half --backward), FUZZ_COUNT graphs each; counts in gpu-fuzz.txt
+#   opinfo: benchmarks/opinfo_sweep.py --device cuda (OPINFO_DTYPES, default f32)
 # STAX_GPU_TEST_TIMEOUT / STAX_GPU_BENCH_TIMEOUT bound each part (seconds).
 set -u
 phase="${1:-all}"
@@ -46,13 +50,34 @@ if [[ "$phase" == "tests" || "$phase" == "all" ]]; then
   echo "test_triton_driver: $(tail -n 1 "$OUT/gpu-pytest-triton-driver.log")"
   STAX_TEST_DEVICE=cuda timeout "${STAX_GPU_SUITE_TIMEOUT:-300}" $PY -m pytest -q -rfE \
       -p no:cacheprovider test/python/test_numerics_ops.py test/python/test_models.py \
-      test/python/test_training.py > "$OUT/gpu-pytest-numerics-cuda.log" 2>&1
+      test/python/test_training.py test/python/test_aliasing.py test/python/test_edge_shapes.py \
+      test/python/test_deep_kernels.py > "$OUT/gpu-pytest-numerics-cuda.log" 2>&1
   echo "numerics suite on cuda: $(tail -n 1 "$OUT/gpu-pytest-numerics-cuda.log")"
   # the test models in training at real sizes (d >= 512, 256 tokens, 32x32 images):
   # every gradient vs eager
   timeout "${STAX_GPU_TRAIN_TIMEOUT:-300}" $PY -m pytest -q -rfE -s -p no:cacheprovider \
       test/python/test_gpu_training_sizes.py > "$OUT/gpu-pytest-training-sizes.log" 2>&1
   echo "training at real sizes: $(tail -n 1 "$OUT/gpu-pytest-training-sizes.log")"
+fi
+
+if [[ "$phase" == "fuzz" || "$phase" == "all" ]]; then
+  procs=${FUZZ_PROCS:-8}; count=${FUZZ_COUNT:-250}
+  for i in $(seq 0 $((procs - 1))); do
+    back=""; if (( i % 2 )); then back="--backward"; fi
+    timeout "${STAX_GPU_FUZZ_TIMEOUT:-420}" $PY -m stax.tools.stax_fuzz --device cuda --seed $((100 + i)) \
+        --count "$count" $back --shrink-budget 20 > "$OUT/gpu-fuzz-$i.log" 2>&1 &
+  done
+  wait
+  { for i in $(seq 0 $((procs - 1))); do
+      echo "seed $((100 + i)) $( (( i % 2 )) && echo backward || echo forward): $(tail -n 1 "$OUT/gpu-fuzz-$i.log")"
+    done; } | tee "$OUT/gpu-fuzz.txt"
+fi
+
+if [[ "$phase" == "opinfo" || "$phase" == "all" ]]; then
+  timeout "${STAX_GPU_OPINFO_TIMEOUT:-480}" $PY benchmarks/opinfo_sweep.py --device cuda \
+      --dtypes "${OPINFO_DTYPES:-f32}" --jobs "${OPINFO_JOBS:-8}" \
+      --json "$OUT/gpu-opinfo.jsonl" > "$OUT/gpu-opinfo.log" 2>&1
+  echo "opinfo exit $?"; tail -n 30 "$OUT/gpu-opinfo.log"
 fi
 
 if [[ "$phase" == "bench" || "$phase" == "all" ]]; then
