@@ -65,11 +65,15 @@ if [[ "$phase" == "fuzz" || "$phase" == "all" ]]; then
   for i in $(seq 0 $((procs - 1))); do
     back=""; if (( i % 2 )); then back="--backward"; fi
     timeout "${STAX_GPU_FUZZ_TIMEOUT:-420}" $PY -m stax.tools.stax_fuzz --device cuda --seed $((100 + i)) \
-        --count "$count" $back --shrink-budget 20 > "$OUT/gpu-fuzz-$i.log" 2>&1 &
+        --count "$count" $back --shrink-budget 20 -v > "$OUT/gpu-fuzz-$i.log" 2>&1 &
   done
   wait
+  # per-graph lines (-v) give the counts even for a process the timeout stopped
   { for i in $(seq 0 $((procs - 1))); do
-      echo "seed $((100 + i)) $( (( i % 2 )) && echo backward || echo forward): $(tail -n 1 "$OUT/gpu-fuzz-$i.log")"
+      f="$OUT/gpu-fuzz-$i.log"
+      echo "seed $((100 + i)) $( (( i % 2 )) && echo backward || echo forward):" \
+           "$(grep -c ': pass' "$f") passed, $(grep -c ': fail' "$f") failed," \
+           "$(grep -c ': skip' "$f") skipped; last line: $(tail -n 1 "$f")"
     done; } | tee "$OUT/gpu-fuzz.txt"
 fi
 
