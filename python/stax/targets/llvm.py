@@ -19,8 +19,8 @@ How a kernel is lowered:
   dependency order ("phases", sharing one loop when independent) with vector
   accumulators, per-row values (1/sum, rstd) are computed once per row, then the
   full-row outputs are written. So softmax/layernorm are one loop nest.
-* bf16/f16 are computed in f32 and rounded once when stored (and where the graph
-  converts explicitly); exp/log/tanh/erf/sigmoid use our own vectorizable polynomial
+* bf16/f16 are computed in f32 and each op's result is rounded to its type, as eager
+  rounds it (`_as_eager_rounds`); exp/log/tanh/erf/sigmoid use our own vectorizable polynomial
   forms (cpu_math.py).
 """
 import ctypes
@@ -104,6 +104,12 @@ _DTYPES = {
     "ui8": DType("i8", "i8", unsigned=True, torch_dtype=torch.uint8),
     "i1": DType("i8", "i1", torch_dtype=torch.bool),
 }
+
+
+# ops whose bf16/f16 result is already a rounded value (a view, a pick among rounded
+# values, an explicit cast that rounds itself)
+_NOT_ROUNDED = frozenset({"stax.convert", "stax.bitcast", "stax.select", "stax.concat",
+                          "stax.pad", "stax.gather"}) | _VIEWS
 
 
 def dtype_of(t: ir.Type) -> DType:
@@ -992,7 +998,9 @@ class _KernelLowering:
         if got is not None:
             return got
         if v in self.row_vals:
-            return self.row_vals[v]
+            res = self._as_eager_rounds(v, self.row_vals[v])
+            em.remember(key, res)
+            return res
         if self.stash_active and v == self.stash[0]:
             res = self._load(self.outputs[self.stash[1]], idx)
             em.remember(key, res)
@@ -1002,8 +1010,22 @@ class _KernelLowering:
         else:
             o = self.defining[v]
             res = self._eval_op(o, v, idx)
+            if o.operation.name not in _NOT_ROUNDED:
+                res = self._as_eager_rounds(v, res)
         em.remember(key, res)
         return res
+
+    def _as_eager_rounds(self, v, res: _Val) -> _Val:
+        """A bf16/f16 op's result rounded to its type, as eager rounds every op's result
+        (a chain computed in f32 and rounded only at the store sees one value at two
+        precisions; see triton_ttir._as_eager_rounds)."""
+        dt = dtype_of(_etype(v))
+        if dt.mem == dt.comp or not dt.is_float or dt.mem not in ("bf16", "f16"):
+            return res
+        em = self.em
+        mty, cty = em.vt(dt.mem, res.vec), em.vt(dt.comp, res.vec)
+        t = em.op(f"arith.truncf {res.ssa} : {cty} to {mty}", mty)
+        return _Val(em.op(f"arith.extf {t} : {mty} to {cty}", cty), res.vec, dt.comp)
 
     def _load(self, arg: _Arg, idx) -> _Val:
         em = self.em

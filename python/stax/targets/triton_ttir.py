@@ -20,9 +20,10 @@ Block shapes:
     full-space outputs (re-reading the inputs).
   Row values (1/sum, rstd, ...) are computed once per row block, outside the loops.
 
-Numerics: bf16/f16/fp8 are computed in f32 (extf / tt.fp_to_fp after the load) and
-rounded once at the store (truncf, or tt.fp_to_fp rounding = rtne); explicit
-`stax.convert`s round where the graph says so. Division and sqrt are IEEE
+Numerics: bf16/f16/fp8 are computed in f32 (extf / tt.fp_to_fp after the load); each
+bf16/f16 op's result is rounded to its type as eager rounds it (`_as_eager_rounds`; a
+store of a rounded value reuses its truncf), fp8 at the store (tt.fp_to_fp rounding =
+rtne) and where `stax.convert`s say so. Division and sqrt are IEEE
 (tt.precise_divf / tt.precise_sqrt); exp/log/erf/rsqrt use the math dialect;
 tanh/expm1/log1p/trunc/round/pow/atan2 call libdevice through tt.extern_elementwise
 (Triton 3.6 rejects math.tanh & co. in TTIR and links libdevice itself).
@@ -236,6 +237,12 @@ _DT = {
     "i8": DT("i8", "i8", nbytes=1), "ui8": DT("i8", "i8", unsigned=True, nbytes=1),
     "i1": DT("i8", "i1", bool_=True, nbytes=1),
 }
+
+
+# ops whose bf16/f16 result is already a rounded value (a view, a pick among rounded
+# values, an explicit cast that rounds itself)
+_NOT_ROUNDED = frozenset({"stax.convert", "stax.bitcast", "stax.select", "stax.concat",
+                          "stax.pad", "stax.gather"}) | _VIEWS
 
 
 def _dt(t) -> DT:
@@ -1292,7 +1299,12 @@ class _Lowering:
         shp = _shape(v)
         idx = [self.ix_const(0) if s == 1 else i for i, s in zip(idx, shp)]
         if v in self.row_vals:
-            return self.row_vals[v]
+            key = ("row", v, tuple(c.ssa for c in self.cond), self.mask_ctx)
+            got = em.lookup(key)
+            if got is None:
+                got = self._as_eager_rounds(v, self.row_vals[v])
+                em.remember(key, got)
+            return got
         key = ("val", v, self._ikey(idx), tuple(c.ssa for c in self.cond), self.mask_ctx)
         got = em.lookup(key)
         if got is not None:
@@ -1306,8 +1318,22 @@ class _Lowering:
                     f"kernel {self.name}: reduction result used before it is computed, or at "
                     "another row than the current one (unsupported)")
             res = self._eval_op(o, v, idx)
+            if o.operation.name not in _NOT_ROUNDED:
+                res = self._as_eager_rounds(v, res)
         em.remember(key, res)
         return res
+
+    def _as_eager_rounds(self, v, res: V) -> V:
+        """A bf16/f16 op's result rounded to its type, as eager rounds every op's result.
+        Computing a chain in f32 and rounding only at the store saw one value at two
+        precisions: a bf16 product stored rounded but normalized unrounded gave
+        layer_norm's backward x - mean != 0 over a row of one, times rstd = 316: input
+        gradients off by 44 on the H200 (stax-fuzz). Partial sums of a split reduction
+        are stored unrounded (they are no op result in eager)."""
+        dt = _dt(_etype(v))
+        if dt.mem == dt.comp or dt.fp8 or res.is_const or not _isf(res.elem):
+            return res
+        return V(self._round_to(res.ssa, res.shape, dt), res.shape, res.elem)
 
     def _eval_gather(self, o, idx) -> V:
         """input[..., indices[i_d], ...]: load the index (where the result is read), wrap

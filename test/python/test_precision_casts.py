@@ -1,0 +1,62 @@
+"""bf16/f16 kernels round every op's result to its type, as eager does (both targets).
+
+A chain computed in f32 and rounded only at the store saw one value at two precisions:
+a bf16 product stored rounded but normalized unrounded in the same kernel made
+layer_norm's backward see x - mean != 0 over a row of one element, times rstd = 316:
+input gradients off by 44 on the H200 (stax-fuzz --device cuda, program 103000377).
+Here: a bf16 product is stored, and also converted to f32 and stored (as the forward
+stored the product and layer_norm's f32 mean of it): eager's f32 copy is exactly the
+stored product; it was the unrounded product before. The Triton kernel runs in the TTIR
+interpreter (no GPU needed)."""
+import os
+import sys
+
+import pytest
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from kernel_harness import run_kernel, ttype  # noqa: E402
+
+
+def _body(dt):
+    T, F = ttype((64, 1), dt), ttype((64, 1), torch.float32)
+    return f'''    %p = "stax.mul"(%a0, %a1) : ({T}, {T}) -> {T}
+    %f = "stax.convert"(%p) : ({T}) -> {F}
+    %s = "stax.reduce_sum"(%f) {{dims = array<i64: 1>, keepdim = true}} : ({F}) -> {F}
+    "stax_graph.yield"(%p, %s) : ({T}, {F}) -> ()'''
+
+
+def _eager(a, b):
+    p = a * b
+    return p, p.float().sum(1, keepdim=True)
+
+
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
+def test_cpu_target_rounds_each_op(dt):
+    a, b = torch.randn(64, 1).to(dt), torch.randn(64, 1).to(dt)
+    (p, d), _ = run_kernel(_body(dt), [a, b], [((64, 1), dt), ((64, 1), torch.float32)])
+    wp, wd = _eager(a, b)
+    assert torch.equal(p, wp) and torch.equal(d, wd) and torch.equal(d, p.float())
+
+
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
+def test_triton_target_rounds_each_op(dt):
+    pytest.importorskip("triton")
+    from stax._mlir import ir, new_context
+    from stax.targets.triton_ttir import emit_ttir
+    from ttir_interp import run_kernel as interp
+    a, b = torch.randn(64, 1).to(dt), torch.randn(64, 1).to(dt)
+    T, F = ttype((64, 1), dt), ttype((64, 1), torch.float32)
+    text = (f'func.func @main(%x0: {T}, %x1: {T}) {{\n'
+            f'  %r:2 = "stax_graph.kernel"(%x0, %x1) ({{\n  ^bb0(%a0: {T}, %a1: {T}):\n'
+            f'{_body(dt)}\n  }}) : ({T}, {T}) -> ({T}, {F})\n  return\n}}\n')
+    with new_context(), ir.Location.unknown():
+        m = ir.Module.parse(text)
+        kop = [o for o in m.body.operations[0].regions[0].blocks[0].operations
+               if o.operation.name == "stax_graph.kernel"][0]
+        tk = emit_ttir(kop.operation, [(1, 1), (1, 1)], [(1, 1), (1, 1)], "rounds")
+    p, d = torch.empty(64, 1, dtype=dt), torch.empty(64, 1)
+    interp(tk, a, b, p, d)
+    wp, wd = _eager(a, b)
+    assert torch.equal(p, wp) and torch.equal(d, wd) and torch.equal(d, p.float())
