@@ -75,6 +75,9 @@ if [[ "$phase" == "fuzz" || "$phase" == "all" ]]; then
            "$(grep -c ': pass' "$f") passed, $(grep -c ': fail' "$f") failed," \
            "$(grep -c ': skip' "$f") skipped; last line: $(tail -n 1 "$f")"
     done; } | tee "$OUT/gpu-fuzz.txt"
+  # one file back instead of one per process (the device tool returns a bounded count)
+  for i in $(seq 0 $((procs - 1))); do echo "===== process $i"; cat "$OUT/gpu-fuzz-$i.log"; done \
+      > "$OUT/gpu-fuzz-all.log" && rm -f "$OUT"/gpu-fuzz-[0-9]*.log
 fi
 
 if [[ "$phase" == "opinfo" || "$phase" == "all" ]]; then
