@@ -337,6 +337,11 @@ def _relayout(t, shape, strides):
         return t
     if _agree(t.stride(), strides, shape):
         return t.as_strided(shape, strides, t.storage_offset())
+    if not non_overlapping(shape, strides):
+        # an overlapping layout (as_strided with a 0 stride) is no copy_ target
+        flat = torch.empty((extent(shape, strides, 0),), dtype=t.dtype, device=t.device)
+        _scatter_to_storage(flat, shape, strides, 0, t)
+        return flat.as_strided(shape, strides, 0)
     out = torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device)
     out.copy_(t)
     return out

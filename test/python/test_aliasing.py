@@ -178,7 +178,16 @@ def test_fallback_op_gets_eager_strides():
             return lstm((x + 1).transpose(0, 1).contiguous())[0]
 
         with torch.no_grad():
-            check_like_eager(f, rand(5, 7, 16), exact=False)
+            if DEVICE.startswith("cuda"):
+                # cuDNN's LSTM runs in TF32 by default (torch.backends.cudnn.allow_tf32):
+                # compared in f32 (it differed from eager by 2e-4 on the H200 with TF32)
+                prev = torch.backends.cudnn.allow_tf32
+                torch.backends.cudnn.allow_tf32 = False
+            try:
+                check_like_eager(f, rand(5, 7, 16), exact=False)
+            finally:
+                if DEVICE.startswith("cuda"):
+                    torch.backends.cudnn.allow_tf32 = prev
     finally:
         torch._dynamo.config.allow_rnn = False
 

@@ -12,6 +12,9 @@ import torch
 import stax.backend as B
 from stax.targets.kernel_ir import with_deep_stack
 
+DEVICE = os.environ.get("STAX_TEST_DEVICE", "cpu")
+ROUTE = "triton" if DEVICE.startswith("cuda") else "stax-cpu"
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -25,12 +28,12 @@ def _chain(x):
 
 
 @pytest.mark.usefixtures("stax_strict")
-def test_long_chain_compiles_to_one_cpu_kernel():
-    x = torch.randn(64, 64)
+def test_long_chain_compiles_to_one_kernel():
+    x = torch.randn(64, 64, device=DEVICE)
     got = torch.compile(_chain, backend="stax", fullgraph=True)(x)
     torch.testing.assert_close(got, _chain(x), rtol=1e-5, atol=1e-5)
     r = B.last_report()
-    assert r.route == "stax-cpu" and r.kernel_count == 1 and r.fallback_ops == []
+    assert r.route == ROUTE and r.kernel_count == 1 and r.fallback_ops == []
 
 
 def test_long_chain_lowers_to_ttir():

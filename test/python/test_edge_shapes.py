@@ -46,8 +46,8 @@ def test_layer_norm_of_equal_values_is_exact():
     relative and rstd amplified it to 4e-4; found by stax-fuzz)."""
     import torch.nn.functional as F
     g = torch.Generator().manual_seed(154355767)
-    x = torch.randn((1,), generator=g).expand(70001).to(DEVICE)
-    w, b = (torch.randn(70001, generator=g).to(DEVICE) for _ in range(2))
+    x = torch.randn((1,), generator=g, device="cpu").expand(70001).to(DEVICE)
+    w, b = (torch.randn(70001, generator=g, device="cpu").to(DEVICE) for _ in range(2))
     fn = lambda x, w, b: F.layer_norm(x, (70001,), w, b)  # noqa: E731
     got = torch.compile(fn, backend="stax", fullgraph=True)(x, w, b)
     torch.testing.assert_close(got, fn(x, w, b), rtol=1e-6, atol=1e-6)

@@ -19,8 +19,9 @@ How a kernel is lowered:
   dependency order ("phases", sharing one loop when independent) with vector
   accumulators, per-row values (1/sum, rstd) are computed once per row, then the
   full-row outputs are written. So softmax/layernorm are one loop nest.
-* bf16/f16 are computed in f32 and each op's result is rounded to its type, as eager
-  rounds it (`_as_eager_rounds`); exp/log/tanh/erf/sigmoid use our own vectorizable polynomial
+* bf16/f16 are computed in f32 and rounded once when stored (and where the graph
+  converts explicitly); a stored value's uses inside the kernel see the same rounded
+  value (`_as_eager_rounds`); exp/log/tanh/erf/sigmoid use our own vectorizable polynomial
   forms (cpu_math.py).
 """
 import ctypes
@@ -368,6 +369,7 @@ class _KernelLowering:
         ops = list(block.operations)
         self.body = ops[:-1]
         self.yielded = list(ops[-1].operands)
+        self.stored_vals = set(self.yielded)
         self.inputs = []
         for i, (a, st) in enumerate(zip(self.args, in_strides)):
             shp = _shape(a)
@@ -1016,11 +1018,11 @@ class _KernelLowering:
         return res
 
     def _as_eager_rounds(self, v, res: _Val) -> _Val:
-        """A bf16/f16 op's result rounded to its type, as eager rounds every op's result
-        (a chain computed in f32 and rounded only at the store sees one value at two
-        precisions; see triton_ttir._as_eager_rounds)."""
+        """A bf16/f16 value the kernel stores, rounded for its uses inside the kernel too:
+        one value, one precision (see triton_ttir._as_eager_rounds)."""
         dt = dtype_of(_etype(v))
-        if dt.mem == dt.comp or not dt.is_float or dt.mem not in ("bf16", "f16"):
+        if v not in self.stored_vals or dt.mem == dt.comp or not dt.is_float or \
+                dt.mem not in ("bf16", "f16"):
             return res
         em = self.em
         mty, cty = em.vt(dt.mem, res.vec), em.vt(dt.comp, res.vec)

@@ -20,10 +20,10 @@ Block shapes:
     full-space outputs (re-reading the inputs).
   Row values (1/sum, rstd, ...) are computed once per row block, outside the loops.
 
-Numerics: bf16/f16/fp8 are computed in f32 (extf / tt.fp_to_fp after the load); each
-bf16/f16 op's result is rounded to its type as eager rounds it (`_as_eager_rounds`; a
-store of a rounded value reuses its truncf), fp8 at the store (tt.fp_to_fp rounding =
-rtne) and where `stax.convert`s say so. Division and sqrt are IEEE
+Numerics: bf16/f16/fp8 are computed in f32 (extf / tt.fp_to_fp after the load) and
+rounded once: at the store (truncf, or tt.fp_to_fp rounding = rtne), a stored value's
+uses inside the kernel see the same rounded value (`_as_eager_rounds`), and explicit
+`stax.convert`s round where the graph says so. Division and sqrt are IEEE
 (tt.precise_divf / tt.precise_sqrt); exp/log/erf/rsqrt use the math dialect;
 tanh/expm1/log1p/trunc/round/pow/atan2 call libdevice through tt.extern_elementwise
 (Triton 3.6 rejects math.tanh & co. in TTIR and links libdevice itself).
@@ -487,6 +487,7 @@ class _Lowering:
         ops = list(block.operations)
         self.body = ops[:-1]
         self.yielded = list(ops[-1].operands)
+        self.stored_vals = set(self.yielded)
         if len(in_strides) != len(self.args) or len(out_strides) != len(self.yielded):
             raise KernelLoweringError(
                 f"kernel {name}: {len(self.args)} inputs / {len(self.yielded)} outputs but "
@@ -1324,14 +1325,16 @@ class _Lowering:
         return res
 
     def _as_eager_rounds(self, v, res: V) -> V:
-        """A bf16/f16 op's result rounded to its type, as eager rounds every op's result.
-        Computing a chain in f32 and rounding only at the store saw one value at two
-        precisions: a bf16 product stored rounded but normalized unrounded gave
-        layer_norm's backward x - mean != 0 over a row of one, times rstd = 316: input
-        gradients off by 44 on the H200 (stax-fuzz). Partial sums of a split reduction
-        are stored unrounded (they are no op result in eager)."""
+        """A bf16/f16 value the kernel stores, rounded to its type for its uses inside the
+        kernel too, so that one value has one precision: rounding only at the store, a
+        bf16 product stored rounded but normalized unrounded gave layer_norm's backward
+        x - mean != 0 over a row of one, times rstd = 316: input gradients off by 44 on
+        the H200 (stax-fuzz). Values the kernel does not store stay in f32 (rounding
+        each stax op would round inside one eager op, e.g. add with alpha, where eager
+        does not). Partial sums of a split reduction are stored unrounded."""
         dt = _dt(_etype(v))
-        if dt.mem == dt.comp or dt.fp8 or res.is_const or not _isf(res.elem):
+        if v not in self.stored_vals or dt.mem == dt.comp or dt.fp8 or res.is_const or \
+                not _isf(res.elem):
             return res
         return V(self._round_to(res.ssa, res.shape, dt), res.shape, res.elem)
 
