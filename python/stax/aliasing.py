@@ -368,5 +368,15 @@ def _scatter_to_storage(flat, shape, strides, offset, src):
     flat.index_put_((pos.reshape(-1),), src.reshape(-1).to(flat.dtype))
 
 
-RUNTIME_GLOBALS = {"_storage_view": _storage_view, "_exact_layout": _exact_layout,
-                   "_relayout": _relayout, "_scatter_to_storage": _scatter_to_storage}
+def _as_traced(t, shape, dtype, target):
+    """A fallback op's result in the dtype the graph was traced with; a shape other than
+    the traced one is an error, not a silent misread."""
+    if tuple(t.shape) != tuple(shape):
+        raise RuntimeError(f"stax: {target} returned shape {tuple(t.shape)} where the traced "
+                           f"graph has {tuple(shape)}")
+    return t.to(dtype)
+
+
+RUNTIME_GLOBALS = {"_as_traced": _as_traced, "_storage_view": _storage_view,
+                   "_exact_layout": _exact_layout, "_relayout": _relayout,
+                   "_scatter_to_storage": _scatter_to_storage}

@@ -743,6 +743,13 @@ def _emit_fallback(op, em: _Emitter, vals, define, fallback_ops):
             em.emit(f"{var} = {tmp}[{pos}]")
         if str(i) in fp8_views.get("results", {}):
             em.emit(f"{var} = {var}.view(torch.uint8)")
+        else:
+            # torch's meta kernel (the fake tensor the graph was traced with) and its
+            # eager kernel can disagree on a result's dtype (CPU bf16 batch-norm's new
+            # running stats: f32 fake, bf16 eager): the kernels downstream read the
+            # traced dtype, so convert (the values are the same: a widening cast)
+            em.emit(f"if {var}.dtype != {_dtype_src(dtype)}:")
+            em.emit(f"{var} = _as_traced({var}, {shape!r}, {_dtype_src(dtype)}, {target!r})", 2)
         # the kernels downstream were compiled for `st`: make sure that is what we have
         em.emit(f"if {var}.stride() != {st!r}:")
         em.emit(f"{var} = _restride({var}, {shape!r}, {st!r})", 2)

@@ -78,3 +78,24 @@ def test_index_select_of_0d_tensor(index):
     want = fn(x, i)
     assert got.shape == want.shape and torch.equal(got, want)
     assert B.last_report().route == ROUTE and B.last_report().fallback_ops == []
+
+
+def test_bf16_batch_norm_running_stats_as_eager():
+    """CPU bf16 batch norm in training: torch's meta kernel says the new running stats
+    are f32, its eager kernel returns bf16; the wrapper read the bf16 bytes as f32 and
+    wrote garbage (-1.46e17) into the user's buffers (OpInfo sweep). A fallback result is
+    now converted to the traced dtype."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 5, dtype=torch.bfloat16, device=DEVICE)
+    w, b = (torch.randn(4, dtype=torch.bfloat16, device=DEVICE) for _ in range(2))
+    rm, rv = torch.randn(4, dtype=torch.bfloat16, device=DEVICE), torch.rand(
+        4, dtype=torch.bfloat16, device=DEVICE)
+    f = lambda x, w, b, rm, rv: torch.ops.aten._batch_norm_with_update(  # noqa: E731
+        x, w, b, rm, rv, 0.1, 1e-5)
+    rm_e, rv_e = rm.clone(), rv.clone()
+    want = f(x, w, b, rm_e, rv_e)
+    rm_s, rv_s = rm.clone(), rv.clone()
+    got = torch.compile(f, backend="stax", fullgraph=True)(x, w, b, rm_s, rv_s)
+    torch.testing.assert_close(got[0], want[0])
+    assert torch.equal(rm_s, rm_e) and torch.equal(rv_s, rv_e)
+    assert B.last_report().route == ROUTE
