@@ -60,3 +60,27 @@ def test_triton_target_rounds_each_op(dt):
     interp(tk, a, b, p, d)
     wp, wd = _eager(a, b)
     assert torch.equal(p, wp) and torch.equal(d, wd) and torch.equal(d, p.float())
+
+
+def test_triton_kernels_keep_denormals():
+    """libdevice in flush-to-zero mode (Triton's default) made atan2 of two denormals 0
+    where eager's CUDA kernel gives pi/4 (stax-fuzz --device cuda, program 104000505):
+    stax compiles with enable_reflect_ftz=False, so libdevice's atan2 has no .ftz op.
+    (Triton's own exp lowering is ex2.approx.ftz whatever the option: exp of a denormal
+    is 1 either way.)"""
+    pytest.importorskip("triton")
+    from stax._mlir import ir, new_context
+    from stax.targets import triton as stax_triton
+    from stax.targets.triton_ttir import emit_ttir
+    T = ttype((256,), torch.float32)
+    text = (f'func.func @main(%x0: {T}) {{\n  %r = "stax_graph.kernel"(%x0) ({{\n'
+            f'  ^bb0(%a0: {T}):\n    %y = "stax.atan2"(%a0, %a0) : ({T}, {T}) -> {T}\n'
+            f'    "stax_graph.yield"(%y) : ({T}) -> ()\n  }}) : ({T}) -> {T}\n  return\n}}\n')
+    with new_context(), ir.Location.unknown():
+        m = ir.Module.parse(text)
+        kop = [o for o in m.body.operations[0].regions[0].blocks[0].operations
+               if o.operation.name == "stax_graph.kernel"][0]
+        tk = emit_ttir(kop.operation, [(1,)], [(1,)], "denormals")
+    assert "__nv_atan2f" in tk.text
+    ptx = stax_triton.compile_ttir(tk, 90)[0].asm["ptx"]
+    assert ".ftz" not in ptx

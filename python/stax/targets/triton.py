@@ -65,11 +65,17 @@ def cache_dir() -> Path:
     return base / "triton"
 
 
+#: options every kernel is compiled with, beyond its config. libdevice in flush-to-zero
+#: mode (Triton's default) turned denormal inputs into zeros: atan2 of two denormals gave
+#: 0 where eager's CUDA kernel gives pi/4 (stax-fuzz --device cuda, program 104000505)
+COMPILE_OPTIONS = {"enable_reflect_ftz": False}
+
+
 def cache_key(ttir: TTIRKernel, arch: int) -> str:
     import triton
     h = hashlib.sha256()
     for part in (ttir.text, str(ttir.num_warps), str(ttir.num_stages), triton.__version__,
-                 f"cuda:{arch}"):
+                 f"cuda:{arch}", repr(sorted(COMPILE_OPTIONS.items()))):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -146,7 +152,8 @@ def compile_ttir(ttir: TTIRKernel, arch: int = 90):
         try:
             compiled = triton.compile(path, target=_target(arch),
                                       options={"num_warps": ttir.num_warps,
-                                               "num_stages": ttir.num_stages})
+                                               "num_stages": ttir.num_stages,
+                                               **COMPILE_OPTIONS})
         except Exception as e:
             raise KernelLoweringError(f"triton.compile failed for kernel {ttir.name} "
                                       f"(sm_{arch}): {e}\n{ttir.text}") from e

@@ -809,9 +809,12 @@ def compile_matmul(kern: MatmulTTIR, arch: int = 90):
 def _compile_direct(text: str, name: str, num_warps: int, num_stages: int, arch: int = 90):
     import triton
     from triton.backends.compiler import GPUTarget
+
+    from stax.targets.triton import COMPILE_OPTIONS
     with tempfile.TemporaryDirectory(prefix="stax_mm_") as d:
         path = os.path.join(d, f"{name}.ttir")
         with open(path, "w") as f:
             f.write(text)
         return triton.compile(path, target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": num_warps, "num_stages": num_stages})
+                              options={"num_warps": num_warps, "num_stages": num_stages,
+                                       **COMPILE_OPTIONS})
