@@ -30,7 +30,7 @@ from typing import Any, Callable
 import torch
 
 __all__ = ["StorageIndex", "StorageAlias", "emit_outputs", "RUNTIME_GLOBALS", "extent",
-           "storage_source", "non_overlapping", "clone_exact"]
+           "storage_source", "non_overlapping", "clone_exact", "fresh_copy"]
 
 
 def _storage_key(t) -> Any:
@@ -233,34 +233,30 @@ def emit_outputs(specs, value_of: Callable[[int], Any], argvars: list[str], emit
         size = max(extent(specs[i].shape, specs[i].strides, specs[i].storage_offset)
                    for i in members)
         store = new_var()
-        dt = vals[0].dtype
-        if all(v.dtype == dt for v in vals):
-            emit(f"{store} = torch.empty(({size},), dtype={dtype_src(dt)}, "
+        one_dtype = all(v.dtype == vals[0].dtype for v in vals)
+        if one_dtype:   # a typed flat buffer, its members as_strided views of it
+            emit(f"{store} = torch.empty(({size},), dtype={dtype_src(vals[0].dtype)}, "
                  f"device={device_src})")
-            for i, v in zip(members, vals):
-                spec = specs[i]
-                out = new_var()
-                emit(f"{out} = as_strided({store}, {tuple(spec.shape)!r}, "
-                     f"{tuple(spec.strides)!r}, {spec.storage_offset})")
-                _emit_write(emit, store, out, v.var, spec)
-                copies.append(_copy_note(i, spec, v))
-                exprs[i] = _fp8_back(out, spec, v)
-        else:
+        else:           # members of several dtypes (dtype views) share one byte storage
             nbytes = max(extent(specs[i].shape, specs[i].strides, specs[i].storage_offset)
                          * v.dtype.itemsize for i, v in zip(members, vals))
             emit(f"{store} = torch.empty(({nbytes},), dtype=torch.uint8, "
                  f"device={device_src}).untyped_storage()")
-            for i, v in zip(members, vals):
-                spec = specs[i]
-                out = new_var()
-                emit(f"{out} = _storage_view({store}, {dtype_src(v.dtype)}, "
-                     f"{tuple(spec.shape)!r}, {tuple(spec.strides)!r}, {spec.storage_offset})")
+        for i, v in zip(members, vals):
+            spec = specs[i]
+            layout = f"{tuple(spec.shape)!r}, {tuple(spec.strides)!r}, {spec.storage_offset}"
+            out = new_var()
+            if one_dtype:
+                flat = store
+                emit(f"{out} = as_strided({store}, {layout})")
+            else:
                 flat = new_var()
+                emit(f"{out} = _storage_view({store}, {dtype_src(v.dtype)}, {layout})")
                 emit(f"{flat} = _storage_view({store}, {dtype_src(v.dtype)}, "
                      f"({nbytes // v.dtype.itemsize},), (1,), 0)")
-                _emit_write(emit, flat, out, v.var, spec)
-                copies.append(_copy_note(i, spec, v))
-                exprs[i] = _fp8_back(out, spec, v)
+            _emit_write(emit, flat, out, v.var, spec)
+            copies.append(_copy_note(i, spec, v))
+            exprs[i] = _fp8_back(out, spec, v)
     return exprs
 
 
@@ -316,12 +312,10 @@ def _storage_view(storage, dtype, shape, strides, offset):
         storage, offset, shape, strides)
 
 
-def _exact_layout(t, shape, strides, offset):
-    """`t` itself when it already has this layout, else a fresh copy that has it."""
-    if t.stride() == strides and t.storage_offset() == offset:
-        return t
-    if offset == 0 and _agree(t.stride(), strides, shape) and t.storage_offset() == 0:
-        return t.as_strided(shape, strides, 0)
+def fresh_copy(t, shape, strides, offset=0):
+    """A fresh tensor with exactly this layout holding `t`'s values. An overlapping
+    layout (an expand, as_strided with a 0 stride) is no copy_ target: its elements are
+    scattered to their storage positions."""
     flat = torch.empty((extent(shape, strides, offset),), dtype=t.dtype, device=t.device)
     out = flat.as_strided(shape, strides, offset)
     if non_overlapping(shape, strides):
@@ -329,6 +323,15 @@ def _exact_layout(t, shape, strides, offset):
     else:
         _scatter_to_storage(flat, shape, strides, offset, t)
     return out
+
+
+def _exact_layout(t, shape, strides, offset):
+    """`t` itself when it already has this layout, else a fresh copy that has it."""
+    if t.stride() == strides and t.storage_offset() == offset:
+        return t
+    if offset == 0 and _agree(t.stride(), strides, shape) and t.storage_offset() == 0:
+        return t.as_strided(shape, strides, 0)
+    return fresh_copy(t, shape, strides, offset)
 
 
 def _relayout(t, shape, strides):
@@ -337,14 +340,7 @@ def _relayout(t, shape, strides):
         return t
     if _agree(t.stride(), strides, shape):
         return t.as_strided(shape, strides, t.storage_offset())
-    if not non_overlapping(shape, strides):
-        # an overlapping layout (as_strided with a 0 stride) is no copy_ target
-        flat = torch.empty((extent(shape, strides, 0),), dtype=t.dtype, device=t.device)
-        _scatter_to_storage(flat, shape, strides, 0, t)
-        return flat.as_strided(shape, strides, 0)
-    out = torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device)
-    out.copy_(t)
-    return out
+    return fresh_copy(t, shape, strides)
 
 
 def clone_exact(t: torch.Tensor) -> torch.Tensor:
@@ -353,13 +349,7 @@ def clone_exact(t: torch.Tensor) -> torch.Tensor:
     shape, strides, offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
     if offset == 0 and _dense(shape, strides):
         return t.clone(memory_format=torch.preserve_format)
-    flat = torch.empty((extent(shape, strides, offset),), dtype=t.dtype, device=t.device)
-    out = flat.as_strided(shape, strides, offset)
-    if non_overlapping(shape, strides):
-        out.copy_(t)
-    else:
-        _scatter_to_storage(flat, shape, strides, offset, t)
-    return out
+    return fresh_copy(t, shape, strides, offset)
 
 
 def _scatter_to_storage(flat, shape, strides, offset, src):
@@ -372,8 +362,10 @@ def _as_traced(t, shape, dtype, target):
     """A fallback op's result in the dtype the graph was traced with; a shape other than
     the traced one is an error, not a silent misread."""
     if tuple(t.shape) != tuple(shape):
-        raise RuntimeError(f"stax: {target} returned shape {tuple(t.shape)} where the traced "
-                           f"graph has {tuple(shape)}")
+        raise RuntimeError(f"stax: {target} returned shape {tuple(t.shape)} where the graph "
+                           f"was traced with {tuple(shape)} (torch's meta kernel and its eager "
+                           "kernel disagree); run this function with backend='eager' and "
+                           "report the op")
     return t.to(dtype)
 
 

@@ -13,22 +13,33 @@ def ttype(shape, dtype):
     return "tensor<" + "".join(f"{s}x" for s in shape) + _MEM[dtype] + ">"
 
 
+def kernel_text(body: str, in_types, out_types) -> str:
+    """A func.func @main holding one stax_graph.kernel whose body is `body` (%a0.. are
+    the inputs; it ends with a stax_graph.yield)."""
+    args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(in_types))
+    return (f'func.func @main({", ".join(f"%x{i}: {t}" for i, t in enumerate(in_types))}) {{\n'
+            f'  %r:{len(out_types)} = "stax_graph.kernel"({", ".join(f"%x{i}" for i in range(len(in_types)))}) ({{\n'
+            f'  ^bb0({args}):\n{body}\n'
+            f'  }}) : ({", ".join(in_types)}) -> ({", ".join(out_types)})\n  return\n}}\n')
+
+
+def parse_kernel(text: str):
+    """The stax_graph.kernel operation of `text` (call inside the module's context)."""
+    m = ir.Module.parse(text)
+    return [o for o in m.body.operations[0].regions[0].blocks[0].operations
+            if o.operation.name == "stax_graph.kernel"][0].operation, m
+
+
 def run_kernel(body: str, inputs, out_specs, name="k"):
     """`body` uses %a0.. for inputs and must end with a stax.yield; out_specs: [(shape, dtype)]."""
     in_types = [ttype(t.shape, t.dtype) for t in inputs]
     out_types = [ttype(s, d) for s, d in out_specs]
-    args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(in_types))
-    text = (f'func.func @main({", ".join(f"%x{i}: {t}" for i, t in enumerate(in_types))}) {{\n'
-            f'  %r:{len(out_types)} = "stax_graph.kernel"({", ".join(f"%x{i}" for i in range(len(inputs)))}) ({{\n'
-            f'  ^bb0({args}):\n{body}\n'
-            f'  }}) : ({", ".join(in_types)}) -> ({", ".join(out_types)})\n  return\n}}\n')
+    text = kernel_text(body, in_types, out_types)
     if DEBUG: print(text)
     ctx = new_context()
     with ctx, ir.Location.unknown():
-        m = ir.Module.parse(text)
-        kop = [o for o in m.body.operations[0].regions[0].blocks[0].operations
-               if o.operation.name == "stax_graph.kernel"][0]
+        kop, m = parse_kernel(text)
         outs = [torch.empty(s, dtype=d) for s, d in out_specs]
-        k = compile_kernel(kop.operation, [t.stride() for t in inputs], [o.stride() for o in outs], name)
+        k = compile_kernel(kop, [t.stride() for t in inputs], [o.stride() for o in outs], name)
         k(*inputs, *outs)
     return outs, k

@@ -1,4 +1,5 @@
-"""bf16/f16 kernels round every op's result to its type, as eager does (both targets).
+"""A bf16/f16 value a kernel stores is used rounded inside the kernel too (both
+targets): one value, one precision.
 
 A chain computed in f32 and rounded only at the store saw one value at two precisions:
 a bf16 product stored rounded but normalized unrounded in the same kernel made
@@ -16,7 +17,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from kernel_harness import run_kernel, ttype  # noqa: E402
+from kernel_harness import kernel_text, parse_kernel, run_kernel, ttype  # noqa: E402
 
 
 def _body(dt):
@@ -33,7 +34,7 @@ def _eager(a, b):
 
 
 @pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
-def test_cpu_target_rounds_each_op(dt):
+def test_cpu_target_uses_stored_value_rounded(dt):
     a, b = torch.randn(64, 1).to(dt), torch.randn(64, 1).to(dt)
     (p, d), _ = run_kernel(_body(dt), [a, b], [((64, 1), dt), ((64, 1), torch.float32)])
     wp, wd = _eager(a, b)
@@ -41,21 +42,16 @@ def test_cpu_target_rounds_each_op(dt):
 
 
 @pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
-def test_triton_target_rounds_each_op(dt):
+def test_triton_target_uses_stored_value_rounded(dt):
     pytest.importorskip("triton")
     from stax._mlir import ir, new_context
     from stax.targets.triton_ttir import emit_ttir
     from ttir_interp import run_kernel as interp
     a, b = torch.randn(64, 1).to(dt), torch.randn(64, 1).to(dt)
     T, F = ttype((64, 1), dt), ttype((64, 1), torch.float32)
-    text = (f'func.func @main(%x0: {T}, %x1: {T}) {{\n'
-            f'  %r:2 = "stax_graph.kernel"(%x0, %x1) ({{\n  ^bb0(%a0: {T}, %a1: {T}):\n'
-            f'{_body(dt)}\n  }}) : ({T}, {T}) -> ({T}, {F})\n  return\n}}\n')
     with new_context(), ir.Location.unknown():
-        m = ir.Module.parse(text)
-        kop = [o for o in m.body.operations[0].regions[0].blocks[0].operations
-               if o.operation.name == "stax_graph.kernel"][0]
-        tk = emit_ttir(kop.operation, [(1, 1), (1, 1)], [(1, 1), (1, 1)], "rounds")
+        kop, _ = parse_kernel(kernel_text(_body(dt), [T, T], [T, F]))
+        tk = emit_ttir(kop, [(1, 1), (1, 1)], [(1, 1), (1, 1)], "rounds")
     p, d = torch.empty(64, 1, dtype=dt), torch.empty(64, 1)
     interp(tk, a, b, p, d)
     wp, wd = _eager(a, b)
@@ -73,14 +69,11 @@ def test_triton_kernels_keep_denormals():
     from stax.targets import triton as stax_triton
     from stax.targets.triton_ttir import emit_ttir
     T = ttype((256,), torch.float32)
-    text = (f'func.func @main(%x0: {T}) {{\n  %r = "stax_graph.kernel"(%x0) ({{\n'
-            f'  ^bb0(%a0: {T}):\n    %y = "stax.atan2"(%a0, %a0) : ({T}, {T}) -> {T}\n'
-            f'    "stax_graph.yield"(%y) : ({T}) -> ()\n  }}) : ({T}) -> {T}\n  return\n}}\n')
+    body = (f'    %y = "stax.atan2"(%a0, %a0) : ({T}, {T}) -> {T}\n'
+            f'    "stax_graph.yield"(%y) : ({T}) -> ()')
     with new_context(), ir.Location.unknown():
-        m = ir.Module.parse(text)
-        kop = [o for o in m.body.operations[0].regions[0].blocks[0].operations
-               if o.operation.name == "stax_graph.kernel"][0]
-        tk = emit_ttir(kop.operation, [(1,)], [(1,)], "denormals")
+        kop, _ = parse_kernel(kernel_text(body, [T], [T]))
+        tk = emit_ttir(kop, [(1,)], [(1,)], "denormals")
     assert "__nv_atan2f" in tk.text
     ptx = stax_triton.compile_ttir(tk, 90)[0].asm["ptx"]
     assert ".ftz" not in ptx

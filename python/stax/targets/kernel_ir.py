@@ -13,6 +13,10 @@ from stax._mlir import ir
 REDUCTION_OPS = frozenset({"stax.reduce_sum", "stax.reduce_max", "stax.reduce_min",
                            "stax.reduce_prod", "stax.argmax", "stax.argmin"})
 VIEW_OPS = frozenset({"stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice"})
+# ops whose bf16/f16 result is already a rounded value (a view, a pick among rounded
+# values, an explicit cast that rounds itself): `_round_if_stored` leaves them alone
+ROUNDED_RESULT_OPS = frozenset({"stax.convert", "stax.bitcast", "stax.select", "stax.concat",
+                                "stax.pad", "stax.gather"}) | VIEW_OPS
 
 
 def shape(v) -> list:

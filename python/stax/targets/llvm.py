@@ -21,7 +21,7 @@ How a kernel is lowered:
   full-row outputs are written. So softmax/layernorm are one loop nest.
 * bf16/f16 are computed in f32 and rounded once when stored (and where the graph
   converts explicitly); a stored value's uses inside the kernel see the same rounded
-  value (`_as_eager_rounds`); exp/log/tanh/erf/sigmoid use our own vectorizable polynomial
+  value (`_round_if_stored`); exp/log/tanh/erf/sigmoid use our own vectorizable polynomial
   forms (cpu_math.py).
 """
 import ctypes
@@ -34,6 +34,7 @@ from stax._mlir import ExecutionEngine, PassManager, ir
 from stax.dialects.stax_dialect import scalar_attr_value
 from stax.targets import cpu_math
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
+from stax.targets.kernel_ir import ROUNDED_RESULT_OPS
 from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
 from stax.targets.kernel_ir import arith_binary, python_remainder, with_deep_stack
 from stax.targets.kernel_ir import contiguous_strides as _contig_strides
@@ -105,12 +106,6 @@ _DTYPES = {
     "ui8": DType("i8", "i8", unsigned=True, torch_dtype=torch.uint8),
     "i1": DType("i8", "i1", torch_dtype=torch.bool),
 }
-
-
-# ops whose bf16/f16 result is already a rounded value (a view, a pick among rounded
-# values, an explicit cast that rounds itself)
-_NOT_ROUNDED = frozenset({"stax.convert", "stax.bitcast", "stax.select", "stax.concat",
-                          "stax.pad", "stax.gather"}) | _VIEWS
 
 
 def dtype_of(t: ir.Type) -> DType:
@@ -1000,7 +995,7 @@ class _KernelLowering:
         if got is not None:
             return got
         if v in self.row_vals:
-            res = self._as_eager_rounds(v, self.row_vals[v])
+            res = self._round_if_stored(v, self.row_vals[v])
             em.remember(key, res)
             return res
         if self.stash_active and v == self.stash[0]:
@@ -1012,14 +1007,14 @@ class _KernelLowering:
         else:
             o = self.defining[v]
             res = self._eval_op(o, v, idx)
-            if o.operation.name not in _NOT_ROUNDED:
-                res = self._as_eager_rounds(v, res)
+            if o.operation.name not in ROUNDED_RESULT_OPS:
+                res = self._round_if_stored(v, res)
         em.remember(key, res)
         return res
 
-    def _as_eager_rounds(self, v, res: _Val) -> _Val:
+    def _round_if_stored(self, v, res: _Val) -> _Val:
         """A bf16/f16 value the kernel stores, rounded for its uses inside the kernel too:
-        one value, one precision (see triton_ttir._as_eager_rounds)."""
+        one value, one precision (see triton_ttir._round_if_stored)."""
         dt = dtype_of(_etype(v))
         if v not in self.stored_vals or dt.mem == dt.comp or not dt.is_float or \
                 dt.mem not in ("bf16", "f16"):

@@ -22,7 +22,7 @@ Block shapes:
 
 Numerics: bf16/f16/fp8 are computed in f32 (extf / tt.fp_to_fp after the load) and
 rounded once: at the store (truncf, or tt.fp_to_fp rounding = rtne), a stored value's
-uses inside the kernel see the same rounded value (`_as_eager_rounds`), and explicit
+uses inside the kernel see the same rounded value (`_round_if_stored`), and explicit
 `stax.convert`s round where the graph says so. Division and sqrt are IEEE
 (tt.precise_divf / tt.precise_sqrt); exp/log/erf/rsqrt use the math dialect;
 tanh/expm1/log1p/trunc/round/pow/atan2 call libdevice through tt.extern_elementwise
@@ -43,6 +43,7 @@ from stax._mlir import ir
 from stax.dialects.stax_dialect import scalar_attr_value
 from stax.targets.llvm import KernelLoweringError
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
+from stax.targets.kernel_ir import ROUNDED_RESULT_OPS
 from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
 from stax.targets.kernel_ir import arith_binary, python_remainder, with_deep_stack
 from stax.targets.kernel_ir import contiguous_strides as _contig
@@ -237,12 +238,6 @@ _DT = {
     "i8": DT("i8", "i8", nbytes=1), "ui8": DT("i8", "i8", unsigned=True, nbytes=1),
     "i1": DT("i8", "i1", bool_=True, nbytes=1),
 }
-
-
-# ops whose bf16/f16 result is already a rounded value (a view, a pick among rounded
-# values, an explicit cast that rounds itself)
-_NOT_ROUNDED = frozenset({"stax.convert", "stax.bitcast", "stax.select", "stax.concat",
-                          "stax.pad", "stax.gather"}) | _VIEWS
 
 
 def _dt(t) -> DT:
@@ -1303,7 +1298,7 @@ class _Lowering:
             key = ("row", v, tuple(c.ssa for c in self.cond), self.mask_ctx)
             got = em.lookup(key)
             if got is None:
-                got = self._as_eager_rounds(v, self.row_vals[v])
+                got = self._round_if_stored(v, self.row_vals[v])
                 em.remember(key, got)
             return got
         key = ("val", v, self._ikey(idx), tuple(c.ssa for c in self.cond), self.mask_ctx)
@@ -1319,12 +1314,12 @@ class _Lowering:
                     f"kernel {self.name}: reduction result used before it is computed, or at "
                     "another row than the current one (unsupported)")
             res = self._eval_op(o, v, idx)
-            if o.operation.name not in _NOT_ROUNDED:
-                res = self._as_eager_rounds(v, res)
+            if o.operation.name not in ROUNDED_RESULT_OPS:
+                res = self._round_if_stored(v, res)
         em.remember(key, res)
         return res
 
-    def _as_eager_rounds(self, v, res: V) -> V:
+    def _round_if_stored(self, v, res: V) -> V:
         """A bf16/f16 value the kernel stores, rounded to its type for its uses inside the
         kernel too, so that one value has one precision: rounding only at the store, a
         bf16 product stored rounded but normalized unrounded gave layer_norm's backward
