@@ -527,11 +527,16 @@ def _binary_handler(name, lhs="self", rhs="other", alpha=False):
         shape, dtype = _out(node)
         if not _kind_ok(_BINARY_KIND[name], dtype):
             raise _Fallback(f"{name} on {dtype}")
-        x = b.operand(a[lhs], shape, dtype)
-        y = b.operand(a[rhs], shape, dtype)
+        # bf16/f16 compute in f32, as eager's kernels do: a Python scalar operand and
+        # alpha are f32 values there, not rounded to the tensor's dtype first (f16
+        # x / 65536 was x / inf = 0, which zeroed layer_norm input gradients over 64K
+        # elements; f16 x - 1.5 * y rounded 1.5 * y first: stax-fuzz)
+        cd = _opmath(dtype)
+        x = b.operand(a[lhs], shape, cd)
+        y = b.operand(a[rhs], shape, cd)
         if alpha and a.get("alpha") not in (None, 1):
-            y = b.binary("mul", y, b.full(shape, dtype, a["alpha"]))
-        return b.binary(name, x, y)
+            y = b.binary("mul", y, b.full(shape, cd, a["alpha"]))
+        return b.convert(b.binary(name, x, y), dtype)
     return h
 
 

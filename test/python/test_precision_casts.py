@@ -77,3 +77,25 @@ def test_triton_kernels_keep_denormals():
     assert "__nv_atan2f" in tk.text
     ptx = stax_triton.compile_ttir(tk, 90)[0].asm["ptx"]
     assert ".ftz" not in ptx
+
+
+@pytest.mark.usefixtures("stax_strict")
+@pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16])
+def test_scalar_operands_are_f32_values(dt):
+    """bf16/f16 binary ops compute in f32 with the Python scalar as an f32 value, as
+    eager does: f16 x / 65536 divided by f16(65536) = inf and gave 0, which zeroed every
+    layer_norm input gradient over 64K elements (stax-fuzz, program 27183081712);
+    bf16 x * 0.1 multiplied by bf16(0.1)."""
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    x = torch.randn(64, 1024).to(dt)
+    for fn in (lambda x: x / 65536, lambda x: x * 0.1, lambda x: 3.3 - x):
+        torch._dynamo.reset()
+        assert torch.equal(torch.compile(fn, backend="stax", fullgraph=True)(x), fn(x))
+    w, b, g = (torch.randn(64, 1024).to(dt) for _ in range(3))
+    xs, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+    torch._dynamo.reset()
+    f = lambda x: F.layer_norm(x, (64, 1024), w, b)  # noqa: E731
+    (torch.compile(f, backend="stax")(xs) * g).sum().backward()
+    (f(xe) * g).sum().backward()
+    torch.testing.assert_close(xs.grad, xe.grad, rtol=2e-2, atol=2e-2 * xe.grad.abs().max().item())
