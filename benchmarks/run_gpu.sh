@@ -72,7 +72,7 @@ if [[ "$phase" == "fuzz" || "$phase" == "all" ]]; then
   { for i in $(seq 0 $((procs - 1))); do
       f="$OUT/gpu-fuzz-$i.log"
       echo "seed $((100 + i)) $( (( i % 2 )) && echo backward || echo forward):" \
-           "$(grep -c ': pass' "$f") passed, $(grep -c ': fail' "$f") failed," \
+           "$(grep -c ': pass' "$f") passed, $(grep -c ': FAILED' "$f") failed," \
            "$(grep -c ': skip' "$f") skipped; last line: $(tail -n 1 "$f")"
     done; } | tee "$OUT/gpu-fuzz.txt"
   # one file back instead of one per process (the device tool returns a bounded count)

@@ -381,7 +381,7 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
     """The torch.compile backend (`backend="stax"`). See the module docstring."""
     config = resolve_config(mode, options)  # raises ValueError/TypeError first
     try:
-        target, _device = select_target(list(example_inputs))
+        target, _device = select_target(list(example_inputs), gm=gm)
     except StaxUnsupportedError:
         # mixed devices: every graph falls back with the driver's reason; the notes (and
         # the cudagraph report) are those of the GPU target when a CUDA tensor is involved

@@ -194,18 +194,66 @@ def _check_inputs(example_inputs, names):
                 "static shapes only (dynamic shapes are not supported yet)")
 
 
-def select_target(example_inputs, names=None) -> tuple[str, str]:
+def _device_key(d) -> str:
+    d = torch.device(d)
+    if d.type == "cuda":
+        return f"cuda:{d.index if d.index is not None else torch.cuda.current_device()}"
+    return str(d)
+
+
+def placed_devices(gm) -> dict[str, list[str]]:
+    """{device: [node names]} of the graph's nodes that choose a device themselves (a
+    `device=` argument: factories such as `full`, `arange`, `empty`, and `_to_copy` to
+    another device). A graph without tensor inputs gets its device from these; one that
+    moves tensors to a device its inputs are not on is refused (stax compiles a graph
+    for one device)."""
+    out: dict[str, list[str]] = {}
+    if gm is None:
+        return out
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.kwargs.get("device") is not None:
+            try:
+                key = _device_key(n.kwargs["device"])
+            except (RuntimeError, TypeError):
+                continue
+            out.setdefault(key, []).append(n.name)
+    return out
+
+
+def select_target(example_inputs, names=None, gm=None) -> tuple[str, str]:
     """(route, device) for these example inputs: ("stax-cpu", "cpu") when every tensor
     is on the CPU (or there is none), ("triton", "cuda:<i>") when every tensor is on the
-    same CUDA device. Raises StaxUnsupportedError naming the inputs otherwise."""
+    same CUDA device. With the graph `gm`, the devices its factories and device copies
+    name count too (`placed_devices`): a graph without tensor inputs runs where they
+    place it, and one that moves tensors to a device none of its inputs is on is
+    refused. Raises StaxUnsupportedError naming the inputs (or nodes) otherwise."""
     devs: dict[str, list[int]] = {}
     for i, x in enumerate(example_inputs):
         if isinstance(x, torch.Tensor):
-            d = x.device
-            key = "cpu" if d.type == "cpu" else (
-                f"cuda:{d.index if d.index is not None else torch.cuda.current_device()}"
-                if d.type == "cuda" else str(d))
-            devs.setdefault(key, []).append(i)
+            devs.setdefault(_device_key(x.device), []).append(i)
+    placed = placed_devices(gm)
+    moved = {d: ns for d, ns in placed.items() if d not in devs}
+    if moved and devs:
+        where = "; ".join(f"{d}: {', '.join(ns[:4])}" for d, ns in sorted(moved.items()))
+        raise StaxUnsupportedError(
+            f"the graph places tensors on a device none of its inputs is on ({where}; "
+            f"inputs on {', '.join(sorted(devs))}); stax compiles a graph for one device. "
+            "The graph runs as written; move the inputs (or the created tensors) to one "
+            "device to compile it")
+    if not devs and placed:
+        if len(placed) > 1:
+            where = "; ".join(f"{d}: {', '.join(ns[:4])}" for d, ns in sorted(placed.items()))
+            raise StaxUnsupportedError(
+                f"the graph creates tensors on more than one device ({where}); stax "
+                "compiles a graph for one device")
+        (dev,) = placed
+        if dev == "cpu":
+            return CPU_ROUTE, "cpu"
+        if dev.startswith("cuda:"):
+            return TRITON_ROUTE, dev
+        raise StaxUnsupportedError(
+            f"the graph creates tensors on device {dev} ({', '.join(placed[dev][:4])}); "
+            "stax targets CPU tensors (stax-cpu) and CUDA tensors (triton) only")
 
     def who(idx):
         shown = ", ".join(f"{i} ('{names[i]}')" if names else str(i) for i in idx[:6])
@@ -272,7 +320,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
         raise StaxUnsupportedError(f"the graph has {len(names)} placeholders but "
                                    f"{len(example_inputs)} example inputs came")
     _check_inputs(example_inputs, names)
-    route, device = select_target(example_inputs, names)
+    route, device = select_target(example_inputs, names, gm)
     config = config.for_target(route)
     if route == TRITON_ROUTE:
         off = [k for k in ("stax.triton", "stax.cuda_codegen") if not config[k]]

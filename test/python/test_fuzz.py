@@ -235,3 +235,48 @@ def test_huge_gpu_programs_generate_and_compare_in_chunks(monkeypatch):
     y[4, 8] += 1
     assert C.value_mismatch(x.clone(), x) is None
     assert "flat elements [42, 49)" in C.value_mismatch(y, x)
+
+
+def test_an_error_torch_raises_without_stax_is_a_frontend_skip_not_a_failure(monkeypatch):
+    """fill_ on an overlapping as_strided view: Dynamo + aot_autograd's functionalization
+    refuse it with backend="aot_eager" too (stax-fuzz 107000340 on the H200). Any other
+    stax error stays a failure."""
+    prog = Program([InputSpec("x0", (4, 8), "float32")],
+                   [Stmt("v1", "torch.as_strided(x0.contiguous(), (8, 2), (1, 0), 5)", ["x0"]),
+                    Stmt("v2", "v1.fill_(True)", ["v1"], inplace="v1")], ["v2"], seed=3)
+    assert C.frontend_error(prog) is not None
+    o = C.check(prog)
+    assert (o.status, o.kind) == ("skip", "frontend"), o
+
+    ok = Program([InputSpec("x0", (4, 8), "float32")],
+                 [Stmt("v1", "x0 * 2", ["x0"])], ["v1"], seed=3)
+    assert C.frontend_error(ok) is None
+
+    def broken_stax(p, device, backward):
+        raise RuntimeError("a stax bug")
+    monkeypatch.setattr(C, "run_stax", broken_stax)
+    o = C.check(ok)
+    assert (o.status, o.kind) == ("fail", "runtime-error"), o
+
+
+def test_huge_programs_take_turns_across_processes(tmp_path, monkeypatch):
+    """Parallel fuzzers on one GPU hold an exclusive lock while a > 2**31-element program
+    runs (ten at once ran the H200 out of memory)."""
+    import fcntl
+
+    import stax.fuzz as F
+    lock = tmp_path / "huge.lock"
+    monkeypatch.setenv("STAX_FUZZ_HUGE_LOCK", str(lock))
+    huge = Program([InputSpec("x0", (2, (1 << 30) + 17), "float16")],
+                   [Stmt("v1", "x0 * 2", ["x0"])], ["v1"], seed=3)
+    small = Program([InputSpec("x0", (4, 8), "float32")],
+                    [Stmt("v1", "x0 * 2", ["x0"])], ["v1"], seed=3)
+    assert huge.huge and not small.huge
+    with F._one_huge_program_at_a_time(huge):
+        with open(lock) as other:   # another process's open file description
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with open(lock) as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with F._one_huge_program_at_a_time(small):
+        pass

@@ -67,6 +67,33 @@ def test_select_target_by_device():
     assert select_target([a, b, 3]) == ("triton", "cuda:0")
 
 
+def _graph_placing(device, with_input=False):
+    """An FX graph whose factory names `device` (built by hand: no CUDA needed)."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x") if with_input else None
+    z = g.call_function(torch.ops.aten.full.default, ([3], 1.0),
+                        {"dtype": F32, "device": torch.device(device)})
+    g.output((g.call_function(torch.ops.aten.add.Tensor, (z, x)) if x is not None else z,))
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_select_target_graph_without_inputs_runs_where_its_factories_place_it():
+    # found by the OpInfo sweep on the H200: torch.full(..., device="cuda") compiled for
+    # the CPU and returned a CPU tensor
+    assert select_target([], gm=_graph_placing("cuda:0")) == ("triton", "cuda:0")
+    assert select_target([], gm=_graph_placing("cpu")) == ("stax-cpu", "cpu")
+    with pytest.raises(StaxUnsupportedError, match="meta"):
+        select_target([], gm=_graph_placing("meta"))
+
+
+def test_select_target_refuses_a_graph_that_moves_tensors_to_another_device():
+    (a,) = fake_cuda((3,))
+    with pytest.raises(StaxUnsupportedError) as e:
+        select_target([torch.randn(3)], ["x"], gm=_graph_placing("cuda:0", with_input=True))
+    assert "cuda:0: full" in str(e.value) and "inputs on cpu" in str(e.value)
+    assert select_target([a], ["x"], gm=_graph_placing("cuda:0", True)) == ("triton", "cuda:0")
+
+
 def test_select_target_mixed_devices_names_the_inputs():
     # CPU tensors beside CUDA tensors are allowed (torch allows a CPU 0-dim tensor beside
     # CUDA tensors everywhere): the graph compiles for the GPU

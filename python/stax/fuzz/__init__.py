@@ -15,10 +15,38 @@ each mode needs.
 from __future__ import annotations
 
 import collections
+import contextlib
+import os
 import sys
 import time
 
 __all__ = ["fuzz"]
+
+
+@contextlib.contextmanager
+def _one_huge_program_at_a_time(prog):
+    """Fuzzers running in parallel on one GPU take turns with programs over 2**31
+    elements (each needs tens of GiB; ten at once ran the H200 out of memory), and give
+    the memory back to the GPU after one (the caching allocator would keep it)."""
+    if prog is None or not prog.huge:
+        yield
+        return
+    import fcntl
+    import gc
+    import tempfile
+
+    import torch
+    path = os.environ.get("STAX_FUZZ_HUGE_LOCK",
+                          os.path.join(tempfile.gettempdir(), "stax-fuzz-huge.lock"))
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
@@ -53,7 +81,8 @@ def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
             from stax.fuzz.ptx import check_ptx
             o = check_ptx(prog, backward=backward, stats=stats)
         else:
-            o = check(prog, device, backward, stats=stats)
+            with _one_huge_program_at_a_time(prog):
+                o = check(prog, device, backward, stats=stats)
         if o.status == "invalid":
             counts["invalid"] += 1
             continue
@@ -84,8 +113,9 @@ def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
 
                 def checker(p):
                     return check_ptx(p, backward=backward)
-            small, so, steps = shrink(prog, o, device, backward, budget_s=shrink_budget,
-                                      checker=checker)
+            with _one_huge_program_at_a_time(prog if not ptx_only else None):
+                small, so, steps = shrink(prog, o, device, backward, budget_s=shrink_budget,
+                                          checker=checker)
             log(f"shrunk in {steps} step(s) to {len(small.stmts)} statement(s):")
         script = repro_script(small, so, "cuda" if ptx_only else device, backward)
         log("----- repro (runnable) -----")

@@ -92,6 +92,11 @@ class Program:
                        [dataclasses.replace(s, args=list(s.args)) for s in self.stmts],
                        list(self.outputs), self.seed)
 
+    @property
+    def huge(self) -> bool:
+        """An input of 2**31 elements or more (the GPU's 64-bit indexing programs)."""
+        return any(math.prod(i.shape) >= 1 << 31 for i in self.inputs)
+
     def size(self) -> tuple:
         return (len(self.stmts), len(self.outputs), len(self.inputs),
                 sum(math.prod(i.shape) for i in self.inputs),
