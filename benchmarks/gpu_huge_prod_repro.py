@@ -29,13 +29,27 @@ def step(name, f):
 g = torch.Generator(device=dev).manual_seed(0)
 x = torch.randn((2, N), generator=g, device=dev).to(torch.bfloat16)
 want = torch.prod(x, -2)
+# the product of two bf16 values is exact in f32: this is the correctly rounded answer
+truth = (x[0].float() * x[1].float()).to(torch.bfloat16)
+
+
+def differ(a, b):
+    return (a.float() != b.float()) & ~(a.isnan() & b.isnan())
+
+
+d = differ(want, truth)
+print(f"eager vs exact: {int(d.sum())} of {want.numel()} differ"
+      + (f"; first at {int(d.nonzero()[0])}: eager {want[int(d.nonzero()[0])].item()}, "
+         f"exact {truth[int(d.nonzero()[0])].item()}" if d.any() else ""), flush=True)
 for backward in (False, True):
     torch._dynamo.reset()
     B.clear()
     f = torch.compile(lambda x: (torch.prod(x, -2), x), backend="stax", fullgraph=True)
     xi = x.detach().requires_grad_(backward)
     out = step(f"forward (backward={backward})", lambda: f(xi))
-    bad = (out[0].float() != want.float()) & ~(out[0].isnan() & want.isnan())
+    bad = differ(out[0], want)
+    ex = differ(out[0], truth)
+    print(f"  stax vs exact: {int(ex.sum())} differ", flush=True)
     print(f"  forward value mismatches: {int(bad.sum())} of {want.numel()}"
           + (f"; first at {int(bad.nonzero()[0])}" if bad.any() else ""), flush=True)
     for r in B.reports():

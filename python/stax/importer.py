@@ -1345,7 +1345,10 @@ def _bn_eval(b, node, a):
     rv = b.convert(b.v(a["running_var"]), cd)
     rstd = b.unary("rsqrt", b.binary("add", rv, b.scalar_like(rv, a["eps"])))
     y = b.convert(_bn_apply(b, x, rm, rstd, a.get("weight"), a.get("bias"), shape, cd), dtype)
-    rest = [b.full(list(t.shape), t.dtype, 0) for t in vals[1:3]]
+    # save_mean / save_invstd: CUDA's kernel returns the running mean and the running
+    # invstd (checked on the H200), the CPU's returns 0-element tensors
+    rest = [b.reshape(b.convert(v, t.dtype), list(t.shape)) if _numel(list(t.shape))
+            else b.full(list(t.shape), t.dtype, 0) for v, t in zip((rm, rstd), vals[1:3])]
     return (y, *rest)
 
 
