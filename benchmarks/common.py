@@ -1,8 +1,11 @@
-"""Shared helpers of the stax benchmarks (`benchmarks/cpu.py`, `benchmarks/demo.py`).
+"""Shared helpers of the stax benchmarks (`benchmarks/cpu.py`, `gpu.py`, `demo.py`, ...):
+the environment, the machine state and provenance every results file records, timing,
+the models, and the case runner that CPU and GPU benchmarks share (`run_case`).
 
-Call `init_env()` BEFORE importing torch: it sets the environment that makes the
-comparison honest (STAX_STRICT=1 so a fallback can never be timed as stax; a fresh,
-empty Inductor cache and Inductor's caches disabled so its compile is really cold).
+Call `init_env()` BEFORE importing torch when running as a script: it sets the
+environment that makes the comparison honest (STAX_STRICT=1 so a fallback raises; a
+fresh, empty Inductor cache and Inductor's caches disabled so its compile is really
+cold). Importing this module (or a benchmark, from a test) changes no environment.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -83,6 +87,58 @@ def host_label() -> str:
     return socket.gethostname().split(".")[0] or "host"
 
 
+def _git(*args) -> str | None:
+    import subprocess
+    try:
+        r = subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True,
+                           timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def provenance(device: str = "cpu") -> dict[str, str]:
+    """What a result was measured with: the project's git commit (and whether the tree
+    had changes: a dirty tree's figure is not the commit's), torch, triton (if
+    importable), torch-mlir and the device name. Every results file records it."""
+    import torch
+    commit = _git("rev-parse", "HEAD") or "unknown (not a git checkout?)"
+    status = _git("status", "--porcelain")
+    if status is None:
+        dirty = "unknown"
+    elif status:
+        lines = status.splitlines()
+        changed = sum(1 for ln in lines if not ln.startswith("??"))
+        dirty = f"yes ({changed} changed tracked file(s), {len(lines) - changed} untracked)"
+    else:
+        dirty = "no"
+    try:
+        import triton
+        triton_version = triton.__version__
+    except Exception:  # noqa: BLE001 - not installed or broken: say so
+        triton_version = "not importable"
+    try:
+        from importlib.metadata import version
+        tm = version("torch-mlir")
+    except Exception:  # noqa: BLE001
+        tm = "not installed"
+    if str(device).startswith("cuda"):
+        p = torch.cuda.get_device_properties(torch.device(device))
+        dev = (f"{p.name}, {p.total_memory / 2**30:.0f} GiB, sm_{p.major}{p.minor}, "
+               f"{p.multi_processor_count} SMs; cuda {torch.version.cuda}")
+    else:
+        dev = f"{cpu_model()} ({os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
+    return {"commit": commit, "tree dirty": dirty, "torch": torch.__version__,
+            "triton": triton_version, "torch-mlir": tm, "device": dev,
+            "python": platform.python_version(), "host": socket.gethostname(),
+            "date (UTC)": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+
+
+def provenance_lines(prov: dict[str, str]) -> list[str]:
+    """Markdown list lines of `provenance()`."""
+    return [f"- {k}: {v}" for k, v in prov.items()]
+
+
 # ----------------------------------------------------------------------------- timing
 
 def median_ms(fn, args, *, warmup: int = 3, min_runs: int = 10, max_runs: int = 200,
@@ -102,83 +158,6 @@ def median_ms(fn, args, *, warmup: int = 3, min_runs: int = 10, max_runs: int = 
             fn(*args)
             times.append(time.perf_counter() - t)
     return statistics.median(times) * 1e3, n
-
-
-# ----------------------------------------------------------------------------- accuracy
-
-def tolerance(dtype) -> tuple[float, float]:
-    """(atol, rtol) for comparing to eager; stax uses its own vectorized polynomial
-    transcendentals, so float32 is not bit-exact."""
-    import torch
-    if dtype in (torch.float16, torch.bfloat16):
-        return 1e-2, 1e-2
-    if dtype == torch.float64:
-        return 1e-9, 1e-9
-    if dtype.is_floating_point:
-        return 1e-4, 1e-4
-    return 0.0, 0.0  # integers / bool: bit-exact
-
-
-def compare(out, ref) -> tuple[float, bool]:
-    """(max abs error, within dtype tolerance) over all tensors of possibly nested outputs."""
-    import torch
-    outs = _flat(out)
-    refs = _flat(ref)
-    if len(outs) != len(refs):
-        return float("inf"), False
-    worst, ok = 0.0, True
-    for o, r in zip(outs, refs):
-        if o.shape != r.shape or o.dtype != r.dtype:
-            return float("inf"), False
-        atol, rtol = tolerance(r.dtype)
-        d = (o.double() - r.double()).abs()
-        worst = max(worst, float(d.max()) if d.numel() else 0.0)
-        ok = ok and bool(torch.all(d <= atol + rtol * r.double().abs()))
-    return worst, ok
-
-
-def _flat(x):
-    import torch
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for e in x for t in _flat(e)]
-    return []
-
-
-# ----------------------------------------------------------------------------- compile
-
-def compile_cold(fn, args, backend):
-    """torch._dynamo.reset(), then torch.compile(fn, backend=backend) and its first call
-    (Dynamo tracing + AOT + backend compile + one run). Returns (compiled, out, seconds,
-    error_text_or_None)."""
-    import torch
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, backend=backend)
-    t = time.perf_counter()
-    try:
-        with torch.no_grad():
-            out = compiled(*args)
-    except Exception as e:  # noqa: BLE001 - reported, never hidden
-        return compiled, None, time.perf_counter() - t, f"{type(e).__name__}: {e}"
-    return compiled, out, time.perf_counter() - t, None
-
-
-def warm_up_backends(backends=("inductor", "stax")) -> dict[str, float]:
-    """Compile a trivial function once with each backend so that one-time process costs
-    (importing Dynamo/AOT/Inductor/MLIR, C++ toolchain probes) are not charged to the
-    first benchmark case. Returns the seconds each took (they are reported)."""
-    import torch
-    out = {}
-    x = torch.randn(8)
-    for b in backends:
-        torch._dynamo.reset()
-        t = time.perf_counter()
-        with torch.no_grad():
-            torch.compile(lambda a: a * 3.0 + 1.0, backend=b)(x)
-        out[b] = time.perf_counter() - t
-    torch._dynamo.reset()
-    return out
 
 
 # ----------------------------------------------------------------------------- models
@@ -284,16 +263,75 @@ def mlp(d_in: int = 512, d_hidden: int = 2048, d_out: int = 512):
     return _MLP().eval(), f"benchmarks/common.py MLP({d_in}, {d_hidden}, {d_out})"
 
 
+def pointwise_chain():
+    """sqrt(sigmoid(tanh(x)) * 2 + 1) as a module (a float64 copy of it is the reference)."""
+    import torch
+    from torch import nn
+
+    class Pointwise(nn.Module):
+        def forward(self, x):
+            return torch.sqrt(torch.sigmoid(torch.tanh(x)) * 2.0 + 1.0)
+    return Pointwise()
+
+
+def row_softmax():
+    import torch
+    from torch import nn
+
+    class Softmax(nn.Module):
+        def forward(self, x):
+            return torch.softmax(x, dim=-1)
+    return Softmax()
+
+
+def layer_norm(n: int):
+    """layer_norm over the last dim with random (not identity) weight and bias, so a
+    dropped or swapped affine parameter changes the result."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class LayerNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(n))
+            self.bias = nn.Parameter(torch.randn(n))
+
+        def forward(self, x):
+            return F.layer_norm(x, (n,), self.weight, self.bias, eps=1e-5)
+    return LayerNorm()
+
+
+def randomize_norms(model, scale: float = 0.1):
+    """Give every norm layer (a module whose class name has "Norm", with a 1-D weight)
+    random weights around 1 and biases around 0: the test models' identity norms would
+    let a dropped or swapped norm weight pass the checks."""
+    import torch
+    with torch.no_grad():
+        for m in model.modules():
+            if "Norm" not in type(m).__name__:
+                continue
+            w, b = getattr(m, "weight", None), getattr(m, "bias", None)
+            if isinstance(w, torch.Tensor) and w.dim() == 1:
+                w.copy_(1.0 + scale * torch.randn_like(w, dtype=torch.float32).to(w.dtype))
+            if isinstance(b, torch.Tensor) and b.dim() == 1:
+                b.copy_(scale * torch.randn_like(b, dtype=torch.float32).to(b.dtype))
+    return model
+
+
 def median_ms_interleaved(fns: dict, args, *, warmup: int = 2, rounds: int = 5,
                           min_runs: int = 10, max_runs: int = 200,
-                          target_s: float = 1.0) -> dict:
+                          target_s: float = 1.0, no_grad: bool = True) -> dict:
     """Like `median_ms` for several callables at once, but their timed runs are
     interleaved in `rounds` rounds (order rotated every round), so that load from other
-    processes on a shared machine hits all of them alike. Returns name -> (median ms, N)."""
+    processes on a shared machine hits all of them alike. Returns name -> (median ms, N).
+    no_grad=False leaves the grad mode to the callables (a training step)."""
+    import contextlib
+
     import torch
     names = list(fns)
     per = {}
-    with torch.no_grad():
+    with torch.no_grad() if no_grad else contextlib.nullcontext():
         for n in names:
             t0 = time.perf_counter()
             for _ in range(warmup):
@@ -311,3 +349,347 @@ def median_ms_interleaved(fns: dict, args, *, warmup: int = 2, rounds: int = 5,
                     fns[n](*args)
                     times[n].append(time.perf_counter() - t)
     return {n: (statistics.median(times[n]) * 1e3, len(times[n])) for n in names}
+
+
+# ----------------------------------------------------------------------------- case runner
+#
+# One runner for the CPU and the GPU benchmarks, so that what the CPU tests exercise is
+# what the H200 runs. A variant's time is a figure only if the variant passed every
+# check (benchmarks/checks.py) on its first call, on a call before the timed runs and on
+# a call after them, no Dynamo compile happened during the timed runs, and (stax) every
+# compiled graph reported the target's route. Otherwise it is FAILED with the reasons,
+# and no time or ratio is reported for it.
+
+import dataclasses  # noqa: E402
+
+FAILED = "FAILED"
+
+
+@dataclasses.dataclass
+class Case:
+    """A benchmark case: `model` is called on `args` (a training step: `args` is
+    (input, target) and the step is mse_loss(model(input), target) + backward)."""
+    name: str
+    desc: str
+    model: Any
+    args: tuple
+    train: bool = False
+    kind: str = "model"               # what the targets of a benchmark group it by
+    bytes_moved: int | None = None    # the minimum traffic (GPU bandwidth figures)
+    allowed_fallback_ops: tuple = ()  # ATen ops PyTorch may run (listed in the results)
+
+
+@dataclasses.dataclass
+class Variant:
+    """One way to run a case: `backend` "inductor" or "stax", with a torch.compile mode."""
+    label: str
+    backend: str
+    mode: str | None = None
+
+
+@dataclasses.dataclass
+class Device:
+    """What differs between the CPU and the GPU benchmark: the route stax must report,
+    how to wait for the device, how to time callables (label -> zero-argument callable
+    -> {label: (ms, N)}), and an optional warm recompile of a stax variant (returns
+    (callable, seconds, cache statistics) after compiling again with warm caches)."""
+    name: str
+    route: str
+    sync: Any
+    time_all: Any
+    warm_recompile: Any = None
+
+
+def step_fn(case: Case, model):
+    """The callable a variant compiles: the model itself, or the training step."""
+    if not case.train:
+        return model
+
+    import torch.nn.functional as F
+
+    def train_step(x, target):
+        return F.mse_loss(model(x), target)
+    return train_step
+
+
+def run_step(fn, case: Case, model, args) -> list:
+    """One call of `fn`; returns the named tensors to check: the outputs, or for a
+    training step the loss and every trainable parameter's gradient."""
+    import torch
+
+    import checks
+    if case.train:
+        model.zero_grad(set_to_none=True)
+        loss = fn(*args)
+        loss.backward()
+        return [("loss", loss.detach())] + [
+            (f"grad {n}", None if p.grad is None else p.grad.detach())
+            for n, p in model.named_parameters() if p.requires_grad]
+    with torch.no_grad():
+        return checks.named_outputs(fn(*args))
+
+
+def references(case: Case, device: Device) -> tuple[list, list]:
+    """(eager's outputs, the float64 run's outputs) of the case."""
+    import checks
+    eager = run_step(step_fn(case, case.model), case, case.model, case.args)
+    m64 = checks.float64_model(case.model)
+    ref64 = run_step(step_fn(case, m64), case, m64, checks.to_float64(case.args))
+    device.sync()
+    return eager, ref64
+
+
+def compile_variant(fn, variant: Variant):
+    """torch.compile with fullgraph=True: a graph break raises (and fails the case)
+    instead of leaving part of the model to eager."""
+    import functools
+
+    import torch
+    if variant.backend == "stax":
+        import stax.backend
+        backend = (functools.partial(stax.backend.stax, mode=variant.mode)
+                   if variant.mode else "stax")
+        return torch.compile(fn, backend=backend, fullgraph=True)
+    return torch.compile(fn, backend=variant.backend, mode=variant.mode, fullgraph=True)
+
+
+def _dynamo_graphs() -> int:
+    from torch._dynamo.utils import counters
+    return int(counters["stats"]["unique_graphs"])
+
+
+class _VariantState:
+    """A variant's compiled callable and, for stax, every StaxCompiled it produced
+    (held strongly: `torch._dynamo.reset()` would drop them from the weak registry)."""
+
+    def __init__(self, variant: Variant, rec: dict):
+        self.variant = variant
+        self.rec = rec
+        self.compiled = None
+        self.stax_callables: list = []
+
+    def fail(self, why: str) -> None:
+        r = self.rec
+        r["status"] = FAILED
+        r.setdefault("failures", []).append(why)
+        for k in ("ms", "n", "warm_s"):
+            if k in r:   # a figure of a failed variant is not reported
+                r[f"unreported_{k}"] = r.pop(k)
+
+    @property
+    def ok(self) -> bool:
+        return self.rec["status"] == "ok"
+
+
+def _checked_call(state: _VariantState, case: Case, device: Device, eager, ref64,
+                  when: str) -> bool:
+    """Call the variant once, check its outputs and (stax) every report it produced."""
+    import checks
+    import stax.backend
+    before = list(stax.backend.compiled_callables)
+    try:
+        out = run_step(state.compiled, case, case.model, case.args)
+        device.sync()
+    except Exception as e:  # noqa: BLE001 - reported, never hidden
+        state.fail(f"{when}: raised {type(e).__name__}: {' '.join(str(e).split())[:2000]}")
+        return False
+    result = checks.check_outputs(out, eager, ref64)
+    state.rec.setdefault("checks", {})[when] = result.to_json()
+    state.rec["max_err"] = max(state.rec.get("max_err", 0.0), result.max_error)
+    del out
+    ok = True
+    if not result.ok:
+        state.fail(f"{when}: numerics: {result.summary()}")
+        ok = False
+    if state.variant.backend == "stax":
+        state.stax_callables += [c for c in stax.backend.compiled_callables
+                                 if not any(c is b for b in before)]
+        reports = [c.report for c in state.stax_callables]
+        state.rec.update(checks.route_summary(reports))
+        problems = checks.report_problems(reports, device.route, train=case.train,
+                                          allowed_fallback_ops=case.allowed_fallback_ops)
+        for p in problems:
+            state.fail(f"{when}: {p}")
+        ok = ok and not problems
+    return ok
+
+
+def _cold(state: _VariantState, case: Case, device: Device, eager, ref64) -> None:
+    """Fresh Dynamo, compile, first call (timed: Dynamo + AOT + backend + one run),
+    checked; then the warm recompile when the device has one."""
+    import time as _time
+
+    import torch
+
+    import stax.backend
+    stax.backend.clear()
+    torch._dynamo.reset()
+    device.sync()
+    state.compiled = compile_variant(step_fn(case, case.model), state.variant)
+    t = _time.perf_counter()
+    ok = _checked_call(state, case, device, eager, ref64, "first call")
+    state.rec["cold_s"] = _time.perf_counter() - t
+    if not ok or state.variant.backend != "stax" or device.warm_recompile is None:
+        return
+    before = list(stax.backend.compiled_callables)
+    try:
+        compiled, warm_s, cache = device.warm_recompile(
+            lambda: compile_variant(step_fn(case, case.model), state.variant),
+            lambda c: run_step(c, case, case.model, case.args))
+    except Exception as e:  # noqa: BLE001
+        state.rec["warm_error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:1000]}"
+        return
+    # the warm-compiled callable is what gets timed: its reports and a call of it are
+    # checked like the first
+    state.stax_callables += [c for c in stax.backend.compiled_callables
+                             if not any(c is b for b in before)]
+    state.compiled = compiled
+    if _checked_call(state, case, device, eager, ref64, "warm recompile"):
+        state.rec["warm_s"], state.rec["warm_cache"] = warm_s, cache
+
+
+def _timed_fn(compiled, case: Case):
+    import torch
+    if case.train:
+        def run():
+            case.model.zero_grad(set_to_none=True)
+            compiled(*case.args).backward()
+    else:
+        def run():
+            with torch.no_grad():
+                compiled(*case.args)
+    return run
+
+
+def run_case(case: Case, variants: list[Variant], device: Device) -> dict:
+    """Run one case: references, each variant cold and checked, a checked call of each
+    before and after the timed runs, the timed runs (eager and every passing variant,
+    as `device.time_all` does them). Returns the case's record (JSON-able)."""
+    rec = {"name": case.name, "desc": case.desc, "kind": case.kind, "train": case.train,
+           "bytes": case.bytes_moved, "allowed_fallback_ops": list(case.allowed_fallback_ops),
+           "variants": {}}
+    print(f"\n[{case.name}] {case.desc}", flush=True)
+    eager, ref64 = references(case, device)
+    rec["variants"]["eager"] = {"status": "ok", "eager_vs_float64": {
+        n: float((e.double() - r.double()).abs().max()) if _float_tensor(e) and e.numel()
+        else 0.0 for (n, e), (_, r) in zip(eager, ref64)}}
+    states = []
+    for v in variants:
+        st = _VariantState(v, {"status": "ok", "backend": v.backend, "mode": v.mode})
+        rec["variants"][v.label] = st.rec
+        _cold(st, case, device, eager, ref64)
+        states.append(st)
+        _print_variant(v.label, st.rec, "cold")
+    # the cold compiles reset Dynamo: a call of each now (recompiling where needed) is
+    # checked, and makes sure the timed runs below compile nothing
+    for st in states:
+        if st.ok:
+            _checked_call(st, case, device, eager, ref64, "before timing")
+    timed = {"eager": _timed_fn(step_fn(case, case.model), case)}
+    timed.update({st.variant.label: _timed_fn(st.compiled, case) for st in states if st.ok})
+    graphs_before = _dynamo_graphs()
+    for label, (ms, n) in device.time_all(timed).items():
+        rec["variants"][label]["ms"], rec["variants"][label]["n"] = ms, n
+    if _dynamo_graphs() != graphs_before:
+        for st in states:
+            if st.ok:
+                st.fail(f"Dynamo compiled {_dynamo_graphs() - graphs_before} graph(s) during "
+                        "the timed runs: the times include a compile")
+    for st in states:
+        if st.ok:
+            _checked_call(st, case, device, eager, ref64, "after timing")
+    for label, v in rec["variants"].items():
+        _print_variant(label, v, "timed")
+    del states, timed
+    import torch
+    torch._dynamo.reset()
+    return rec
+
+
+def _float_tensor(t) -> bool:
+    return t is not None and hasattr(t, "is_floating_point") and t.is_floating_point()
+
+
+def _print_variant(label: str, v: dict, phase: str) -> None:
+    if v["status"] != "ok":
+        if phase == "timed":
+            return
+        print(f"  {label}: {FAILED}: " + " | ".join(v.get("failures", []))[:1500], flush=True)
+        return
+    if phase == "cold":
+        extra = ""
+        if v.get("backend") == "stax":
+            extra = (f"; route {v.get('routes')}, kernels {v.get('kernels')}, launches/call "
+                     f"{v.get('launches')}, library calls {len(v.get('library_calls', []))}, "
+                     f"fallback ops {v.get('fallback_ops')}")
+            if "warm_s" in v:
+                extra += f"; warm recompile {v['warm_s']:.2f} s"
+        print(f"  {label}: cold {v['cold_s']:.2f} s, checks ok (max err vs float64 "
+              f"{v.get('max_err', 0.0):.2e}){extra}", flush=True)
+    elif "ms" in v:
+        print(f"  {label}: {v['ms']:.3f} ms (median of {v['n']})", flush=True)
+
+
+def figure(rec: dict, label: str, key: str = "ms"):
+    """A variant's figure (`ms`, `cold_s`, `warm_s`), or None when the variant failed
+    (or did not run): a failed variant has no figure."""
+    v = rec["variants"].get(label)
+    if not v or v.get("status") != "ok":
+        return None
+    return v.get(key)
+
+
+def ratio(rec: dict, num: str, den: str, key: str = "ms"):
+    """figure(num) / figure(den), or None unless both passed."""
+    a, b = figure(rec, num, key), figure(rec, den, key)
+    return a / b if a is not None and b else None
+
+
+def cell(rec: dict, label: str, key: str = "ms", spec: str = ".3f") -> str:
+    """A table cell: the figure, FAILED, or '-' (not run)."""
+    v = rec["variants"].get(label)
+    if v is None:
+        return "-"
+    if v.get("status") != "ok":
+        return FAILED
+    x = v.get(key)
+    return "-" if x is None else format(x, spec)
+
+
+def failure_lines(results: list[dict]) -> list[str]:
+    """Markdown lines naming every failed variant and why (never silently dropped)."""
+    out = []
+    for r in results:
+        for label, v in r["variants"].items():
+            if v.get("status") == FAILED:
+                out.append(f"- **{r['name']} / {label}: {FAILED}** (no figure reported):")
+                for why in v.get("failures", []):
+                    txt = " ".join(why.split())
+                    out.append(f"  - {txt[:3000]}")
+            if v.get("warm_error"):
+                out.append(f"- {r['name']} / {label}: warm recompile failed: "
+                           f"{v['warm_error'][:1000]}")
+    return out or ["- none: every variant of every case passed its checks"]
+
+
+def warm_up_backends(backends=("inductor", "stax")) -> dict[str, float]:
+    """Compile a trivial function once with each backend so that one-time process costs
+    (importing Dynamo/AOT/Inductor/MLIR, C++ toolchain probes) are not charged to the
+    first benchmark case. Returns the seconds each took (they are reported)."""
+    import torch
+    out = {}
+    x = torch.randn(8)
+    for b in backends:
+        torch._dynamo.reset()
+        t = time.perf_counter()
+        with torch.no_grad():
+            torch.compile(lambda a: a * 3.0 + 1.0, backend=b)(x)
+        out[b] = time.perf_counter() - t
+    torch._dynamo.reset()
+    return out
+
+
+def write_json(path: str, payload: dict) -> None:
+    import json
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=1, default=str)

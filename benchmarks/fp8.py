@@ -20,8 +20,12 @@ torch's CUDA cast gives NaN/inf, see test_fp8_triton.py).
 
 Both paths move the same bytes (1 byte per fp8 element, 4 per f32, 2 per bf16); the
 table gives the median time, the effective bandwidth, and checks the outputs are
-bit-identical. Inductor is not compared: it does not lower fp8 casts on the CPU any
-differently from eager's kernels here (run with --inductor to include it anyway).
+bit-identical. A row (CPU) or a path (CUDA) whose output is not what eager gives is
+FAILED: its time, bandwidth and ratios are not reported. In CUDA mode every compiled
+graph must also report the route "triton" with no fallback op (fullgraph=True), as
+benchmarks/checks.py requires. Inductor is not compared: it does not lower fp8 casts on
+the CPU any differently from eager's kernels here. Both results files (.md, .json)
+record the commit, torch, triton and the device.
 """
 import argparse
 import json
@@ -33,7 +37,12 @@ import time
 
 import torch
 
+import stax.backend
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "test", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checks  # noqa: E402
+import common  # noqa: E402
 
 from stax._mlir import ir, new_context  # noqa: E402
 from stax.passes.legalize_fp8 import CPU_PIPELINE_HOOK  # noqa: E402
@@ -106,21 +115,33 @@ def main():
         exact = bool(torch.equal(a.isnan(), b.isnan()) and torch.equal(
             a[~a.isnan()], b[~b.isnan()])) if a.is_floating_point() else bool(torch.equal(a, b))
         nbytes = n * (x.element_size() + ref.element_size())
-        rows.append({"cast": f"{str(src)[6:]} -> {str(dst)[6:]}", "n": n, "bytes": nbytes,
-                     "stax_ms": t_stax * 1e3, "eager_ms": t_eager * 1e3,
-                     "eager_over_stax": t_eager / t_stax,
-                     "stax_GBps": nbytes / t_stax / 1e9, "eager_GBps": nbytes / t_eager / 1e9,
-                     "bit_exact": exact, "compile_s": compile_s})
+        row = {"cast": f"{str(src)[6:]} -> {str(dst)[6:]}", "n": n, "bytes": nbytes,
+               "eager_ms": t_eager * 1e3, "eager_GBps": nbytes / t_eager / 1e9,
+               "bit_exact": exact, "compile_s": compile_s}
+        if exact:   # a figure only for a result that is eager's, bit for bit
+            row.update(stax_ms=t_stax * 1e3, eager_over_stax=t_eager / t_stax,
+                       stax_GBps=nbytes / t_stax / 1e9)
+        else:
+            row["status"] = "FAILED: the output is not eager's bit for bit"
+            print(f"{row['cast']}: FAILED (not bit-exact with eager): no figure", flush=True)
+        rows.append(row)
+    prov = common.provenance("cpu")
     machine = {"python": platform.python_version(), "torch": torch.__version__,
                "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                "torch_threads": torch.get_num_threads(), "reps": args.reps}
     lines = [f"# fp8 casts on the CPU: stax legalized (ui8 carrier) vs eager native",
-             "", f"machine: {json.dumps(machine)}", "",
+             "", *common.provenance_lines(prov), "", f"machine: {json.dumps(machine)}", "",
+             "Times and ratios only for casts whose stax output is eager's bit for bit "
+             "(FAILED otherwise).", "",
              "| cast | elements | bytes moved | stax ms | eager ms | eager/stax | stax GB/s | eager GB/s | bit-exact |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        lines.append(f"| {r['cast']} | {r['n']} | {r['bytes']} | {r['stax_ms']:.3f} | "
-                     f"{r['eager_ms']:.3f} | {r['eager_over_stax']:.2f}x | {r['stax_GBps']:.2f} | "
+        if r["bit_exact"]:
+            stax_cells = (f"{r['stax_ms']:.3f} | {r['eager_ms']:.3f} | "
+                          f"{r['eager_over_stax']:.2f}x | {r['stax_GBps']:.2f}")
+        else:
+            stax_cells = f"FAILED | {r['eager_ms']:.3f} | - | -"
+        lines.append(f"| {r['cast']} | {r['n']} | {r['bytes']} | {stax_cells} | "
                      f"{r['eager_GBps']:.2f} | {r['bit_exact']} |")
     text = "\n".join(lines) + "\n"
     print(text)
@@ -128,7 +149,7 @@ def main():
         with open(args.out + ".md", "w") as f:
             f.write(text)
         with open(args.out + ".json", "w") as f:
-            json.dump({"machine": machine, "rows": rows}, f, indent=1)
+            json.dump({"provenance": prov, "machine": machine, "rows": rows}, f, indent=1)
 
 
 # ----------------------------------------------------------------------------- CUDA mode
@@ -152,7 +173,6 @@ def cuda_time(fn, reps):
 def _stax_fn(fn, legalize):
     import functools
 
-    import stax.backend
     be = functools.partial(stax.backend.stax, options={"stax.legalize_fp8": legalize},
                            strict_native=True)
     return torch.compile(fn, backend=be, fullgraph=True, dynamic=False)
@@ -177,6 +197,13 @@ def _mismatches(got, ref, exact=True):
         else:
             bad += int((g != r).sum())
     return bad
+
+
+def _verdict(row, path):
+    """The mismatch count of a path, and FAILED with the reason where it has no figure."""
+    err = row.get(f"{path}_error")
+    n = row.get(f"{path}_mismatches", "-")
+    return f"{n}; {err}" if err else str(n)
 
 
 def _nbytes(ts):
@@ -220,12 +247,21 @@ def main_cuda(args):
                 torch._dynamo.reset()
                 cf = _stax_fn(fn, legalize)
                 t0 = time.perf_counter()
+                stax.backend.clear()
                 got = cf(*inputs)
                 torch.cuda.synchronize()
                 row[f"{name}_compile_s"] = time.perf_counter() - t0
-                row[f"{name}_ms"] = cuda_time(lambda: cf(*inputs), reps)
                 row[f"{name}_mismatches"] = _mismatches(got, ref, exact)
                 del got
+                # a figure only for a path on the triton route that computes eager's bits
+                problems = checks.report_problems(stax.backend.reports(), "triton")
+                if row[f"{name}_mismatches"]:
+                    problems.append(f"{row[f'{name}_mismatches']} element(s) differ from "
+                                    "eager")
+                if problems:
+                    row[f"{name}_error"] = "FAILED: " + "; ".join(problems)
+                    continue
+                row[f"{name}_ms"] = cuda_time(lambda: cf(*inputs), reps)
             except Exception as e:  # report, keep measuring the rest
                 row[f"{name}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
         for k in ("eager", "legalized", "native"):
@@ -251,6 +287,7 @@ def main_cuda(args):
             decode_step, (cache, new, q), cache.numel(), exact=False)
 
     props = torch.cuda.get_device_properties(dev)
+    prov = common.provenance(str(dev))
     machine = {"python": platform.python_version(), "torch": torch.__version__,
                "gpu": props.name, "capability": f"sm_{props.major}{props.minor}",
                "reps": reps, "copy_GBps": round(copy_gbps, 1),
@@ -265,7 +302,9 @@ def main_cuda(args):
         return fmt.format(r[k]) if k in r else "-"
 
     lines = ["# fp8 on the GPU: stax legalized (ui8 carriers) vs stax native fp8 vs eager",
-             "", f"machine: {json.dumps(machine)}", "",
+             "", *common.provenance_lines(prov), "", f"machine: {json.dumps(machine)}", "",
+             "A path whose output differs from eager's, or whose graphs are not all on the "
+             "triton route without fallback ops, is FAILED and has no time.", "",
              f"Device-to-device copy: {copy_gbps:.0f} GB/s. Times: median of {reps} "
              "CUDA-event timings; bytes: inputs read + outputs written once; mismatches: "
              "elements whose bits differ from eager (the decode step's f32 softmax: "
@@ -282,15 +321,14 @@ def main_cuda(args):
             f"{f(r, 'legalized_ms', '{:.3f}')} | {f(r, 'native_ms', '{:.3f}')} | {ratio} | "
             f"{f(r, 'eager_GBps', '{:.0f}')} | {f(r, 'legalized_GBps', '{:.0f}')} | "
             f"{f(r, 'native_GBps', '{:.0f}')} | "
-            f"{r.get('legalized_mismatches', r.get('legalized_error', '-'))} | "
-            f"{r.get('native_mismatches', r.get('native_error', '-'))} |")
+            f"{_verdict(r, 'legalized')} | {_verdict(r, 'native')} |")
     text = "\n".join(lines) + "\n"
     print(text)
     out = args.out or os.path.join(os.path.dirname(__file__), "results", "fp8-h200")
     with open(out + ".md", "w") as fh:
         fh.write(text)
     with open(out + ".json", "w") as fh:
-        json.dump({"machine": machine, "rows": rows}, fh, indent=1)
+        json.dump({"provenance": prov, "machine": machine, "rows": rows}, fh, indent=1)
 
 
 if __name__ == "__main__":

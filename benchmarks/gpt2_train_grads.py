@@ -4,13 +4,15 @@ launch against the CPU target (stax.targets.llvm) run on the same inputs.
 
     python benchmarks/gpt2_train_grads.py [--batch 8 --seq 2048] [--no-kernels]
 
-Prints, per parameter: max abs error of stax vs eager bf16, the eager-bf16 vs f32 error
-(the noise floor), and where the bad elements are; per kernel: kind, config, shapes and
-the max error of the GPU output vs the CPU target's output (BAD when it is far off).
-Needs a CUDA device.
+Prints the commit, versions and GPU first; then, per gradient: stax's and eager's max
+error against a float64 run of the same model, the tolerance derived from eager's error
+and the verdict (benchmarks/checks.py: the check the benchmarks use), and where the bad
+elements are; the route of every compiled graph (fullgraph=True; every report is
+checked, not only the last); per kernel: kind, config, shapes and the max error of the
+GPU output vs the CPU target's output (BAD when it is far off). Exits 1 when a gradient
+or a route check fails. Needs a CUDA device.
 """
 import argparse
-import copy
 import os
 import sys
 import tempfile
@@ -23,6 +25,8 @@ os.environ.setdefault("STAX_CACHE_DIR", tempfile.mkdtemp(prefix="stax-grads-cach
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import checks  # noqa: E402
+import common  # noqa: E402
 import stax.backend  # noqa: E402
 from stax.targets import llvm as _llvm  # noqa: E402
 from stax.targets import triton as _tt  # noqa: E402
@@ -115,9 +119,12 @@ def main():
     ap.add_argument("--no-kernels", action="store_true")
     a = ap.parse_args()
     assert torch.cuda.is_available(), "needs a CUDA device"
+    for k, v in common.provenance("cuda").items():
+        print(f"{k}: {v}")
     torch.manual_seed(0)
     model = make_model("gpt2", torch.bfloat16, dim=768, n_heads=12, max_seq=a.seq).cuda()
-    ref32 = copy.deepcopy(model).float()
+    common.randomize_norms(model)
+    ref64 = checks.float64_model(model)
     x = torch.randn(a.batch, a.seq, 768, device="cuda", dtype=torch.bfloat16)
     t = torch.randn_like(x)
 
@@ -129,41 +136,45 @@ def main():
         loss = fn(xx, tt)
         loss.backward()
         torch.cuda.synchronize()
-        return loss.detach().float(), {n: p.grad.detach().clone() for n, p in m.named_parameters()}
+        return [("loss", loss.detach())] + [(f"grad {n}", p.grad.detach().clone())
+                                            for n, p in m.named_parameters()]
 
-    l_e, g_e = grads(model, lambda xx, tt: step(model, xx, tt), x, t)
-    l_32, g_32 = grads(ref32, lambda xx, tt: step(ref32, xx, tt), x.float(), t.float())
+    g_e = grads(model, lambda xx, tt: step(model, xx, tt), x, t)
+    g_64 = grads(ref64, lambda xx, tt: step(ref64, xx, tt), x.double(), t.double())
     if not a.no_kernels:
         _install_kernel_checks()
     stax.backend.clear()
     torch._dynamo.reset()
-    compiled = torch.compile(lambda xx, tt: step(model, xx, tt), backend="stax")
-    l_s, g_s = grads(model, compiled, x, t)
-    rep = stax.backend.last_report()
-    print(f"route {rep.route}, kernels {rep.kernel_count}, launches {rep.launches_per_call}")
-    print(f"loss: eager {l_e.item():.6g}  f32 {l_32.item():.6g}  stax {l_s.item():.6g}")
-    print(f"{'parameter':34s} {'shape':>14s} {'stax-eager':>11s} {'eager-f32':>10s} "
-          f"{'|g| max':>9s}  verdict / where")
-    for n in g_e:
-        ge, gs, g3 = g_e[n].double(), g_s[n].double(), g_32[n].double()
-        d = (gs - ge).abs()
-        floor = float((ge - g3).abs().max())
-        err = float(d.nan_to_num(float("inf")).max())
-        scale = float(g3.abs().max())
-        badm = d.nan_to_num(float("inf")) > (3 * floor + 1e-2 * scale + 1e-6)
-        verdict = "DIFFERS" if bool(badm.any()) else "ok"
+    compiled = torch.compile(lambda xx, tt: step(model, xx, tt), backend="stax",
+                             fullgraph=True)
+    g_s = grads(model, compiled, x, t)
+    reports = stax.backend.reports()
+    for rep in reports:
+        print(f"route {rep.route}, kernels {rep.kernel_count}, launches "
+              f"{rep.launches_per_call}, fallback ops {rep.fallback_ops}")
+    route_problems = checks.report_problems(reports, "triton", train=True)
+    for p in route_problems:
+        print(f"ROUTE CHECK FAILED: {p}")
+    result = checks.check_outputs(g_s, g_e, g_64)
+    print(f"{'tensor':40s} {'shape':>14s} {'stax err':>10s} {'eager err':>10s} "
+          f"{'tol':>9s} {'|ref| max':>9s}  verdict / where")
+    for (n, gs), (_, ge), (_, g64), chk in zip(g_s, g_e, g_64, result.tensors):
         where = ""
-        if badm.any():
+        if not chk.ok and chk.tol:
+            badm = (gs.double() - g64.double()).abs().nan_to_num(float("inf")) > chk.tol
             nz = badm.nonzero()
             where = (f" bad {int(badm.sum())}/{badm.numel()}; dims "
                      f"{[sorted(set(nz[:, i].tolist()))[:6] for i in range(nz.shape[1])]}")
-        print(f"{n:34s} {str(tuple(ge.shape)):>14s} {err:11.3g} {floor:10.3g} {scale:9.3g}  "
-              f"{verdict}{where}")
+        print(f"{n:40s} {str(tuple(ge.shape)):>14s} {chk.error:10.3g} {chk.eager_error:10.3g} "
+              f"{chk.tol:9.3g} {chk.scale:9.3g}  {'ok' if chk.ok else 'DIFFERS'}"
+              f"{'' if chk.ok else ': ' + str(chk.reason)}{where}")
+    print(f"gradient check: {result.summary()}")
     if not a.no_kernels:
         print(f"\nper-kernel check vs CPU target ({CHECK['spent']:.1f} s):")
         for name, kind, info in CHECK["rows"]:
             print(f"  {name:10s} {kind:22s} {info[:700]}")
+    return 0 if result.ok and not route_problems else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,26 +1,32 @@
-"""GPU benchmark: eager vs torch.compile(backend="inductor") vs torch.compile(backend="stax")
-(default, and max-autotune-no-cudagraphs when the autotuner exists), all in ONE process.
+"""GPU benchmark: eager vs torch.compile(backend="inductor") vs torch.compile(backend="stax"),
+default and tuned (Inductor and stax both under --tuned-mode, default "max-autotune",
+when stax's autotuner exists), all in ONE process.
 
-    python benchmarks/gpu.py [--quick] [--label NAME] [--out FILE] [--cases a,b]
+    python benchmarks/gpu.py [--quick] [--label NAME] [--out FILE] [--jsonl FILE] [--cases a,b]
+                             [--no-autotune] [--tuned-mode max-autotune|max-autotune-no-cudagraphs]
 
 Cases: a fused pointwise chain and row softmax / layernorm on large f32 tensors (GBs
-moved), a GPT-2 block and a Llama block in bf16 at batch 8, seq 2048, and one GPT-2 block
-training step (forward + backward) in bf16.
+moved), a GPT-2 block and a Llama block in bf16 at batch 8, seq 2048 (random norm
+weights), and one GPT-2 block training step (forward + mse loss + backward) in bf16.
 
-For each case and variant: cold compile time (torch._dynamo.reset(), then the first
-call: Dynamo + AOT + backend compile + one run; Inductor with its caches disabled and a
-fresh cache dir, stax with a fresh, empty STAX_CACHE_DIR), warm compile time for stax
-(the same compile again after `torch._dynamo.reset()` and clearing stax's in-memory
-kernel cache: every kernel comes from the disk cache), correctness against eager
-(dtype-aware tolerance), then the median latency of N timed runs (CUDA events around
-each run, after warm-up). Achieved GB/s (bytes of the inputs read + outputs written,
-the minimum any implementation must move) is compared with the device-to-device copy
-bandwidth measured first (`torch.empty_like(x).copy_(x)`, 1 GiB, CUDA events).
-STAX_STRICT=1 is set before torch is imported, so a stax fallback raises and shows as
-FAILED instead of being timed; the stax route must be "triton".
+Every case goes through the runner the CPU benchmark uses (`common.run_case`, exercised
+by test/python/test_benchmarks.py on the CPU): a float64 run of the same model is the
+reference; each variant is compiled with fullgraph=True after `torch._dynamo.reset()`
+(cold compile time, Inductor with its caches disabled and a fresh cache dir, stax with a
+fresh, empty STAX_CACHE_DIR); stax is compiled a second time with warm caches (its
+in-memory kernel cache cleared: every kernel from the disk cache), and the warm
+callable is what is timed. Outputs (a training step: the loss and every gradient) are
+checked element by element against float64, with tolerances derived from eager's own
+error (benchmarks/checks.py), on the first call, after the warm recompile and before
+and after the timed runs; every stax graph must report the route "triton" and no
+fallback op. A variant that fails is FAILED with the reason and has no time or ratio.
+Latency: the median of N runs, each timed by CUDA events, after warm-up. Achieved GB/s
+(bytes of the inputs read + outputs written, the minimum any implementation must move)
+is compared with the device-to-device copy bandwidth measured first.
 
 Writes a markdown report (benchmarks/results/gpu-<label>.md or --out) and, with
---jsonl, one JSON line per case as soon as it finishes (partial runs keep what ran).
+--jsonl, one JSON line per case as soon as it finishes (partial runs keep what ran);
+both record the commit, torch, triton and the GPU.
 """
 from __future__ import annotations
 
@@ -36,23 +42,39 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-ENV_NOTES = common.init_env(strict=True)  # before torch is imported
-_STAX_CACHE = tempfile.mkdtemp(prefix="stax-bench-kernel-cache-")
-os.environ["STAX_CACHE_DIR"] = _STAX_CACHE
-ENV_NOTES.append(f"STAX_CACHE_DIR={_STAX_CACHE} (fresh and empty: stax compiles cold)")
+ENV_NOTES: list[str] = []
+if __name__ == "__main__":  # the environment is set before torch is imported
+    ENV_NOTES = common.init_env(strict=True)
+    _STAX_CACHE = tempfile.mkdtemp(prefix="stax-bench-kernel-cache-")
+    os.environ["STAX_CACHE_DIR"] = _STAX_CACHE
+    ENV_NOTES.append(f"STAX_CACHE_DIR={_STAX_CACHE} (fresh and empty: stax compiles cold)")
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 import stax.backend  # noqa: E402
-
-sys.path.insert(0, os.path.join(common.REPO, "test", "python"))
-from models import make_model  # noqa: E402
 
 TARGET_PW_BW = 0.90       # pointwise: >= 90% of copy bandwidth
 TARGET_RED_BW = 0.85      # softmax / layernorm: >= 85%
 TARGET_BLOCK = 1.0        # blocks: stax_ms <= inductor_ms
 TARGET_COLD = 0.5         # cold compile <= half of Inductor's
+TUNED_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
+
+
+# ----------------------------------------------------------------------------- variants
+
+def variants(autotune: bool, tuned_mode: str = "max-autotune") -> list[common.Variant]:
+    """Default Inductor and stax; with `autotune`, both tuned under the same mode."""
+    if tuned_mode not in TUNED_MODES:
+        raise ValueError(f"tuned mode {tuned_mode!r}: expected one of {TUNED_MODES}")
+    out = [common.Variant("inductor", "inductor"), common.Variant("stax", "stax")]
+    if autotune:
+        out += [common.Variant("inductor-max-autotune", "inductor", tuned_mode),
+                common.Variant("stax-max-autotune", "stax", tuned_mode)]
+    return out
+
+
+#: (stax variant, the Inductor variant it is compared with): tuned with tuned
+PAIRS = [("stax", "inductor"), ("stax-max-autotune", "inductor-max-autotune")]
 
 
 # ----------------------------------------------------------------------------- timing
@@ -88,199 +110,73 @@ def copy_bandwidth() -> tuple[float, float]:
     return 2 * x.numel() * x.element_size() / (ms * 1e-3) / 1e9, ms
 
 
+def warm_recompile(make_compiled, run):
+    """Compile again after `torch._dynamo.reset()` with stax's in-memory kernel cache
+    cleared (every kernel from the disk cache); (callable, seconds, cache statistics)."""
+    from stax.targets import triton as tt
+    tt.clear_memory_cache()
+    before = dict(tt.STATS)
+    torch._dynamo.reset()
+    stax.backend.clear()
+    compiled = make_compiled()
+    t = time.perf_counter()
+    run(compiled)
+    torch.cuda.synchronize()
+    return compiled, time.perf_counter() - t, {k: tt.STATS[k] - before.get(k, 0)
+                                                for k in tt.STATS}
+
+
+def cuda_device(target_s: float) -> common.Device:
+    def time_all(fns):
+        return {label: cuda_ms(fn, target_s=target_s) for label, fn in fns.items()}
+    return common.Device("cuda", "triton", sync=torch.cuda.synchronize, time_all=time_all,
+                         warm_recompile=warm_recompile)
+
+
 def nbytes(*ts) -> int:
     return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
 
 
 # ----------------------------------------------------------------------------- cases
 
-def pointwise(x):
-    return torch.sqrt(torch.sigmoid(torch.tanh(x)) * 2.0 + 1.0)
-
-
-def softmax(x):
-    return torch.softmax(x, dim=-1)
-
-
-def make_layernorm(n):
-    w = torch.randn(n, device="cuda")
-    b = torch.randn(n, device="cuda")
-
-    def layernorm(x):
-        return F.layer_norm(x, (n,), w, b, eps=1e-5)
-    return layernorm, (w, b)
-
-
-def cases(quick: bool):
-    """(name, description, fn, args, bytes_moved or None, kind, train)"""
+def cases(quick: bool) -> list[common.Case]:
+    sys.path.insert(0, os.path.join(common.REPO, "test", "python"))
+    from models import make_model
     torch.manual_seed(0)
     n = (1 << 24) if quick else (1 << 28)                 # 1 GiB of f32 in, 1 GiB out
     rows, cols = ((16384, 1024) if quick else (262144, 1024))
     batch, seq = (2, 512) if quick else (8, 2048)
     out = []
     x = torch.randn(n, device="cuda")
-    out.append(("pointwise", f"sqrt(sigmoid(tanh(x))*2+1), {n} f32", pointwise, (x,),
-                2 * nbytes(x), "pointwise", False))
+    out.append(common.Case("pointwise", f"sqrt(sigmoid(tanh(x))*2+1), {n} f32",
+                           common.pointwise_chain(), (x,), kind="pointwise",
+                           bytes_moved=2 * nbytes(x)))
     x = torch.randn(rows, cols, device="cuda")
-    out.append(("softmax", f"softmax(x, -1), [{rows}, {cols}] f32", softmax, (x,),
-                2 * nbytes(x), "reduction", False))
-    ln, wb = make_layernorm(cols)
-    out.append(("layernorm", f"layer_norm w/ weight+bias, [{rows}, {cols}] f32", ln, (x,),
-                2 * nbytes(x) + nbytes(*wb), "reduction", False))
-    g = make_model("gpt2", torch.bfloat16, dim=768, n_heads=12, max_seq=seq).cuda().eval()
+    out.append(common.Case("softmax", f"softmax(x, -1), [{rows}, {cols}] f32",
+                           common.row_softmax(), (x,), kind="reduction",
+                           bytes_moved=2 * nbytes(x)))
+    ln = common.layer_norm(cols).cuda()
+    out.append(common.Case("layernorm", f"layer_norm w/ random weight+bias, [{rows}, {cols}] "
+                           "f32", ln, (x,), kind="reduction",
+                           bytes_moved=2 * nbytes(x) + nbytes(ln.weight, ln.bias)))
+    g = common.randomize_norms(make_model("gpt2", torch.bfloat16, dim=768, n_heads=12,
+                                          max_seq=seq).cuda().eval())
     xg = torch.randn(batch, seq, 768, device="cuda", dtype=torch.bfloat16)
-    out.append(("gpt2_block", f"GPT-2 block (dim 768, 12 heads, explicit attention) "
-                f"inference bf16, batch {batch}, seq {seq}", g, (xg,), None, "block", False))
-    lm = make_model("llama", torch.bfloat16, dim=2048, n_heads=16, max_seq=seq).cuda().eval()
+    out.append(common.Case("gpt2_block", f"GPT-2 block (dim 768, 12 heads, explicit attention)"
+                           f" inference bf16, batch {batch}, seq {seq}", g, (xg,),
+                           kind="block"))
+    lm = common.randomize_norms(make_model("llama", torch.bfloat16, dim=2048, n_heads=16,
+                                           max_seq=seq).cuda().eval())
     xl = torch.randn(batch, seq, 2048, device="cuda", dtype=torch.bfloat16)
-    out.append(("llama_block", f"Llama block (dim 2048, 16 heads, SwiGLU 5504) inference "
-                f"bf16, batch {batch}, seq {seq}", lm, (xl,), None, "block", False))
-    gt = make_model("gpt2", torch.bfloat16, dim=768, n_heads=12, max_seq=seq).cuda()
-    out.append(("gpt2_train_step", f"GPT-2 block training step (forward + mse loss + "
-                f"backward) bf16, batch {batch}, seq {seq}", gt, (xg,), None, "train", True))
+    out.append(common.Case("llama_block", f"Llama block (dim 2048, 16 heads, SwiGLU 5504) "
+                           f"inference bf16, batch {batch}, seq {seq}", lm, (xl,),
+                           kind="block"))
+    gt = common.randomize_norms(make_model("gpt2", torch.bfloat16, dim=768, n_heads=12,
+                                           max_seq=seq).cuda())
+    out.append(common.Case("gpt2_train_step", f"GPT-2 block training step (forward + mse loss "
+                           f"+ backward) bf16, batch {batch}, seq {seq}", gt,
+                           (xg, torch.randn_like(xg)), train=True, kind="train"))
     return out
-
-
-# ----------------------------------------------------------------------------- one case
-
-def _train_fn(model):
-    def step(x, t):
-        return F.mse_loss(model(x), t)
-    return step
-
-
-def _compile(fn, backend, mode):
-    if backend == "stax" and mode:
-        import functools
-        return torch.compile(fn, backend=functools.partial(stax.backend.stax, mode=mode))
-    return torch.compile(fn, backend=backend, mode=mode)
-
-
-def run_variant(label, backend, mode, fn, args, ref, train, model):
-    """Cold compile + check + (for stax) warm compile. Returns (record, callable)."""
-    r = {}
-    stax.backend.clear()
-    torch._dynamo.reset()
-    torch.cuda.synchronize()
-    compiled = _compile(fn, backend, mode)
-    t = time.perf_counter()
-    try:
-        if train:
-            model.zero_grad(set_to_none=True)
-            loss = compiled(*args)
-            loss.backward()
-            out = [loss.detach()] + [p.grad for p in model.parameters()]
-        else:
-            with torch.no_grad():
-                out = compiled(*args)
-        torch.cuda.synchronize()
-    except Exception as e:  # noqa: BLE001 - reported, never hidden
-        r["error"] = f"{type(e).__name__}: {e}"
-        r["cold_s"] = time.perf_counter() - t
-        r["traceback"] = traceback.format_exc()[-4000:]
-        return r, None
-    r["cold_s"] = time.perf_counter() - t
-    r["err"], r["ok"] = common.compare(out, ref)
-    if backend == "stax":
-        rep = stax.backend.last_report()
-        r["route"] = rep.route
-        r["kernels"] = rep.kernel_count
-        r["launches"] = rep.launches_per_call
-        r["library_calls"] = len(rep.library_calls)
-        r["fallback_ops"] = rep.fallback_ops
-        r["notes"] = rep.notes
-        # max-autotune: which route each matmul took, how many searches hit the cache
-        tuned = getattr(rep, "tuned", [])
-        if tuned:
-            r["tuned_matmuls"] = [f"{t['kernel']}: {t['route']} ({t['winner']})"
-                                  for t in tuned if t["kind"] == "matmul"]
-            r["tuned_searches"] = len(tuned)
-            # every config timed per search (label -> ms): the data behind the defaults
-            r["tuned"] = [{"kernel": t["kernel"], "kind": t["kind"], "winner": t["winner"],
-                           "best_ms": t["best_ms"], "timings": t["timings"]} for t in tuned]
-            r["tuned_from_cache"] = sum(1 for t in tuned if t.get("from_cache"))
-        if rep.route != "triton":
-            r["error"] = f"route {rep.route!r} != 'triton': {rep.fallback_reason}"
-            return r, None
-        # warm compile: fresh Dynamo, in-memory kernel cache cleared -> disk cache only
-        try:
-            from stax.targets import triton as tt
-            tt.clear_memory_cache()
-            before = dict(tt.STATS)
-            torch._dynamo.reset()
-            stax.backend.clear()
-            c2 = _compile(fn, backend, mode)
-            t = time.perf_counter()
-            if train:
-                model.zero_grad(set_to_none=True)
-                c2(*args).backward()
-            else:
-                with torch.no_grad():
-                    c2(*args)
-            torch.cuda.synchronize()
-            r["warm_s"] = time.perf_counter() - t
-            r["warm_cache"] = {k: tt.STATS[k] - before.get(k, 0) for k in tt.STATS}
-            compiled = c2
-        except Exception as e:  # noqa: BLE001
-            r["warm_error"] = f"{type(e).__name__}: {e}"
-    return r, compiled
-
-
-def run_case(name, desc, fn, args, moved, kind, train, variants, target_s):
-    print(f"\n[{name}] {desc}", flush=True)
-    rec = {"name": name, "desc": desc, "kind": kind, "bytes": moved, "variants": {}}
-    model = fn if train else None
-    if train:
-        target = torch.randn_like(args[0])
-        args = (args[0], target)
-        fn = _train_fn(model)
-        model.zero_grad(set_to_none=True)
-        loss = fn(*args)
-        loss.backward()
-        ref = [loss.detach()] + [p.grad.clone() for p in model.parameters()]
-    else:
-        with torch.no_grad():
-            ref = fn(*args)
-    torch.cuda.synchronize()
-    callables = {"eager": fn}
-    for label, backend, mode in variants:
-        r, c = run_variant(label, backend, mode, fn, args, ref, train, model)
-        rec["variants"][label] = r
-        if c is None:
-            print(f"  {label}: FAILED (cold {r.get('cold_s', 0):.2f} s): "
-                  f"{' '.join(r['error'].split())[:600]}", flush=True)
-            continue
-        callables[label] = c
-        extra = ""
-        if backend == "stax":
-            extra = (f"; warm {r.get('warm_s', float('nan')):.2f} s "
-                     f"(cache {r.get('warm_cache')}); route {r['route']}, kernels "
-                     f"{r['kernels']}, launches/call {r['launches']}, library calls "
-                     f"{r['library_calls']}, fallback ops {r['fallback_ops']}")
-        print(f"  {label}: cold {r['cold_s']:.2f} s, max abs err {r['err']:.2e} "
-              f"{'ok' if r['ok'] else 'MISMATCH'}{extra}", flush=True)
-    rec["variants"].setdefault("eager", {})
-    for label, c in callables.items():
-        if train:
-            def run(c=c):
-                model.zero_grad(set_to_none=True)
-                c(*args).backward()
-        else:
-            def run(c=c):
-                with torch.no_grad():
-                    c(*args)
-        try:
-            ms, n = cuda_ms(run, target_s=target_s)
-        except Exception as e:  # noqa: BLE001
-            rec["variants"][label]["error"] = f"timing: {type(e).__name__}: {e}"
-            print(f"  {label}: timing FAILED: {e}", flush=True)
-            continue
-        rec["variants"][label]["ms"] = ms
-        rec["variants"][label]["n"] = n
-        gbs = f", {moved / (ms * 1e-3) / 1e9:.0f} GB/s" if moved else ""
-        print(f"  {label}: {ms:.3f} ms (median of {n}){gbs}", flush=True)
-    torch._dynamo.reset()
-    return rec
 
 
 # ----------------------------------------------------------------------------- report
@@ -289,106 +185,131 @@ def fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
 
-def build_report(results, state, cmdline, copy_gbs, copy_ms, variants):
-    L = ["# Stax GPU benchmark\n", f"Command: `{cmdline}`\n", "## Machine state\n"]
-    for k, v in state:
-        L.append(f"- {k}: {v}")
-    for n in ENV_NOTES:
-        L.append(f"- env: {n}")
+def _gbs(r, label, copy_gbs):
+    ms = common.figure(r, label)
+    if not r.get("bytes") or ms is None:
+        return None
+    return r["bytes"] / (ms * 1e-3) / 1e9
+
+
+def build_report(results, prov, state, cmdline, copy_gbs, copy_ms, labels,
+                 env_notes=()) -> str:
+    """The markdown report; figures only of variants that passed (common.figure)."""
+    L = ["# Stax GPU benchmark\n", f"Command: `{cmdline}`\n", "## Provenance\n"]
+    L += common.provenance_lines(prov)
+    L.append("\n## Machine state\n")
+    L += [f"- {k}: {v}" for k, v in state]
+    L += [f"- env: {n}" for n in env_notes]
     L.append(f"- device-to-device copy bandwidth (1 GiB f32, `empty_like(x).copy_(x)`, "
              f"CUDA events, median): **{copy_gbs:.0f} GB/s** ({copy_ms:.3f} ms)")
-    L.append("")
-    labels = [v[0] for v in variants]
-    L.append("## Latency\n")
-    L.append("Median of N runs (CUDA events per run, after warm-up). ratio = ms / "
-             "inductor ms (lower is better). GB/s = (inputs read + outputs written) / "
-             "time, and its fraction of the copy bandwidth.\n")
-    L.append("| case | " + " | ".join(f"{lb} ms" for lb in ["eager"] + labels) +
-             " | stax / inductor | stax GB/s (of copy) | inductor GB/s (of copy) |")
-    L.append("|" + " --- |" * (len(labels) + 5))
+    pairs = [(s, i) for s, i in PAIRS if s in labels and i in labels]
+    L.append("\n## Latency\n")
+    L.append("Median of N runs (CUDA events per run, after warm-up), only for variants that "
+             "passed every check (FAILED otherwise; reasons under Failures). ratio = stax ms "
+             "/ the Inductor ms of the same tuning (default with default, tuned with tuned; "
+             "lower is better). GB/s = (inputs read + outputs written) / time, and its "
+             "fraction of the copy bandwidth.\n")
+    L.append("| case | " + " | ".join(f"{lb} ms" for lb in ["eager"] + labels) + " | " +
+             " | ".join(f"{s} / {i}" for s, i in pairs) +
+             " | stax GB/s (of copy) | inductor GB/s (of copy) |")
+    L.append("|" + " --- |" * (len(labels) + len(pairs) + 3))
+
+    def gb_cell(r, lb):
+        g = _gbs(r, lb, copy_gbs)
+        return "-" if g is None else f"{g:.0f} ({g / copy_gbs:.0%})"
+
     for r in results:
-        v = r["variants"]
-        ms = {lb: v.get(lb, {}).get("ms") for lb in ["eager"] + labels}
-        s, i = ms.get("stax"), ms.get("inductor")
-        def gb(x):
-            if not r["bytes"] or x is None:
-                return "-"
-            g = r["bytes"] / (x * 1e-3) / 1e9
-            return f"{g:.0f} ({g / copy_gbs:.0%})"
-        L.append(f"| {r['name']} | " + " | ".join(
-            "FAILED" if "error" in v.get(lb, {}) else fmt(ms[lb], ".3f")
-            for lb in ["eager"] + labels) +
-            f" | {fmt(s / i if s and i else None, '.2f')} | {gb(s)} | {gb(i)} |")
-    L.append("")
-    L.append("## Compile time\n")
+        L.append(f"| {r['name']} | " + " | ".join(common.cell(r, lb)
+                                                   for lb in ["eager"] + labels) + " | " +
+                 " | ".join(fmt(common.ratio(r, s, i), ".2f") for s, i in pairs) +
+                 f" | {gb_cell(r, 'stax')} | {gb_cell(r, 'inductor')} |")
+    L.append("\n## Compile time and checks\n")
     L.append("cold = first call after `torch._dynamo.reset()` with empty caches; stax warm = "
              "the same after clearing stax's in-memory kernel cache (kernels from the disk "
-             "cache).\n")
-    L.append("| case | inductor cold s | stax cold s | stax warm s | stax cold / inductor "
-             "cold | stax kernels | launches/call | max abs err (inductor / stax) |")
+             "cache). check = the largest error vs the float64 run (ok) or FAILED.\n")
+    L.append("| case | variant | cold s | warm s | cold / inductor cold | check | kernels | "
+             "launches/call |")
     L.append("|" + " --- |" * 8)
     for r in results:
-        v = r["variants"]
-        ic = v.get("inductor", {}).get("cold_s") if "error" not in v.get("inductor", {}) else None
-        sv = v.get("stax", {})
-        sc = sv.get("cold_s") if "error" not in sv else None
-        def err(lb):
-            x = v.get(lb, {})
-            if "error" in x or "err" not in x:
-                return "FAILED"
-            return f"{x['err']:.1e} {'ok' if x['ok'] else 'MISMATCH'}"
-        L.append(f"| {r['name']} | {fmt(ic, '.2f')} | {fmt(sc, '.2f')} | "
-                 f"{fmt(sv.get('warm_s'), '.2f')} | {fmt(sc / ic if sc and ic else None, '.2f')}"
-                 f" | {sv.get('kernels', '-')} | {sv.get('launches', '-')} | "
-                 f"{err('inductor')} / {err('stax')} |")
-    L.append("")
-    L.append("## Targets\n")
+        for lb in labels:
+            v = r["variants"].get(lb)
+            if v is None:
+                continue
+            chk = (f"ok ({v.get('max_err', 0.0):.1e})" if v["status"] == "ok"
+                   else common.FAILED)
+            base = "inductor-max-autotune" if "max-autotune" in lb else "inductor"
+            cr = common.ratio(r, lb, base, "cold_s") if lb != base else None
+            L.append(f"| {r['name']} | {lb} | {common.cell(r, lb, 'cold_s', '.2f')} | "
+                     f"{common.cell(r, lb, 'warm_s', '.2f')} | {fmt(cr, '.2f')} | {chk} | "
+                     f"{v.get('kernels', '-')} | {v.get('launches', '-')} |")
+    L.append("\n## Targets\n")
     L.append("| target | case | value | result |")
     L.append("| --- | --- | --- | --- |")
+
+    def mark(value, ok):
+        if value is None:
+            return "no figure (a variant FAILED its checks)"
+        return "met" if ok else "**missed**"
+
     for r in results:
-        s = r["variants"].get("stax", {})
-        i = r["variants"].get("inductor", {})
-        ok = "error" not in s and s.get("ms")
-        if r["kind"] in ("pointwise", "reduction") and r["bytes"]:
+        if r["kind"] in ("pointwise", "reduction") and r.get("bytes"):
             want = TARGET_PW_BW if r["kind"] == "pointwise" else TARGET_RED_BW
-            frac = r["bytes"] / (s["ms"] * 1e-3) / 1e9 / copy_gbs if ok else None
-            L.append(f"| >= {want:.0%} of copy bandwidth | {r['name']} | "
-                     f"{fmt(frac, '.1%')} | {'met' if frac and frac >= want else '**missed**'} |")
+            g = _gbs(r, "stax", copy_gbs)
+            frac = g / copy_gbs if g is not None else None
+            L.append(f"| >= {want:.0%} of copy bandwidth | {r['name']} | {fmt(frac, '.1%')} | "
+                     f"{mark(frac, frac is not None and frac >= want)} |")
         if r["kind"] in ("block", "train"):
-            rel = s["ms"] / i["ms"] if ok and i.get("ms") else None
-            L.append(f"| <= Inductor's latency | {r['name']} | {fmt(rel, '.2f')}x | "
-                     f"{'met' if rel and rel <= TARGET_BLOCK else '**missed**'} |")
-        cr = s["cold_s"] / i["cold_s"] if "error" not in s and "cold_s" in s and \
-            "error" not in i and i.get("cold_s") else None
+            for s, i in pairs:
+                rel = common.ratio(r, s, i)
+                L.append(f"| {s} <= {i} latency | {r['name']} | {fmt(rel, '.2f')}x | "
+                         f"{mark(rel, rel is not None and rel <= TARGET_BLOCK)} |")
+        cr = common.ratio(r, "stax", "inductor", "cold_s")
         L.append(f"| cold compile <= 1/2 of Inductor's | {r['name']} | {fmt(cr, '.2f')} | "
-                 f"{'met' if cr and cr <= TARGET_COLD else '**missed**'} |")
-    L.append("")
-    L.append("## Cases and failures\n")
+                 f"{mark(cr, cr is not None and cr <= TARGET_COLD)} |")
+    L.append("\n## Failures\n")
+    L += common.failure_lines(results)
+    L.append("\n## Cases\n")
     for r in results:
         L.append(f"- **{r['name']}**: {r['desc']}")
         for lb, v in r["variants"].items():
-            if "notes" in v and v["notes"]:
+            if v.get("notes"):
                 L.append(f"  - {lb} notes: {v['notes']}")
-            if "error" in v:
-                txt = v["error"].strip().replace("\n", "\n    ")
-                L.append(f"  - **{lb} FAILED**:\n\n    ```\n    {txt[:3000]}\n    ```")
-            if "warm_error" in v:
-                L.append(f"  - {lb} warm compile FAILED: {v['warm_error'][:1000]}")
+            if v.get("fallback_ops") or v.get("library_calls"):
+                L.append(f"  - {lb}: library calls {len(v.get('library_calls', []))}, "
+                         f"fallback ops {v.get('fallback_ops', [])}")
     return "\n".join(L) + "\n"
 
 
-def gpu_state():
-    st = common.machine_state()
-    p = torch.cuda.get_device_properties(0)
-    st += [("gpu", f"{p.name}, {p.total_memory / 2**30:.0f} GiB, sm_{p.major}{p.minor}, "
-                   f"{p.multi_processor_count} SMs"),
-           ("cuda (torch)", str(torch.version.cuda))]
-    try:
-        import triton
-        st.append(("triton", triton.__version__))
-    except Exception:  # noqa: BLE001
-        st.append(("triton", "not importable"))
-    return st
+def run_all(all_cases, variant_list, device, *, prov, state, cmdline, copy_gbs, copy_ms,
+            out, jsonl=None, env_notes=()) -> list[dict]:
+    """Run every case; after each, append its JSON line (with the provenance) and rewrite
+    the report, so a partial run keeps what ran. One broken case does not lose the rest."""
+    labels = [v.label for v in variant_list]
+    results = []
+    report = ""
+    for case in all_cases:
+        try:
+            r = common.run_case(case, variant_list, device)
+        except Exception as e:  # noqa: BLE001 - recorded as the case's failure
+            traceback.print_exc()
+            r = {"name": case.name, "desc": case.desc, "kind": case.kind,
+                 "bytes": case.bytes_moved, "train": case.train,
+                 "variants": {"eager": {"status": common.FAILED, "failures": [
+                     f"the case raised {type(e).__name__}: {e}"]}}}
+        results.append(r)
+        if jsonl:
+            with open(jsonl, "a") as f:
+                f.write(json.dumps(dict(r, provenance=prov), default=str) + "\n")
+        report = build_report(results, prov, state, cmdline, copy_gbs, copy_ms, labels,
+                              env_notes)
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        with open(out, "w") as f:
+            f.write(report)
+        case.args = ()   # the case's tensors go before the next case allocates its own
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    print("\n" + report)
+    return results
 
 
 def main(argv=None):
@@ -399,49 +320,45 @@ def main(argv=None):
     ap.add_argument("--jsonl", default=None, help="append one JSON line per finished case")
     ap.add_argument("--cases", default=None)
     ap.add_argument("--no-autotune", action="store_true")
+    ap.add_argument("--tuned-mode", default="max-autotune", choices=TUNED_MODES,
+                    help="the mode of both tuned variants (Inductor and stax)")
     a = ap.parse_args(argv)
     if not torch.cuda.is_available():
-        print("no CUDA device: nothing to benchmark")
+        print("benchmarks/gpu.py: this torch sees no CUDA device: nothing to benchmark")
         return 1
     label = a.label or common.host_label() + ("-quick" if a.quick else "")
     out = a.out or os.path.join(common.REPO, "benchmarks", "results", f"gpu-{label}.md")
     cmdline = "python " + " ".join([os.path.relpath(sys.argv[0], common.REPO)] +
                                    (argv if argv is not None else sys.argv[1:]))
-    state = gpu_state()
-    for k, v in state:
+    prov = common.provenance("cuda")
+    state = common.machine_state()
+    for k, v in list(prov.items()) + state:
         print(f"  {k}: {v}")
     copy_gbs, copy_ms = copy_bandwidth()
     print(f"  copy bandwidth: {copy_gbs:.0f} GB/s", flush=True)
     from stax.options import autotune_available
-    variants = [("inductor", "inductor", None), ("stax", "stax", None)]
-    if autotune_available() and not a.no_autotune:
-        variants.append(("stax-max-autotune", "stax", "max-autotune-no-cudagraphs"))
-    else:
-        print("  stax max-autotune: not run (autotuner not available or --no-autotune)")
-    results = []
-    for name, desc, fn, args, moved, kind, train in cases(a.quick):
-        if a.cases and name not in a.cases.split(","):
-            continue
-        try:
-            r = run_case(name, desc, fn, args, moved, kind, train, variants,
-                         0.3 if a.quick else 1.0)
-        except Exception as e:  # noqa: BLE001 - one broken case must not lose the rest
-            traceback.print_exc()
-            r = {"name": name, "desc": desc, "kind": kind, "bytes": moved,
-                 "variants": {"eager": {"error": f"{type(e).__name__}: {e}"}}}
-        results.append(r)
-        if a.jsonl:
-            with open(a.jsonl, "a") as f:
-                f.write(json.dumps(r, default=str) + "\n")
-        report = build_report(results, state, cmdline, copy_gbs, copy_ms, variants)
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        with open(out, "w") as f:
-            f.write(report)
-        del fn, args
-        torch.cuda.empty_cache()
-    print("\n" + report)
+    tuned = autotune_available() and not a.no_autotune
+    if not tuned:
+        print("  tuned variants: not run (stax's autotuner is not available, or "
+              "--no-autotune)")
+    all_cases = cases(a.quick)
+    if a.cases:
+        wanted = a.cases.split(",")
+        unknown = set(wanted) - {c.name for c in all_cases}
+        if unknown:
+            ap.error(f"unknown case(s) {sorted(unknown)}; the cases are "
+                     f"{[c.name for c in all_cases]}")
+        all_cases = [c for c in all_cases if c.name in wanted]
+    results = run_all(all_cases, variants(tuned, a.tuned_mode),
+                      cuda_device(0.3 if a.quick else 1.0), prov=prov, state=state,
+                      cmdline=cmdline, copy_gbs=copy_gbs, copy_ms=copy_ms, out=out,
+                      jsonl=a.jsonl, env_notes=ENV_NOTES)
     print(f"wrote {out}")
-    return 0
+    failed = [f"{r['name']}/{lb}" for r in results for lb, v in r["variants"].items()
+              if v.get("status") != "ok"]
+    if failed:
+        print(f"FAILED variants (no figure reported): {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -7,18 +7,83 @@ import hashlib
 
 import torch
 
-from stax.aliasing import RUNTIME_GLOBALS, fresh_copy
+from stax.aliasing import RUNTIME_GLOBALS, fresh_copy, non_overlapping
 from stax.errors import StaxUnsupportedError
 from stax.guards import _stride_ok, guard_count, guard_failure
 
 from stax.routes import CPU_ROUTE, ROUTE, TRITON_ROUTE  # noqa: F401 - re-exported
 
-__all__ = ["CompiledGraph", "CPU_ROUTE", "TRITON_ROUTE"]
+__all__ = ["CompiledGraph", "CPU_ROUTE", "TRITON_ROUTE", "kernel_launches", "CopyCounter"]
 
 
 def _restride(t: torch.Tensor, shape, strides) -> torch.Tensor:
     """A fresh copy of `t` with these strides (a name saved wrappers call)."""
     return fresh_copy(t, shape, strides)
+
+
+def kernel_launches(kernel) -> int:
+    """Launches one call of a compiled kernel makes: a Triton split reduction launches
+    its partials kernel and then its final kernel (`TTIRKernel.stage2`); every other
+    kernel (a CPU kernel too, whose thread split runs parts of one loop nest, not a
+    second kernel) launches once."""
+    ttir_kernel = getattr(kernel, "ttir_kernel", None)
+    return 2 if getattr(ttir_kernel, "stage2", None) is not None else 1
+
+
+class CopyCounter:
+    """The copies that the wrapper's run-time layout helpers made in the graph's latest
+    call. Whether a helper copies is known only at run time (`_restride` runs when a
+    fallback op's strides differ from the traced ones, `_relayout`/`_exact_layout`
+    copy unless a view does, `_as_traced` when the dtype differs), so the helpers
+    count what they do. A copy into an overlapping layout is two launches (arange,
+    index_put_)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self):
+        self.count = 0
+
+    def add(self, t: torch.Tensor, src: torch.Tensor | None = None) -> torch.Tensor:
+        """Count `t` as a copy unless it shares `src`'s storage (a view of it)."""
+        if src is not None and _same_storage(t, src):
+            return t
+        self.count += 1 if non_overlapping(tuple(t.shape), tuple(t.stride())) else 2
+        return t
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # no storage to compare
+        return False
+
+
+def _counting_helpers(counter: CopyCounter) -> dict:
+    """The wrapper's layout helpers that may copy, each reporting its copies to
+    `counter`. The output copies the wrapper emits unconditionally (`.copy_` into
+    eager's layout) are already in `library_calls`, one launch each; a scatter to an
+    overlapping output layout launches one more (the arange of its positions)."""
+    rt = RUNTIME_GLOBALS
+
+    def _restride_counted(t, shape, strides):
+        return counter.add(_restride(t, shape, strides))
+
+    def _relayout_counted(t, shape, strides):
+        return counter.add(rt["_relayout"](t, shape, strides), t)
+
+    def _exact_layout_counted(t, shape, strides, offset):
+        return counter.add(rt["_exact_layout"](t, shape, strides, offset), t)
+
+    def _as_traced_counted(t, shape, dtype, target):
+        return counter.add(rt["_as_traced"](t, shape, dtype, target), t)
+
+    def _scatter_counted(flat, shape, strides, offset, src):
+        counter.count += 1
+        return rt["_scatter_to_storage"](flat, shape, strides, offset, src)
+
+    return {"_restride": _restride_counted, "_relayout": _relayout_counted,
+            "_exact_layout": _exact_layout_counted, "_as_traced": _as_traced_counted,
+            "_scatter_to_storage": _scatter_counted, "_copy_counter": counter}
 
 
 def _resolve_overload(target: str):
@@ -51,7 +116,8 @@ class CompiledGraph:
         self._globals = globals_
         code = compile(source, f"<stax wrapper {graph_id}>", "exec")
         exec(code, globals_)
-        self._call = globals_["call"]
+        self._copies = globals_.get("_copy_counter")
+        self._call = _counting_calls(globals_["call"], self._copies)
 
     @property
     def source_hash(self) -> str:
@@ -62,10 +128,25 @@ class CompiledGraph:
         return len(self.kernels)
 
     @property
+    def launch_counts(self) -> dict[str, int]:
+        """What one call launches, by source: `kernels` (one each), `split_final_kernels`
+        (the second launch of each split reduction), `library_calls` (matmuls and the
+        output copies into eager's layout), `fallback_ops` (at least one each), and
+        `runtime_copies` (layout and dtype copies around fallback ops and outputs, as
+        counted in the latest call; 0 before the first). Not counted: the copy of a
+        0-dim CPU scalar input to the GPU, made only when a caller passes one, and the
+        input copies of a CUDA graph replay (see stax.cudagraphs)."""
+        kernels = len(self.kernels)
+        return {"kernels": kernels,
+                "split_final_kernels": sum(kernel_launches(k) for k in self.kernels) - kernels,
+                "library_calls": len(self.library_calls),
+                "fallback_ops": len(self.fallback_ops),
+                "runtime_copies": self._copies.count if self._copies is not None else 0}
+
+    @property
     def launches_per_call(self) -> int:
-        """Launches of one call: each stax kernel once, plus each library call and each
-        fallback op (at least one launch each)."""
-        return len(self.kernels) + len(self.library_calls) + len(self.fallback_ops)
+        """Launches of one call: the sum of `launch_counts`."""
+        return sum(self.launch_counts.values())
 
     def __call__(self, *args, **kwargs):
         if kwargs:
@@ -182,6 +263,19 @@ def _bind(names: list[str], args, kwargs, what) -> tuple:
 _MISSING = object()
 
 
+def _counting_calls(call, counter: CopyCounter | None):
+    """`call` with the copy counter reset at the start of every call (so it holds the
+    latest call's copies)."""
+    if counter is None:
+        return call
+
+    def counted_call(args):
+        counter.count = 0
+        return call(args)
+
+    return counted_call
+
+
 def _base_globals(guards, graph_id, device="cpu") -> dict:
     def _guard_fail(i, value):
         raise guard_failure(guards, graph_id, i, value)
@@ -192,4 +286,5 @@ def _base_globals(guards, graph_id, device="cpu") -> dict:
     return {"torch": torch, "Tensor": torch.Tensor, "empty_strided": torch.empty_strided,
             "as_strided": torch.as_strided, "_stride_ok": _stride_ok,
             "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count,
-            "_dev": torch.device(device), **RUNTIME_GLOBALS}
+            "_dev": torch.device(device), **RUNTIME_GLOBALS,
+            **_counting_helpers(CopyCounter())}

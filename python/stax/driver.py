@@ -29,8 +29,11 @@ tuned, and a matmul whose consumer is a pointwise kernel is also tried as a Trit
 `tt.dot` matmul with that kernel fused as its epilogue, against cuBLAS + the kernel;
 the wrapper calls the winner, and `CompiledGraph.tuned` records every search (see the
 max-autotune section below; time bound `STAX_AUTOTUNE_BUDGET_S`).
-`CompiledGraph.launches_per_call` counts what one call launches: stax kernels + library
-calls + fallback ops (each of the last two is at least one launch).
+`CompiledGraph.launches_per_call` counts what one call launches (`launch_counts` gives
+the parts): each stax kernel once and the final kernel of each Triton split reduction
+again, library calls and fallback ops (at least one launch each), and the layout and
+dtype copies the wrapper's run-time helpers made around fallback ops and outputs in the
+latest call.
 
 The wrapper is Python source (`CompiledGraph.source`, hashable, saved as `wrapper.py`
 under STAX_DEBUG_DIR). It
