@@ -280,3 +280,22 @@ def test_huge_programs_take_turns_across_processes(tmp_path, monkeypatch):
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
     with F._one_huge_program_at_a_time(small):
         pass
+
+
+def test_a_wrong_gpu_eager_over_2_31_elements_is_named_not_passed(monkeypatch):
+    """stax-fuzz 107000487: eager's CUDA prod of a [2, 2**30 + 17] bf16 tensor was wrong
+    where stax's was exact. When stax matches eager on the CPU and GPU eager does not,
+    the outcome is a skip that names eager's GPU kernels; when stax matches neither it
+    stays a failure."""
+    prog = Program([InputSpec("x0", (4, 8), "float32")], [Stmt("v1", "x0 * 2", ["x0"])],
+                   ["v1"], seed=3)
+    right = C.run_eager(prog)
+    wrong = Result([right.outputs[0] + 1], right.inputs)
+    host = Result([right.outputs[0].clone()], right.inputs)
+    monkeypatch.setattr(C, "_run", lambda *a, **k: host)
+    o = C._judge_by_host_eager(right, wrong, prog, "cuda", False, None, torch.float32, None)
+    assert (o.status, o.kind) == ("skip", "eager-gpu-wrong"), o
+    assert C._judge_by_host_eager(wrong, right, prog, "cuda", False, None, torch.float32,
+                                  None) is None
+    assert C.cuda_fault(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert not C.cuda_fault(RuntimeError("shape mismatch"))

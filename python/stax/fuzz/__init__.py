@@ -81,8 +81,24 @@ def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
             from stax.fuzz.ptx import check_ptx
             o = check_ptx(prog, backward=backward, stats=stats)
         else:
-            with _one_huge_program_at_a_time(prog):
-                o = check(prog, device, backward, stats=stats)
+            try:
+                with _one_huge_program_at_a_time(prog):
+                    o = check(prog, device, backward, stats=stats)
+            except Exception as e:  # noqa: BLE001
+                from stax.fuzz.compare import CudaContextLost, cuda_fault
+                if not isinstance(e, CudaContextLost) and not cuda_fault(e):
+                    raise
+                # eager's fault is torch's; stax's, or one found after both ran (while
+                # comparing), is a failure. Either way the process cannot go on.
+                who = e.who if isinstance(e, CudaContextLost) else "stax"
+                counts["failed" if who == "stax" else "eager_faults"] += 1
+                log(f"[{i + 1}/{count}] program {pseed}: "
+                    f"{'FAILED cuda-fault' if who == 'stax' else 'eager faulted'}: "
+                    f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
+                log(prog.source())
+                log("stax-fuzz: the CUDA context is lost; stopping this process")
+                i += 1
+                break
         if o.status == "invalid":
             counts["invalid"] += 1
             continue
@@ -137,6 +153,8 @@ def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
     line = f"{counts['passed']} passed, {counts['failed']} failed"
     if counts["skipped"]:
         line += f", {counts['skipped']} skipped"
+    if counts["eager_faults"]:
+        line += f", {counts['eager_faults']} eager fault (stopped)"
     log(line)
     return {"passed": counts["passed"], "failed": counts["failed"],
             "skipped": counts["skipped"], "invalid": counts["invalid"],
