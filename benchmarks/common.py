@@ -466,7 +466,13 @@ class _VariantState:
         self.variant = variant
         self.rec = rec
         self.compiled = None
-        self.stax_callables: list = []
+        self.stax_callables: list = []   # every StaxCompiled: all must pass the checks
+        self.latest: list = []           # those of the latest compile: what runs now
+
+    def add_callables(self, new: list) -> None:
+        if new:
+            self.stax_callables += new
+            self.latest = new
 
     def fail(self, why: str) -> None:
         r = self.rec
@@ -502,10 +508,12 @@ def _checked_call(state: _VariantState, case: Case, device: Device, eager, ref64
         state.fail(f"{when}: numerics: {result.summary()}")
         ok = False
     if state.variant.backend == "stax":
-        state.stax_callables += [c for c in stax.backend.compiled_callables
-                                 if not any(c is b for b in before)]
+        state.add_callables([c for c in stax.backend.compiled_callables
+                             if not any(c is b for b in before)])
         reports = [c.report for c in state.stax_callables]
-        state.rec.update(checks.route_summary(reports))
+        # kernels and launches of what runs now; the route check covers every compile
+        state.rec.update(checks.route_summary([c.report for c in state.latest]))
+        state.rec["stax_compiles"] = len(state.stax_callables)
         problems = checks.report_problems(reports, device.route, train=case.train,
                                           allowed_fallback_ops=case.allowed_fallback_ops)
         for p in problems:
@@ -541,8 +549,8 @@ def _cold(state: _VariantState, case: Case, device: Device, eager, ref64) -> Non
         return
     # the warm-compiled callable is what gets timed: its reports and a call of it are
     # checked like the first
-    state.stax_callables += [c for c in stax.backend.compiled_callables
-                             if not any(c is b for b in before)]
+    state.add_callables([c for c in stax.backend.compiled_callables
+                         if not any(c is b for b in before)])
     state.compiled = compiled
     if _checked_call(state, case, device, eager, ref64, "warm recompile"):
         state.rec["warm_s"], state.rec["warm_cache"] = warm_s, cache

@@ -105,6 +105,19 @@ def test_correct_case_has_its_figure(bench_env, tmp_path):
     assert "every variant of every case passed" in md
 
 
+def test_two_variants_recompile_before_timing_and_are_checked_again(bench_env):
+    # the second variant's cold compile resets Dynamo: the first recompiles on the call
+    # before the timed runs; that compile is checked too, and none happens while timed
+    two = STAX + [common.Variant("stax-tuned", "stax", "max-autotune")]
+    rec = common.run_case(layernorm_case(), two, device())
+    first, second = rec["variants"]["stax"], rec["variants"]["stax-tuned"]
+    assert first["status"] == second["status"] == "ok", (first.get("failures"),
+                                                         second.get("failures"))
+    assert first["stax_compiles"] == 2 and second["stax_compiles"] == 1
+    # the counts are those of one compile, not summed over compiles
+    assert first["kernels"] == 1 and first["launches"] == {"inference": 1}
+
+
 def test_wrong_kernel_is_failed_with_no_figure(bench_env, monkeypatch, tmp_path):
     case = layernorm_case()
     with torch.no_grad():
