@@ -118,6 +118,32 @@ def test_two_variants_recompile_before_timing_and_are_checked_again(bench_env):
     assert first["kernels"] == 1 and first["launches"] == {"inference": 1}
 
 
+def test_gpu_warm_recompile_is_checked_and_timed(bench_env, monkeypatch):
+    # gpu.py's warm recompile (stax's in-memory kernel cache cleared) on the CPU target
+    pytest.importorskip("triton")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    dev = cpu.cpu_device(0.01)
+    dev.warm_recompile = gpu.warm_recompile
+    rec = common.run_case(layernorm_case(), STAX, dev)
+    v = stax_record(rec)
+    assert v["status"] == "ok", v.get("failures")
+    assert v["warm_s"] > 0 and "warm recompile" in v["checks"]
+    assert v["stax_compiles"] == 2 and v["launches"] == {"inference": 1}
+    # a warm compile that builds wrong kernels fails (the cold one was right)
+    calls = corrupt_kernels(monkeypatch, when=lambda kernel, n: calls["warm"])
+    calls["warm"] = False
+    original = gpu.warm_recompile
+
+    def wrong_warm(make, run):
+        calls["warm"] = True
+        return original(make, run)
+
+    dev.warm_recompile = wrong_warm
+    rec = common.run_case(layernorm_case(), STAX, dev)
+    assert_no_figure(rec, "warm recompile: numerics")
+    assert "warm_s" not in stax_record(rec)
+
+
 def test_wrong_kernel_is_failed_with_no_figure(bench_env, monkeypatch, tmp_path):
     case = layernorm_case()
     with torch.no_grad():
