@@ -1411,7 +1411,10 @@ def _dense_attr(t: torch.Tensor, ty: ir.RankedTensorType):
     if t.dtype == torch.bfloat16:
         return None
     import numpy as np
-    arr = np.ascontiguousarray(t.detach().cpu().numpy())
+    from torch.utils._python_dispatch import _disable_current_modes
+    # a real constant, read while the backend's fake and functional modes are active
+    with _disable_current_modes():
+        arr = np.ascontiguousarray(t.detach().cpu().numpy())
     if t.dtype == torch.bool:
         arr = arr.astype(np.bool_)
     try:

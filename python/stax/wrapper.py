@@ -239,6 +239,14 @@ class _Replan(Exception):
     """The IR changed while planning (a view became a copy kernel): plan again."""
 
 
+def _real_tensors():
+    """The wrapper's constants are real tensors the compiled callable keeps: made with
+    the backend's fake and functional modes (active while aot_autograd compiles) off,
+    else they are fake and the first call fails on their data pointer."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    return _disable_current_modes()
+
+
 def _ptr_aligned(t: torch.Tensor) -> bool:
     """data_ptr() % ALIGN == 0. Fake example inputs (aot_autograd hands FakeTensors to
     the compilers) have no pointer: assume their storage is allocator-aligned, so the
@@ -363,12 +371,13 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     for barg, spec in zip(block_args, in_specs):
         shape, dtype = _tensor_type(barg)
         if getattr(spec, "kind", "placeholder") == "constant":
-            t = constants[spec.name]
-            if not isinstance(t, torch.Tensor):
-                t = torch.tensor(t)
-            t = t.detach()
-            if gpu:
-                t = t.to(device)
+            with _real_tensors():
+                t = constants[spec.name]
+                if not isinstance(t, torch.Tensor):
+                    t = torch.tensor(t)
+                t = t.detach()
+                if gpu:
+                    t = t.to(device)
             if _is_fp8(t) and dtype == torch.uint8:
                 t = t.view(torch.uint8)
             c = em.add_global("c", t)
@@ -570,9 +579,10 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         elif name == "stax.constant":
             r = op.operation.results[0]
             shape, dtype = _tensor_type(r)
-            t = _dense_to_tensor(op.operation.attributes["value"], shape, dtype)
-            if gpu:
-                t = t.to(device)
+            with _real_tensors():
+                t = _dense_to_tensor(op.operation.attributes["value"], shape, dtype)
+                if gpu:
+                    t = t.to(device)
             c = em.add_global("c", t)
             root_aligned[c] = gpu and _ptr_aligned(t)
             define(r, c, t.stride(), root_dynamic=True, fresh=False)
