@@ -22,14 +22,21 @@ later comes with another data pointer (the parameter was replaced, not updated i
 place), the graph is captured again for the new pointers (`recaptures` counts it).
 
 Outputs (the aliasing decision, documented): for **inference** graphs the returned
-tensors ARE the graph's static output buffers; the next call of the same compiled
-callable overwrites them (as with Inductor's cudagraph trees; Inductor raises when an
-overwritten output is read, stax does not check). Clone an output you keep across calls
-(`out.clone()`). For **forward / backward** graphs of training the outputs are cloned on
-return, because the forward's outputs include the activations saved for backward, which
-must survive a second forward before the backward (gradient accumulation).
+tensors live in the graph's static output buffers, which the next replay of the same
+compiled callable overwrites. As with Inductor's cudagraph trees, reading an output after
+a later replay overwrote it raises (`stale_output_message`: which graph, which output,
+and the two remedies) instead of returning the new call's values: each replay hands out
+the outputs on a fresh storage object over the static memory (`OutputLedger`), and the
+next replay invalidates that storage, so every tensor and view made from an old output
+raises on access. Keep an output across calls with `out.clone()`, or ask for copies:
+`CudaGraphRunner(..., copy_outputs=True)` or `STAX_CUDAGRAPH_COPY_OUTPUTS=1` (each call
+then returns fresh tensors, at the cost of one device copy per output). For **forward /
+backward** graphs of training the outputs are always copied, because the forward's
+outputs include the activations saved for backward, which must survive a second forward
+before the backward (gradient accumulation).
 An output that is a graph argument itself is returned as the caller's argument, not
-the static buffer.
+the static buffer; an output that views a parameter (read in place) is returned as is,
+since no replay overwrites it.
 
 When capture is impossible the runner runs every call uncaptured and records the precise
 reason (`reason`, `status()`, and a note in the graph's notes, so the backend's
@@ -51,13 +58,104 @@ cudagraphs, a note that it is not captured).
 """
 from __future__ import annotations
 
+import os
 import re
+import weakref
 
 import torch
 
 from stax.aliasing import clone_exact
 
-__all__ = ["CudaGraphRunner", "UNCAPTURABLE_OPS", "static_reason"]
+__all__ = ["CudaGraphRunner", "UNCAPTURABLE_OPS", "static_reason", "OutputLedger",
+           "stale_output_message", "copy_outputs_requested", "COPY_OUTPUTS_ENV"]
+
+#: set to 1 to have reduce-overhead return copies of inference outputs
+COPY_OUTPUTS_ENV = "STAX_CUDAGRAPH_COPY_OUTPUTS"
+
+
+def copy_outputs_requested(explicit: bool | None = None) -> bool:
+    """The copy-outputs choice: `explicit` when given, else STAX_CUDAGRAPH_COPY_OUTPUTS."""
+    if explicit is not None:
+        return bool(explicit)
+    v = os.environ.get(COPY_OUTPUTS_ENV, "").strip().lower()
+    if v in ("", "0", "false", "no", "off"):
+        return False
+    if v in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"{COPY_OUTPUTS_ENV}={v!r}: expected 1 (copy reduce-overhead outputs) "
+                     "or 0 (return the static buffers; a stale read raises)")
+
+
+OVERWRITTEN = ("a later call of the same compiled function replayed its CUDA graph into the "
+               "same static output buffer")
+
+
+def stale_output_message(kind: str, graph_id: str, index: int, shape, dtype,
+                         why: str | None = None) -> str:
+    """The error a read of an overwritten (or otherwise invalidated) reduce-overhead
+    output raises; `why` defaults to the overwrite by a later replay."""
+    return (f"stax reduce-overhead: accessing output {index} (shape {list(shape)}, {dtype}) of "
+            f"the CUDA-graph {kind} graph {graph_id}, which is no longer valid: "
+            f"{why or OVERWRITTEN}. "
+            "Clone an output you keep across calls (out.clone() before calling again), or "
+            f"ask for copies: {COPY_OUTPUTS_ENV}=1 (every call then returns fresh tensors, "
+            "one device copy per output)")
+
+
+def _cuda_alias(static: torch.Tensor):
+    """A new storage object over the device memory of static's storage (non-owning, as
+    cudagraph trees builds its outputs): invalidating it leaves the static buffer whole."""
+    st = static.untyped_storage()
+    return torch._C._construct_storage_from_data_pointer(st.data_ptr(), static.device,
+                                                         st.nbytes())
+
+
+def _cuda_invalidate(storage, msg: str) -> None:
+    """Every tensor on `storage` raises `msg` on access from now on."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    torch._C._set_storage_data_ptr_access_error_msg(StorageWeakRef(storage).cdata, msg)
+
+
+class OutputLedger:
+    """The outputs one captured graph has handed out, replay by replay.
+
+    `hand_out(statics, describe)`: for each static output tensor (None: not handed out
+    here) a tensor of the same layout on a new storage object over the static memory
+    (outputs sharing a static storage share one new storage, so their aliasing is kept);
+    the storages of the previous hand-out are invalidated first, with the message
+    `describe(index, None)`. `invalidate(why)` does it without a new hand-out, with
+    `describe(index, why)` (recapture, runner freed). The two primitives are parameters:
+    `alias(static) -> storage`, `poison(storage, msg)`."""
+
+    def __init__(self, alias=_cuda_alias, poison=_cuda_invalidate):
+        self._alias, self._poison = alias, poison
+        self._live: list = []          # (weakref to a handed-out storage, index, describe)
+        self.invalidated = 0           # storages invalidated so far
+
+    def invalidate(self, why: str | None = None) -> None:
+        live, self._live = self._live, []
+        for ref, j, describe in live:
+            storage = ref()
+            if storage is not None:    # gone: nothing can read it any more
+                self._poison(storage, describe(j, why))
+                self.invalidated += 1
+
+    def hand_out(self, statics, describe) -> list:
+        self.invalidate()
+        out, by_storage = [], {}
+        for j, o in enumerate(statics):
+            if o is None:
+                out.append(None)
+                continue
+            key = o.untyped_storage().data_ptr()
+            if key not in by_storage:
+                st = self._alias(o)
+                by_storage[key] = st
+                self._live.append((weakref.ref(st), j, describe))
+            t = torch.empty((0,), dtype=o.dtype, device=o.device)
+            t.set_(by_storage[key], o.storage_offset(), o.size(), o.stride())
+            out.append(t)
+        return out
 
 #: fallback ops that cannot be captured, and why
 UNCAPTURABLE_OPS = {
@@ -116,12 +214,23 @@ class CudaGraphRunner:
     """Runs one compiled graph's boxed wrapper `call(list_of_args)` through a CUDA graph
     (see the module docstring). `kind` is "inference", "forward" or "backward"."""
 
-    def __init__(self, call, cg, kind: str = "inference"):
+    def __init__(self, call, cg, kind: str = "inference", copy_outputs: bool | None = None,
+                 ledger: OutputLedger | None = None):
         self._call = call
         self.cg = cg
         self.kind = kind
         self.device = torch.device(getattr(cg, "device", "cuda"))
-        self.clone_outputs = kind != "inference"
+        # training graphs always copy (see the module docstring); inference on request
+        self.clone_outputs = kind != "inference" or copy_outputs_requested(copy_outputs)
+        self.ledger = ledger if ledger is not None else OutputLedger()
+        # the static buffers go when the runner goes: outputs still held must not read
+        # freed memory, so they are invalidated then (the ledger does not refer back)
+        gid = getattr(cg, "graph_id", "?")
+        fin = weakref.finalize(self, self.ledger.invalidate,
+                               f"the compiled {kind} graph {gid} that produced it was freed "
+                               "(torch._dynamo.reset(), or its function went away)")
+        fin.atexit = False   # nothing reads outputs at interpreter exit
+        self._plan = None
         self.reason: str | None = static_reason(cg)
         self.calls = 0
         self.replays = 0
@@ -159,6 +268,7 @@ class CudaGraphRunner:
                 notes.append(text)
 
     def _disable(self, reason: str) -> None:
+        self.ledger.invalidate(f"the graph is no longer replayed ({reason})")
         self.reason = reason
         self._graph = None
         self._static, self._outs = [], []
@@ -222,7 +332,10 @@ class CudaGraphRunner:
             self._check_guards(args)
             for i, a in enumerate(args):
                 if self._borrowed[i] and a.data_ptr() != self._static[i].data_ptr():
-                    # a parameter was replaced: capture again for the new pointers
+                    # a parameter was replaced: capture again for the new pointers (the
+                    # old static outputs are freed)
+                    self.ledger.invalidate("the graph was captured again for a replaced "
+                                           "parameter, and its old output buffers freed")
                     self.recaptures += 1
                     self._capture(args)
                     break
@@ -277,8 +390,31 @@ class CudaGraphRunner:
             out_is_arg.append(hit)
         self._graph, self._static, self._borrowed = graph, static, borrowed
         self._outs, self._out_is_arg, self._struct = flat, out_is_arg, struct
+        self._plan = None
+        self._describe = self._describer()
         self.captures += 1
         self.calls += 1
+
+    def _hand_out_plan(self) -> list[bool]:
+        """Which outputs are handed out through the ledger: the tensors that live in the
+        graph's own buffers (not an argument returned as such, not a view of a
+        parameter read in place, which no replay overwrites)."""
+        borrowed = {s.untyped_storage().data_ptr() for s, b in zip(self._static, self._borrowed)
+                    if b and isinstance(s, torch.Tensor)}
+        return [isinstance(o, torch.Tensor) and hit is None and
+                o.untyped_storage().data_ptr() not in borrowed
+                for o, hit in zip(self._outs, self._out_is_arg)]
+
+    def _describer(self):
+        """describe(index, why) for the ledger, over plain data: it must not refer to the
+        runner, whose finalizer holds the ledger."""
+        kind, gid = self.kind, getattr(self.cg, "graph_id", "?")
+        meta = [(tuple(o.shape), o.dtype) if isinstance(o, torch.Tensor) else ((), None)
+                for o in self._outs]
+
+        def describe(j, why=None):
+            return stale_output_message(kind, gid, j, meta[j][0], meta[j][1], why)
+        return describe
 
     def _check_guards(self, args) -> None:
         """The wrapper's own guards (`check(args)` of its source): a wrong argument
@@ -303,6 +439,12 @@ class CudaGraphRunner:
                 out.append(clone_exact(o))  # Dynamo's strides and offset, not clone()'s
             else:
                 out.append(o)
+        if not self.clone_outputs:
+            if self._plan is None:
+                self._plan = self._hand_out_plan()
+            fresh = self.ledger.hand_out(
+                [o if p else None for o, p in zip(self._outs, self._plan)], self._describe)
+            out = [f if p else o for o, f, p in zip(out, fresh, self._plan)]
         if self._struct == "single":
             return out[0]
         return tuple(out) if self._struct == "tuple" else out
