@@ -14,7 +14,10 @@ each go through `stax.driver.compile_graph`.
 A graph that cannot be compiled (importer, pass or codegen error) runs as written
 (its own `gm.forward`), and the reason is recorded; with `strict_native=True` or
 `STAX_STRICT=1` it raises `StaxCompileError` instead. Under `STAX_DEBUG=1` reasons
-and notes are printed to stderr.
+and notes are printed to stderr. Without STAX_DEBUG a fallback is not silent either: the
+first one in a process emits one `StaxFallbackWarning` (a UserWarning, once per process)
+saying how many graphs ran as written so far and how to see why; `fallback_count()` is
+the running total.
 
 The target is picked from the example inputs' device (`stax.driver.select_target`):
 CPU tensors -> "stax-cpu", CUDA tensors -> "triton"; mixed devices, or CUDA with
@@ -68,7 +71,42 @@ from stax.options import StaxConfig, resolve_config
 
 __all__ = ["stax", "StaxCompileError", "StaxGuardError", "StaxCompiled", "StaxReport",
            "FallbackRecord", "WeakRegistry", "compiled_callables", "reports", "last_report",
-           "clear"]
+           "clear", "StaxFallbackWarning", "fallback_count"]
+
+
+class StaxFallbackWarning(UserWarning):
+    """A graph ran as written by PyTorch because stax could not compile it."""
+
+
+# graphs that fell back in this process, and whether the one warning has been given;
+# the count is not cleared by clear(): the warning's "how many" is per process
+_fallbacks = 0
+_fallback_warned = False
+
+
+def fallback_count() -> int:
+    """How many graphs ran as written (fell back to PyTorch eager) in this process."""
+    return _fallbacks
+
+
+def _note_fallback() -> None:
+    """Count a fallback; the first one of the process warns (once: a model whose graphs
+    all fall back would otherwise warn per graph). Under STAX_DEBUG every reason is
+    printed instead."""
+    global _fallbacks, _fallback_warned
+    _fallbacks += 1
+    if _fallback_warned or debug.debug_enabled():
+        return
+    _fallback_warned = True
+    import warnings
+    n = _fallbacks
+    warnings.warn(
+        f"stax: {n} graph{'s' if n != 1 else ''} ran as written by PyTorch (fell back to "
+        "eager) in this process so far (stax.backend.fallback_count() is the running "
+        "total); set STAX_DEBUG=1 to print why, or read the reasons from "
+        "stax.backend.reports() (each report's fallback_reason); STAX_STRICT=1 makes a "
+        "fallback an error. This warning is shown once per process.",
+        StaxFallbackWarning, stacklevel=2)
 
 class WeakRegistry:
     """The live objects appended to it, oldest first, held by weak reference: a list as
@@ -354,6 +392,7 @@ def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bo
                                           reason + "\n\n" + traceback.format_exc())
             debug.log(f"{kind} graph {graph_id} falls back to PyTorch (runs as written): "
                       f"{reason}")
+            _note_fallback()
             if debug.debug_enabled():
                 traceback.print_exc()
             from functorch.compile import make_boxed_func
