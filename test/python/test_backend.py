@@ -175,21 +175,30 @@ def test_training_compiles_forward_and_backward():
     assert r.kernel_count >= 2
 
 
-def test_training_with_reduction_is_correct_whatever_the_route():
+def test_training_with_reduction_compiles_natively():
+    # a reduction in training: both graphs must compile for stax-cpu (this test accepted a
+    # fallback before, so a backward that fell back to PyTorch passed)
     def f(x, w):
         return (torch.sigmoid(x) * w).sum()
 
-    cf = torch.compile(f, backend="stax")
+    cf = torch.compile(f, backend="stax", fullgraph=True)
     x = torch.randn(8, 32, requires_grad=True)
     w = torch.randn(8, 32)
-    cf(x, w).backward()
+    loss = cf(x, w)
+    loss.backward()
     g = x.grad.clone()
     x.grad = None
-    f(x, w).backward()
+    ref_loss = f(x, w)
+    ref_loss.backward()
+    torch.testing.assert_close(loss, ref_loss)
     torch.testing.assert_close(g, x.grad)
+    assert g.shape == x.grad.shape and g.stride() == x.grad.stride() and g.dtype == x.grad.dtype
     r = B.last_report()
-    assert len(r.graphs) == 2
-    assert r.route == "stax-cpu" or r.fallback_reason
+    assert [type(gr).__name__ for gr in r.graphs] == ["CompiledGraph", "CompiledGraph"], \
+        r.summary()
+    assert "forward" in r.graphs[0].graph_id and "backward" in r.graphs[1].graph_id
+    assert r.route == "stax-cpu", r.fallback_reason
+    assert r.fallback_reason is None and r.fallback_ops == [], r.summary()
 
 
 def test_fusion_off_compiles_one_kernel_per_op():
@@ -273,9 +282,20 @@ def test_strict_native_argument_raises():
 
 
 def test_strict_off_by_default_for_same_graph():
+    # the graph that raises under strict mode runs as written without it: the route must
+    # say so, with the reason (it accepted any route before, so a silent fallback and a
+    # native compile were indistinguishable)
     cf = torch.compile(_pointwise, backend="stax", dynamic=True)
     x, y = torch.randn(5, 3), torch.randn(5, 3)
-    torch.testing.assert_close(cf(x, y), _pointwise(x, y))
+    out = cf(x, y)
+    ref = _pointwise(x, y)
+    torch.testing.assert_close(out, ref)
+    assert out.shape == ref.shape and out.stride() == ref.stride() and out.dtype == ref.dtype
+    r = B.last_report()
+    assert r.route == "fallback" and len(r.graphs) == 1, r.summary()
+    assert isinstance(r.graphs[0], B.FallbackRecord)
+    assert "StaxUnsupportedError" in r.fallback_reason and "symbolic" in r.fallback_reason, \
+        r.fallback_reason
 
 
 # ----------------------------------------------------------------------------- debug dir

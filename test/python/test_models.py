@@ -99,18 +99,75 @@ def test_model_with_grad_enabled_forward():
 
 
 def test_gpt2_sdpa_matches_explicit_attention():
-    # the two attention formulations of the same weights agree through stax
+    # the two attention formulations of the same weights, each through stax, against eager
+    # (this compared stax with stax, so an error common to both passed)
     m1 = make_model("gpt2", F32)
     m2 = make_model("gpt2_sdpa", F32)
     m2.load_state_dict(m1.state_dict())
+    _randomize_norms(m1)
+    m2.load_state_dict(m1.state_dict())
     (x,) = make_inputs("gpt2", 2, 24, F32)
     with torch.no_grad():
+        ref = copy.deepcopy(m1)(x)
         a = torch.compile(m1, backend="stax", fullgraph=True)(x)
         b = torch.compile(m2, backend="stax", fullgraph=True)(x)
-    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    for got in (a, b):
+        assert got.shape == ref.shape and got.stride() == ref.stride() and got.dtype == ref.dtype
+        torch.testing.assert_close(got, ref, **TOL[F32])
     allowed = set(EXPECTED_FALLBACK.get("gpt2_sdpa", []))
+    assert len(B.compiled_callables) == 2
     for c in B.compiled_callables:
         assert c.stax_route == ROUTE and set(c.stax_fallback_ops) <= allowed
+
+
+# ----------------------------------------------------------------------------- norm weights
+
+def _norms(model):
+    """(name, module) of every LayerNorm / RMSNorm of the model."""
+    from models import RMSNorm
+    return [(n, m) for n, m in model.named_modules()
+            if isinstance(m, (torch.nn.LayerNorm, RMSNorm))]
+
+
+def _randomize_norms(model, seed=123):
+    """Random (not identity) norm weights and biases: make_model leaves them at 1 / 0,
+    where a dropped or swapped norm weight computes the same thing."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, m in _norms(model):
+            m.weight.copy_(1.0 + 0.5 * torch.randn(m.weight.shape, generator=g))
+            if getattr(m, "bias", None) is not None:
+                m.bias.copy_(0.5 * torch.randn(m.bias.shape, generator=g))
+    return model
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+@pytest.mark.parametrize("name", ["gpt2", "gpt2_sdpa", "llama"])
+def test_model_inference_random_norm_weights(name, dtype):
+    model = _randomize_norms(make_model(name, dtype))
+    norms = _norms(model)
+    assert len(norms) == 2, norms
+    ref_model = copy.deepcopy(model)
+    batch, seq = SIZES[name]
+    (x,) = make_inputs(name, batch, seq, dtype)
+    with torch.no_grad():
+        ref = ref_model(x.clone())
+        # the test can see a swapped or dropped norm weight: eager itself moves past the
+        # tolerance when the two norms' weights are swapped or the first is dropped
+        (_, n1), (_, n2) = _norms(ref_model)
+        w1, w2 = n1.weight.clone(), n2.weight.clone()
+        n1.weight.copy_(w2), n2.weight.copy_(w1)
+        swapped = ref_model(x.clone())
+        n1.weight.fill_(1.0), n2.weight.copy_(w2)
+        dropped = ref_model(x.clone())
+        n1.weight.copy_(w1)
+        for other in (swapped, dropped):
+            assert not torch.allclose(other.float(), ref.float(), **TOL[dtype])
+        out = torch.compile(model, backend="stax", fullgraph=True)(x)
+    assert out.dtype == ref.dtype and out.shape == ref.shape and out.stride() == ref.stride()
+    assert torch.isfinite(ref).all()
+    torch.testing.assert_close(out, ref, **TOL[dtype])
+    _check_route(name)
 
 
 def test_model_api_sizes():
