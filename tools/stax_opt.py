@@ -1,10 +1,14 @@
-"""stax-opt: parse stax IR, run passes, print the result (like mlir-opt).
+"""stax-opt: parse stax IR, run passes, print the result, with mlir-opt's flags.
 
-    stax-opt FILE|- [-p stax-fuse,canonicalize] [--pass-pipeline='builtin.module(...)']
-             [--print-ir-after-all] [--split-input-file] [-o FILE] [--list-passes]
+    stax-opt FILE|- [-p stax-fuse,canonicalize | -pass-pipeline='builtin.module(...)']
+             [--split-input-file] [--verify-diagnostics] [--allow-unregistered-dialect]
+             [--mlir-print-ir-after-all] [--mlir-print-ir-before/after=PASS]
+             [--mlir-print-debuginfo] [--mlir-timing] [-o FILE] [--list-passes] [--version]
 
 Errors are one located line each (`FILE:LINE:COL: error: ...`) and exit status 1;
 a Python traceback is printed only for an internal error with STAX_OPT_TRACEBACK=1.
+The pass loop, printing and timing are in stax_opt_pipeline.py; diagnostics and
+--verify-diagnostics in stax_opt_diagnostics.py. docs/stax-opt.md describes every flag.
 """
 
 from __future__ import annotations
@@ -29,32 +33,108 @@ class _ArgParser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
+# mlir-opt's options are LLVM cl options, spelled with one dash or two; stax-opt accepts
+# both for each of its long options (only -p and -o are one letter).
+def _both(name: str) -> tuple[str, str]:
+    return (f"-{name}", f"--{name}")
+
+
 def _parser() -> argparse.ArgumentParser:
+    # allow_abbrev=False: a misspelled or unknown flag is an error, never read as a
+    # prefix of a known one (--pass would otherwise mean --pass-pipeline).
     p = _ArgParser(prog=PROG, description="Run stax and MLIR passes on stax IR.",
+                   allow_abbrev=False,
                    epilog="Pass names: stax-opt --list-passes. Any registered upstream "
-                          "MLIR pass name also works.")
+                          "MLIR pass name also works. Long options take one dash or two, "
+                          "as mlir-opt's do. See docs/stax-opt.md.")
     p.add_argument("input", nargs="?", default="-", help="input .mlir file, or - for stdin")
     p.add_argument("-o", dest="output", default="-", metavar="FILE",
                    help="output file (default: stdout)")
     p.add_argument("-p", "--passes", action="append", default=[], metavar="LIST",
                    help="comma-separated pass names, run in order (repeatable)")
-    p.add_argument("--pass-pipeline", metavar="PIPELINE",
+    p.add_argument(*_both("pass-pipeline"), dest="pass_pipeline", metavar="PIPELINE",
                    help="textual pipeline, e.g. 'builtin.module(stax-fuse,canonicalize)'")
-    p.add_argument("--list-passes", action="store_true", help="list pass names and exit")
-    p.add_argument("--emit", choices=("mlir", "stablehlo", "hlo", "proto"), default="mlir",
+    p.add_argument(*_both("list-passes"), dest="list_passes", action="store_true",
+                   help="list pass names and exit")
+    p.add_argument(*_both("emit"), dest="emit", choices=("mlir", "stablehlo", "hlo", "proto"),
+                   default="mlir",
                    help="mlir (default): the IR after the passes; stablehlo / hlo / proto: run "
                         "the Neuron pipeline (stax-legalize-fp8, stax-to-stablehlo) and print "
                         "StableHLO, XLA HLO text, or write the HloModuleProto (-o FILE)")
-    p.add_argument("--print-ir-after-all", action="store_true",
+    p.add_argument(*_both("mlir-print-ir-after-all"), *_both("print-ir-after-all"),
+                   dest="print_ir_after_all", action="store_true",
                    help="print the IR after each pass to stderr")
-    p.add_argument("--split-input-file", action="store_true",
-                   help=f"split the input on '{SPLIT_MARKER}' lines; process each chunk")
-    p.add_argument("--mlir-print-op-generic", action="store_true",
-                   help="print every op (func.func too) in generic form")
-    p.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations")
-    p.add_argument("--allow-unregistered-dialect", action="store_true",
-                   help="accept ops of dialects that are not loaded")
+    p.add_argument(*_both("mlir-print-ir-before-all"), dest="print_ir_before_all",
+                   action="store_true", help="print the IR before each pass to stderr")
+    p.add_argument(*_both("mlir-print-ir-after"), dest="print_ir_after", action="append",
+                   default=[], metavar="PASS[,PASS]",
+                   help="print the IR after each run of these passes (also inside a nested "
+                        "pipeline such as func.func(cse)) to stderr")
+    p.add_argument(*_both("mlir-print-ir-before"), dest="print_ir_before", action="append",
+                   default=[], metavar="PASS[,PASS]",
+                   help="print the IR before each run of these passes to stderr")
+    p.add_argument(*_both("split-input-file"), dest="split_input_file", action="store_true",
+                   help=f"split the input on '{SPLIT_MARKER}' lines; process each chunk on "
+                        f"its own and join the outputs with '{SPLIT_MARKER}'")
+    p.add_argument(*_both("mlir-print-op-generic"), dest="mlir_print_op_generic",
+                   action="store_true", help="print every op (func.func too) in generic form")
+    p.add_argument(*_both("mlir-print-debuginfo"), dest="mlir_print_debuginfo",
+                   action="store_true",
+                   help="print locations (naming the input file, or <stdin>)")
+    p.add_argument(*_both("mlir-timing"), dest="mlir_timing", action="store_true",
+                   help="print a wall-time report per pass (and parser, verifier, output) "
+                        "to stderr")
+    p.add_argument(*_both("verify-diagnostics"), dest="verify_diagnostics",
+                   action="store_true",
+                   help="check the diagnostics against the input's // expected-error "
+                        "@+1 {{...}} comments (also -warning, -note, -remark); exit 0 when "
+                        "they match exactly")
+    p.add_argument(*_both("allow-unregistered-dialect"), dest="allow_unregistered_dialect",
+                   action="store_true",
+                   help="accept ops of dialects stax-opt does not load (an error otherwise)")
+    p.add_argument(*_both("version"), dest="version", action="store_true",
+                   help="print the versions of stax and of the MLIR bindings, and exit")
     return p
+
+
+def _known_flags(p: argparse.ArgumentParser) -> set[str]:
+    return {s for a in p._actions for s in a.option_strings}
+
+
+def _parse_args(argv: list[str]) -> argparse.Namespace:
+    p = _parser()
+    known = _known_flags(p)
+    for arg in argv:
+        if arg == "--":
+            break
+        # argparse reads `-pass-pipelin=x` (a typo) as `-p ass-pipelin=x`; mlir-opt has
+        # no glued one-letter options, so neither does stax-opt.
+        if (arg.startswith("-") and not arg.startswith("--") and len(arg) > 2
+                and arg[:2] in ("-p", "-o") and arg[2] != "="
+                and arg.split("=", 1)[0] not in known):
+            raise _UsageError(f"unknown flag '{arg.split('=', 1)[0]}' (to give -{arg[1]} a "
+                              f"value, write -{arg[1]} VALUE or -{arg[1]}=VALUE)")
+    args, extra = p.parse_known_args(argv)
+    flags = [a for a in extra if a.startswith("-") and a != "-"]
+    if flags:
+        names = ", ".join(f"'{f.split('=', 1)[0]}'" for f in flags)
+        raise _UsageError(f"unknown flag{'s' if len(flags) > 1 else ''} {names}")
+    if extra:
+        raise _UsageError(f"unexpected argument '{extra[0]}': stax-opt reads one input file "
+                          f"(got '{args.input}' already)")
+    return args
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    def ver(dist):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+    return (f"{PROG} (stax) {ver('stax')}\n"
+            f"  MLIR: the upstream Python bindings in torch-mlir {ver('torch-mlir')}\n")
 
 
 def _err(msg: str) -> None:
@@ -91,89 +171,144 @@ def _split(text: str) -> list[tuple[int, str]]:
     return chunks
 
 
-def _pass_list(args) -> tuple[list[str], str | None]:
-    """(pass names for run_pipeline, or the upstream-only pipeline string to parse whole)."""
-    from stax.passes.registry import PASSES, base_name, split_pipeline
+def _pass_list(args) -> list[str]:
+    """The pipeline elements to run, in order (each a stax pass, an upstream pass, or a
+    nested upstream pipeline such as `func.func(cse)`)."""
+    from stax.passes.registry import split_pipeline
 
     if args.pass_pipeline and args.passes:
         raise _UsageError("use either -p or --pass-pipeline, not both")
     if args.pass_pipeline:
-        elems = split_pipeline(args.pass_pipeline)
-        has_stax = any(base_name(e) in PASSES and PASSES[base_name(e)].kind == "stax"
-                       for e in elems)
-        if not has_stax and not args.print_ir_after_all:
-            pipe = args.pass_pipeline.strip()
-            if not pipe.startswith("builtin.module"):
-                pipe = f"builtin.module({pipe})"
-            return elems, pipe
-        return elems, None
+        return split_pipeline(args.pass_pipeline)
     names = []
     for group in args.passes:
         names.extend(split_pipeline(group))
-    return names, None
+    return names
 
 
-def _check_passes(names: list[str], pipeline: str | None) -> None:
+def _check_passes(names: list[str], pipeline_text: str | None) -> None:
     """Resolve the passes before reading any IR, so that a bad name is reported once
     (not once per chunk) and nothing runs."""
-    from stax._mlir import PassManager, new_context
-    from stax.passes.registry import PassError, resolve
+    from stax._mlir import new_context
+    from stax.passes.registry import PASSES, PassError, base_name, resolve
 
     with new_context():
-        if pipeline is not None:
+        for n in names:
             try:
-                PassManager.parse(pipeline)
-                return
-            except ValueError as e:
-                for n in names:
-                    resolve(n)  # raises the registry's message for an unknown name
+                resolve(n)
+            except PassError:
+                raise
+            except ValueError as e:  # an upstream pipeline element MLIR cannot parse
                 first = " ".join(ln.strip() for ln in str(e).strip().splitlines())
                 raise PassError(f"invalid pass pipeline: {first}") from None
-        for n in names:
-            resolve(n)
+        if pipeline_text is not None and not any(
+                base_name(n) in PASSES and PASSES[base_name(n)].kind == "stax" for n in names):
+            # an upstream-only pipeline must also parse whole (its anchors, its nesting)
+            from stax._mlir import PassManager
+
+            pipe = pipeline_text.strip()
+            if not pipe.startswith("builtin.module"):
+                pipe = f"builtin.module({pipe})"
+            try:
+                PassManager.parse(pipe)
+            except ValueError as e:
+                first = " ".join(ln.strip() for ln in str(e).strip().splitlines())
+                raise PassError(f"invalid pass pipeline: {first}") from None
 
 
-def _process(text: str, line_offset: int, filename: str, names: list[str],
-             pipeline: str | None, args, ctx) -> str | None:
-    """The printed module, or None after reporting the error(s) on stderr."""
-    from stax._mlir import PassManager, ir
-    from stax.passes.registry import PassError, format_mlir_error, run_pipeline, verify
+def _unregistered_ops(module, ctx) -> list:
+    """An error per op of a dialect that is not loaded (the structural stax_graph ops
+    excepted: they are unregistered by design and verified by stax itself)."""
+    from stax._mlir import ir
+    from stax.tools.stax_opt_diagnostics import located
+
+    found, seen = [], {}
+
+    def visit(op):
+        name = op.name
+        ok = seen.get(name)
+        if ok is None:
+            ok = seen[name] = name.startswith("stax_graph.") or ctx.is_registered_operation(name)
+        if not ok:
+            ns = name.split(".", 1)[0]
+            found.append(located(
+                "error", f"'{name}' op belongs to dialect '{ns}', which stax-opt does not "
+                "load; pass --allow-unregistered-dialect to accept ops of unknown dialects",
+                op.location))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
+class _Chunk:
+    """What processing one chunk gave: the printed module (None when it failed) and the
+    diagnostics it produced."""
+
+    def __init__(self):
+        self.output: str | None = None
+        self.diagnostics: list = []
+
+    @property
+    def failed(self) -> bool:
+        return self.output is None or any(d.severity == "error" for d in self.diagnostics)
+
+
+def _process(text: str, line_offset: int, filename: str, names: list[str], args, ctx,
+             collector, printing, timing) -> _Chunk:
+    from stax._mlir import ir
+    from stax.passes.registry import PassError, verify
     from stax.tools._input import InputError, check_nesting
+    from stax.tools.stax_opt_diagnostics import from_exception
+    from stax.tools.stax_opt_pipeline import rename_buffer, run_passes, timed
+
+    res = _Chunk()
+
+    def failed(exc) -> _Chunk:
+        res.diagnostics.extend(collector.take())
+        res.diagnostics.extend(from_exception(exc))
+        return res
 
     try:
         check_nesting(text, filename, line_offset)
     except InputError as e:
-        _err(str(e))
-        return None
+        return failed(e)
     try:
-        with ctx:  # the dialect's verifiers build types in the ambient context
+        with ctx, timed(timing, "Parser"):  # the verifiers build types in the ambient context
             module = ir.Module.parse("\n" * line_offset + text)
     except ir.MLIRError as e:
-        _err(format_mlir_error(e, filename))
-        return None
+        return failed(e)
+    if not args.allow_unregistered_dialect:
+        with ctx:
+            bad = _unregistered_ops(module, ctx)
+        if bad:
+            res.diagnostics.extend(collector.take() + bad)
+            return res
     try:
         with ctx:
-            verify(module)  # the structural stax_graph ops are checked here
-        if pipeline is not None:
-            with ctx:
-                try:
-                    PassManager.parse(pipeline).run(module.operation)
-                except ir.MLIRError as e:
-                    _err(format_mlir_error(e, filename))
-                    return None
-                verify(module)
-        elif names:
-            run_pipeline(module, names, print_ir_after_all=args.print_ir_after_all)
-    except PassError as e:
-        _err(e.format(filename))
-        return None
-    with ctx:
-        return module.operation.get_asm(print_generic_op_form=args.mlir_print_op_generic,
-                                        enable_debug_info=args.mlir_print_debuginfo)
+            with timed(timing, "Verifier"):
+                verify(module)  # the structural stax_graph ops are checked here
+            run_passes(module, names, printing, timing)
+    except (PassError, ir.MLIRError) as e:
+        return failed(e)
+    with ctx, timed(timing, "Output"):
+        if args.mlir_print_debuginfo:
+            rename_buffer(module, filename)
+        res.output = module.operation.get_asm(
+            print_generic_op_form=args.mlir_print_op_generic,
+            enable_debug_info=args.mlir_print_debuginfo)
+    res.diagnostics.extend(collector.take())
+    return res
 
 
 def _run(argv) -> int:
-    args = _parser().parse_args(argv)
+    args = _parse_args(argv)
+    from stax.tools.stax_opt_pipeline import Timing
+
+    timing = Timing() if args.mlir_timing else None  # from here on, as mlir-opt's Total
+    if args.version:
+        sys.stdout.write(_version())
+        return 0
     if args.list_passes:
         _list_passes(sys.stdout)
         return 0
@@ -195,29 +330,55 @@ def _run(argv) -> int:
 
     from stax._mlir import new_context
     from stax.passes.registry import PassError
+    from stax.tools.stax_opt_diagnostics import (Collector, ExpectationError,
+                                                 parse_expectations, verify_expectations)
+    from stax.tools.stax_opt_pipeline import Printing, Timing, timed
 
     try:
-        names, pipeline = _pass_list(args)
-        _check_passes(names, pipeline)
+        with timed(timing, "Pass setup"):
+            names = _pass_list(args)
+            _check_passes(names, args.pass_pipeline)
     except PassError as e:
         _err(f"{PROG}: error: {e.format()}")
         return 1
 
-    ctx = new_context()
-    if args.allow_unregistered_dialect:  # (new_context() may already allow them)
-        ctx.allow_unregistered_dialects = True
+    def split_names(values):
+        return frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
+
+    printing = Printing(before_all=args.print_ir_before_all, after_all=args.print_ir_after_all,
+                        before=split_names(args.print_ir_before),
+                        after=split_names(args.print_ir_after))
+    with timed(timing, "Context setup"):
+        ctx = new_context()
+    collector = Collector(ctx)
     chunks = _split(text) if args.split_input_file else [(0, text)]
     outputs, failed = [], 0
     for offset, chunk in chunks:
-        out = _process(chunk, offset, filename, names, pipeline, args, ctx)
-        if out is None:
-            failed += 1
-            out = ""
-        outputs.append(out)
+        res = _process(chunk, offset, filename, names, args, ctx, collector, printing, timing)
+        if args.verify_diagnostics:
+            try:
+                expected = parse_expectations(chunk, offset)
+            except ExpectationError as e:
+                _err(f"{filename}:{e}")
+                failed += 1
+                outputs.append(res.output or "")
+                continue
+            problems = verify_expectations(res.diagnostics, expected, filename)
+            for line in problems:
+                _err(line)
+            failed += bool(problems)
+        else:
+            for d in res.diagnostics:
+                _err(d.format(filename))
+            failed += res.failed
+        outputs.append(res.output or "")
+    collector.detach()
 
     result = f"{SPLIT_MARKER}\n".join(outputs)
-    if failed == len(chunks):
-        return 1
+    if timing is not None:
+        sys.stderr.write(timing.report())
+    if failed == len(chunks) and not any(outputs):
+        return 1  # nothing to write (and no empty output file is left behind)
     if args.output == "-":
         sys.stdout.write(result)
         sys.stdout.flush()

@@ -1,12 +1,13 @@
 // One case per verifier message of stax_dialect.py (elementwise ops): each error is
-// one located line that names the operand or attribute, and never a traceback.
-// RUN: not stax-opt %s --split-input-file 2>&1 | FileCheck %s --check-prefix=ERR --implicit-check-not=Traceback
+// located at the op (checked with --verify-diagnostics: each expected-error must be
+// produced at its line, and nothing else) and names the operand or attribute.
+// RUN: stax-opt %s --split-input-file --verify-diagnostics
 
 // -----
 
 // shape
 func.func @shape(%a: tensor<4x4xf32>, %b: tensor<4x8xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.add' op operand 'rhs' has shape [4, 8] but 'lhs' has [4, 4]; elementwise operands need equal shapes (insert stax.broadcast_in_dim)
+  // expected-error @+1 {{'stax.add' op operand 'rhs' has shape [4, 8] but 'lhs' has [4, 4]; elementwise operands need equal shapes (insert stax.broadcast_in_dim)}}
   %0 = "stax.add"(%a, %b) : (tensor<4x4xf32>, tensor<4x8xf32>) -> tensor<4x4xf32>
   return
 }
@@ -15,7 +16,7 @@ func.func @shape(%a: tensor<4x4xf32>, %b: tensor<4x8xf32>) {
 
 // eltype
 func.func @eltype(%a: tensor<4xf32>, %b: tensor<4xf16>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.mul' op operand 'rhs' has element type f16 but 'lhs' has f32; insert stax.convert
+  // expected-error @+1 {{'stax.mul' op operand 'rhs' has element type f16 but 'lhs' has f32; insert stax.convert}}
   %0 = "stax.mul"(%a, %b) : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
   return
 }
@@ -24,7 +25,7 @@ func.func @eltype(%a: tensor<4xf32>, %b: tensor<4xf16>) {
 
 // unary kind
 func.func @unary_kind(%a: tensor<4xi32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.exp' op operand 'input' has element type i32; expected a floating-point element type
+  // expected-error @+1 {{'stax.exp' op operand 'input' has element type i32; expected a floating-point element type}}
   %0 = "stax.exp"(%a) : (tensor<4xi32>) -> tensor<4xi32>
   return
 }
@@ -33,7 +34,7 @@ func.func @unary_kind(%a: tensor<4xi32>) {
 
 // unary kind bool
 func.func @unary_kind_bool(%a: tensor<4xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.not' op operand 'input' has element type f32; expected an i1 element type
+  // expected-error @+1 {{'stax.not' op operand 'input' has element type f32; expected an i1 element type}}
   %0 = "stax.not"(%a) : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -42,7 +43,7 @@ func.func @unary_kind_bool(%a: tensor<4xf32>) {
 
 // unary result
 func.func @unary_result(%a: tensor<4xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.neg' op result type tensor<2x2xf32> must be tensor of shape [4] and element type f32
+  // expected-error @+1 {{'stax.neg' op result type tensor<2x2xf32> must be tensor of shape [4] and element type f32}}
   %0 = "stax.neg"(%a) : (tensor<4xf32>) -> tensor<2x2xf32>
   return
 }
@@ -51,7 +52,7 @@ func.func @unary_result(%a: tensor<4xf32>) {
 
 // isnan result
 func.func @isnan_result(%a: tensor<4xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.isnan' op result type tensor<4xf32> must be tensor of shape [4] and element type i1
+  // expected-error @+1 {{'stax.isnan' op result type tensor<4xf32> must be tensor of shape [4] and element type i1}}
   %0 = "stax.isnan"(%a) : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -60,7 +61,7 @@ func.func @isnan_result(%a: tensor<4xf32>) {
 
 // binary kind
 func.func @binary_kind(%a: tensor<4xi32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.pow' op operands have element type i32; expected a floating-point element type
+  // expected-error @+1 {{'stax.pow' op operands have element type i32; expected a floating-point element type}}
   %0 = "stax.pow"(%a, %a) : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
   return
 }
@@ -69,7 +70,7 @@ func.func @binary_kind(%a: tensor<4xi32>) {
 
 // binary kind bool
 func.func @binary_kind_bool(%a: tensor<4xi1>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.sub' op operands have element type i1; expected a numeric (non-i1) element type
+  // expected-error @+1 {{'stax.sub' op operands have element type i1; expected a numeric (non-i1) element type}}
   %0 = "stax.sub"(%a, %a) : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
   return
 }
@@ -78,7 +79,7 @@ func.func @binary_kind_bool(%a: tensor<4xi1>) {
 
 // binary result
 func.func @binary_result(%a: tensor<4xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.add' op result type tensor<4xf16> must equal operand type tensor<4xf32>
+  // expected-error @+1 {{'stax.add' op result type tensor<4xf16> must equal operand type tensor<4xf32>}}
   %0 = "stax.add"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf16>
   return
 }
@@ -87,7 +88,7 @@ func.func @binary_result(%a: tensor<4xf32>) {
 
 // compare result
 func.func @compare_result(%a: tensor<4xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.cmp_eq' op result type tensor<4xf32> must be an i1 tensor of shape [4]
+  // expected-error @+1 {{'stax.cmp_eq' op result type tensor<4xf32> must be an i1 tensor of shape [4]}}
   %0 = "stax.cmp_eq"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -96,7 +97,7 @@ func.func @compare_result(%a: tensor<4xf32>) {
 
 // compare shape
 func.func @compare_shape(%a: tensor<4xf32>, %b: tensor<5xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.cmp_lt' op operand 'rhs' has shape [5] but 'lhs' has [4]; elementwise operands need equal shapes (insert stax.broadcast_in_dim)
+  // expected-error @+1 {{'stax.cmp_lt' op operand 'rhs' has shape [5] but 'lhs' has [4]; elementwise operands need equal shapes (insert stax.broadcast_in_dim)}}
   %0 = "stax.cmp_lt"(%a, %b) : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xi1>
   return
 }
@@ -105,7 +106,7 @@ func.func @compare_shape(%a: tensor<4xf32>, %b: tensor<5xf32>) {
 
 // select cond type
 func.func @select_cond_type(%c: tensor<4xf32>, %a: tensor<4xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.select' op operand 'cond' has element type f32; expected i1
+  // expected-error @+1 {{'stax.select' op operand 'cond' has element type f32; expected i1}}
   %0 = "stax.select"(%c, %a, %a) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -114,7 +115,7 @@ func.func @select_cond_type(%c: tensor<4xf32>, %a: tensor<4xf32>) {
 
 // select branches
 func.func @select_branches(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4xi32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.select' op operand 'on_false' has element type i32 but 'on_true' has f32; insert stax.convert
+  // expected-error @+1 {{'stax.select' op operand 'on_false' has element type i32 but 'on_true' has f32; insert stax.convert}}
   %0 = "stax.select"(%c, %a, %b) : (tensor<4xi1>, tensor<4xf32>, tensor<4xi32>) -> tensor<4xf32>
   return
 }
@@ -123,7 +124,7 @@ func.func @select_branches(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4xi32
 
 // select cond shape
 func.func @select_cond_shape(%c: tensor<2xi1>, %a: tensor<4xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.select' op operand 'cond' has shape [2] but 'on_true' has [4]
+  // expected-error @+1 {{'stax.select' op operand 'cond' has shape [2] but 'on_true' has [4]}}
   %0 = "stax.select"(%c, %a, %a) : (tensor<2xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -132,7 +133,7 @@ func.func @select_cond_shape(%c: tensor<2xi1>, %a: tensor<4xf32>) {
 
 // select result
 func.func @select_result(%c: tensor<4xi1>, %a: tensor<4xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.select' op result type tensor<4xf64> must equal tensor<4xf32>
+  // expected-error @+1 {{'stax.select' op result type tensor<4xf64> must equal tensor<4xf32>}}
   %0 = "stax.select"(%c, %a, %a) : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf64>
   return
 }
@@ -141,7 +142,7 @@ func.func @select_result(%c: tensor<4xi1>, %a: tensor<4xf32>) {
 
 // convert shape
 func.func @convert_shape(%a: tensor<4xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.convert' op result shape [5] must equal operand 'input' shape [4]
+  // expected-error @+1 {{'stax.convert' op result shape [5] must equal operand 'input' shape [4]}}
   %0 = "stax.convert"(%a) : (tensor<4xf32>) -> tensor<5xi32>
   return
 }
@@ -150,7 +151,7 @@ func.func @convert_shape(%a: tensor<4xf32>) {
 
 // bitcast shape
 func.func @bitcast_shape(%a: tensor<4xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.bitcast' op result shape [2] must equal operand 'input' shape [4]
+  // expected-error @+1 {{'stax.bitcast' op result shape [2] must equal operand 'input' shape [4]}}
   %0 = "stax.bitcast"(%a) : (tensor<4xf32>) -> tensor<2xi32>
   return
 }
@@ -159,7 +160,7 @@ func.func @bitcast_shape(%a: tensor<4xf32>) {
 
 // bitcast width
 func.func @bitcast_width(%a: tensor<4xf32>) {
-  // ERR: invalid_elementwise.mlir:[[# @LINE + 1]]:8: error: 'stax.bitcast' op cannot bitcast f32 (32 bits) to i16 (16 bits)
+  // expected-error @+1 {{'stax.bitcast' op cannot bitcast f32 (32 bits) to i16 (16 bits)}}
   %0 = "stax.bitcast"(%a) : (tensor<4xf32>) -> tensor<4xi16>
   return
 }
