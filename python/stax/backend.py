@@ -406,7 +406,8 @@ def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bo
         runner = None
         if getattr(cg, "route", "stax-cpu") == "triton" and config.cudagraphs:
             from stax.cudagraphs import CudaGraphRunner
-            runner = CudaGraphRunner(cg._call, cg, kind)
+            runner = CudaGraphRunner(cg._call, cg, kind,
+                                     copy_outputs=config.cudagraph_copy_outputs)
             report.runners.append(runner)
         return _boxed(cg, runner)
 

@@ -60,6 +60,9 @@ DEFAULTS: dict[str, bool] = {
     # carry fp8 as uint8 bytes even where the target holds fp8 (the CPU target always
     # does; GPUs before sm_89 do too)
     "stax.legalize_fp8": False,
+    # reduce-overhead: return fresh copies of inference outputs instead of the CUDA
+    # graph's static buffers, whose stale reads raise (also STAX_CUDAGRAPH_COPY_OUTPUTS=1)
+    "stax.cudagraph_copy_outputs": False,
 }
 OPTION_KEYS = tuple(DEFAULTS)
 
@@ -101,6 +104,11 @@ class StaxConfig:
     @property
     def cudagraphs(self) -> bool:
         return self.options["stax.cudagraphs"]
+
+    @property
+    def cudagraph_copy_outputs(self) -> bool | None:
+        """True when asked by option; None leaves the choice to the environment."""
+        return True if self.options["stax.cudagraph_copy_outputs"] else None
 
     @property
     def max_autotune(self) -> bool:
@@ -159,7 +167,7 @@ def _cpu_notes(mode, opts: dict[str, bool], explicit: dict[str, bool]) -> list[s
                else f" (from mode {mode!r})")
         notes.append(f"cudagraphs: not applicable on CPU{src}; kernels are launched from "
                      "the Python wrapper")
-    for key in ("stax.cuda_codegen", "stax.triton"):
+    for key in ("stax.cuda_codegen", "stax.triton", "stax.cudagraph_copy_outputs"):
         if key in explicit:
             notes.append(f"option '{key}'={opts[key]}: not applicable on CPU (the stax-cpu "
                          "target lowers through LLVM)")
@@ -211,6 +219,10 @@ def _triton_notes(mode, opts: dict[str, bool], explicit: dict[str, bool]) -> lis
             notes.append(f"option '{key}'=False: the triton target is the only GPU code "
                          "generator of stax, so CUDA graphs run as written by PyTorch "
                          "(fallback)")
+    if opts["stax.cudagraph_copy_outputs"] and not opts["stax.cudagraphs"]:
+        notes.append("option 'stax.cudagraph_copy_outputs': does nothing without CUDA "
+                     "graphs (mode 'reduce-overhead' or option 'stax.cudagraphs'); outputs "
+                     "are fresh tensors already")
     if not opts["stax.fusion"]:
         notes.append("stax.fusion=False: stax-fuse is skipped; every op is compiled as its "
                      "own one-op kernel")

@@ -208,3 +208,29 @@ def test_gpu_outputs_of_a_freed_graph_raise():
     with pytest.raises(RuntimeError, match="no longer valid: the compiled inference graph "
                                            ".* that produced it was freed"):
         held.sum().item()
+
+
+def test_copy_outputs_option_resolves_and_is_noted_where_it_does_nothing():
+    from stax.options import CPU_TARGET, TRITON_TARGET, resolve_config
+    on = resolve_config("reduce-overhead", {"stax.cudagraph_copy_outputs": True},
+                        target=TRITON_TARGET)
+    assert on.cudagraph_copy_outputs is True and on.cudagraphs
+    assert resolve_config("reduce-overhead", target=TRITON_TARGET).cudagraph_copy_outputs is None
+    alone = resolve_config(None, {"stax.cudagraph_copy_outputs": True}, target=TRITON_TARGET)
+    assert any("cudagraph_copy_outputs" in n and "does nothing" in n for n in alone.notes)
+    cpu = resolve_config(None, {"stax.cudagraph_copy_outputs": True}, target=CPU_TARGET)
+    assert any("cudagraph_copy_outputs" in n and "not applicable on CPU" in n for n in cpu.notes)
+
+
+@needs_cuda
+def test_gpu_copy_option_through_torch_compile_options():
+    torch._dynamo.reset()
+    B.clear()
+    cf = torch.compile(_f, backend="stax", options={"stax.cudagraphs": True,
+                                                    "stax.cudagraph_copy_outputs": True})
+    xs = [torch.randn(256, 64, device="cuda") for _ in range(4)]
+    outs = [cf(x) for x in xs]
+    (runner,) = B.last_report().runners
+    assert runner.clone_outputs
+    for x, o in zip(xs, outs):
+        torch.testing.assert_close(o, _f(x))
