@@ -205,12 +205,30 @@ def test_triton_option_off_on_cuda_is_a_clear_refusal():
         compile_graph(gm, [x], cfg)
 
 
-def test_triton_mode_notes():
-    c = resolve_config("max-autotune", target="triton")
+def _no_tuner(monkeypatch, why="triton is not installed"):
+    import stax.options as O
+    monkeypatch.setattr(O, "_autotune_unavailable_reason", lambda: why)
+
+
+def test_triton_mode_notes(monkeypatch):
+    # both sides of the autotuner note run whatever is installed (they were skipped
+    # whenever the autotuner imported, and the skipped side looked for a text that no
+    # longer exists)
     from stax.options import autotune_available
-    if not autotune_available():
-        assert any("autotuning is not implemented yet" in n for n in c.notes), c.notes
+    c = resolve_config("max-autotune", target="triton")
+    if autotune_available():
+        assert not any("autotuning is not available" in n for n in c.notes), c.notes
     assert c.max_autotune and c.cudagraphs and c.coordinate_descent_tuning
+    with monkeypatch.context() as mp:
+        _no_tuner(mp)
+        nt = resolve_config("max-autotune", target="triton")
+        assert ("mode 'max-autotune': autotuning is not available on the triton target "
+                "(triton is not installed); every kernel uses triton_ttir.default_config"
+                ) in " ".join(nt.notes), nt.notes
+        assert nt.max_autotune  # the option is kept; the note says it cannot act
+        ex = resolve_config(None, {"stax.max_autotune": True}, target="triton")
+        assert any(n.startswith("option 'stax.max_autotune': autotuning is not available")
+                   for n in ex.notes), ex.notes
     # cudagraphs applies on the GPU: no "not applicable" note there
     assert not any("not applicable" in n for n in c.notes)
     assert resolve_config("reduce-overhead", target="triton").notes == ()
@@ -397,10 +415,24 @@ def test_max_autotune_says_what_it_does(on_cuda):
     x = torch.randn(1000)
     assert_close(f(x), torch.tanh(x) * 2.0)
     c = _the_callable()
+    # runs on every GPU machine (it was skipped whenever the autotuner was installed)
     from stax.options import autotune_available
-    if not autotune_available():
-        assert any("autotuning is not implemented yet" in n for n in c.stax_notes), \
-            c.stax_notes
+    assert autotune_available(), "triton is installed on the GPU machine: the tuner must import"
+    assert not any("autotuning is not available" in n for n in c.stax_notes), c.stax_notes
+    tuned = c.stax_tuned
+    assert tuned and all(t["winner"] and t["total"] >= 1 for t in tuned), tuned
+
+
+@needs_cuda
+def test_max_autotune_without_tuner_says_so(on_cuda, monkeypatch):
+    _no_tuner(monkeypatch)
+    f = torch.compile(lambda x: torch.tanh(x) * 2.0, backend="stax", mode="max-autotune")
+    x = torch.randn(1000)
+    assert_close(f(x), torch.tanh(x) * 2.0)
+    c = _the_callable()
+    assert any("autotuning is not available on the triton target (triton is not installed)"
+               in n for n in c.stax_notes), c.stax_notes
+    assert c.stax_tuned == [], c.stax_tuned
 
 
 @needs_cuda
