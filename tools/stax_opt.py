@@ -217,12 +217,14 @@ def _check_passes(names: list[str], pipeline_text: str | None) -> None:
 
 
 def _unregistered_ops(module, ctx) -> list:
-    """An error per op of a dialect that is not loaded (the structural stax_graph ops
-    excepted: they are unregistered by design and verified by stax itself)."""
+    """An error per op name of a dialect that is not loaded, at its first op (the
+    structural stax_graph ops excepted: they are unregistered by design and verified by
+    stax itself). MLIR's parser stops at the first such op; one line per name keeps a
+    large input's report short."""
     from stax._mlir import ir
     from stax.tools.stax_opt_diagnostics import located
 
-    found, seen = [], {}
+    first, count, seen = {}, {}, {}
 
     def visit(op):
         name = op.name
@@ -230,15 +232,20 @@ def _unregistered_ops(module, ctx) -> list:
         if ok is None:
             ok = seen[name] = name.startswith("stax_graph.") or ctx.is_registered_operation(name)
         if not ok:
-            ns = name.split(".", 1)[0]
-            found.append(located(
-                "error", f"'{name}' op belongs to dialect '{ns}', which stax-opt does not "
-                "load; pass --allow-unregistered-dialect to accept ops of unknown dialects",
-                op.location))
+            count[name] = count.get(name, 0) + 1
+            first.setdefault(name, op.location)
         return ir.WalkResult.ADVANCE
 
-    module.operation.walk(visit)
-    return found
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    out = []
+    for name, loc in first.items():
+        n = count[name] - 1
+        more = f" ({n} more '{name}' op{'s follow' if n > 1 else ' follows'})" if n else ""
+        out.append(located(
+            "error", f"'{name}' op belongs to dialect '{name.split('.', 1)[0]}', which stax-opt "
+            f"does not load; pass --allow-unregistered-dialect to accept ops of unknown "
+            f"dialects{more}", loc))
+    return out
 
 
 class _Chunk:

@@ -192,7 +192,7 @@ def parse_expectations(text: str, line_offset: int) -> list[Expectation]:
         found = list(_EXPECTED.finditer(ln))
         if not found:
             col = _ANY_EXPECTED.search(ln).start() + 1
-            raise ExpectationError(f"{line_offset + i + 1}:{col}: malformed expected-* "
+            raise ExpectationError(f"{line_offset + i + 1}:{col}: error: malformed expected-* "
                                    "comment: write e.g. // expected-error @+1 {{message}}")
         for m in found:
             where, target = m["where"], i

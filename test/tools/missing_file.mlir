@@ -4,4 +4,4 @@
 // RUN: not stax-opt %s --no-such-flag 2>&1 | FileCheck %s --check-prefix=FLAG --implicit-check-not=Traceback
 
 // CHECK: stax-opt: error: could not open input file '{{.*}}does-not-exist.mlir': No such file or directory
-// FLAG: stax-opt: error: unrecognized arguments: --no-such-flag
+// FLAG: stax-opt: error: unknown flag '--no-such-flag' (see stax-opt --help)
