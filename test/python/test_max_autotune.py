@@ -342,4 +342,10 @@ def test_gpu_time_budget_is_respected(monkeypatch, tmp_path):
         assert any("STAX_AUTOTUNE_BUDGET_S" in n for n in c.stax_notes), c.stax_notes
     # the budget, plus compiling what had started when it ran out (one batch of
     # candidates) and the winners/defaults: far below an unbounded search
-    assert elapsed < t_default + budget + 60, (elapsed, t_default)
+    # The budget, plus what may still run once it is spent: the compiles already in
+    # flight (one batch, in parallel; a Triton kernel compiles in about 1-3 s on the
+    # H200) and the untuned kernels' default compiles (t_default). Measured on the H200
+    # (torch 2.11, triton 3.6): elapsed 4.0 s, t_default 1.35 s, i.e. 0.65 s past the
+    # budget. 8 s of slack covers a slow batch; 60 s (before) let a search run 30x its
+    # 2 s budget unnoticed.
+    assert elapsed < t_default + budget + 8.0, (elapsed, t_default, tuned)

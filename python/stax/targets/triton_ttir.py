@@ -671,8 +671,7 @@ class _Lowering:
         if dt.mem == dt.comp:
             return x
         if dt.fp8:
-            e = em.op(f"tt.fp_to_fp {x.ssa} : {em.ty(x.shape, dt.mem)} -> "
-                      f"{em.ty(x.shape, dt.comp)}")
+            e = self._fp8_decode(x.ssa, x.shape, dt.mem, dt.comp)
         else:
             e = em.op(f"arith.extf {x.ssa} : {em.ty(x.shape, dt.mem)} to "
                       f"{em.ty(x.shape, dt.comp)}")
@@ -681,6 +680,28 @@ class _Lowering:
         self.rounded[(e, dt.mem)] = x.ssa
         self.raw.add(x.ssa)
         return V(e, x.shape, dt.comp)
+
+    def _fp8_decode(self, b, shape, mem, comp) -> str:
+        """fp8 -> comp with torch's NaN sign. The hardware cvt behind tt.fp_to_fp decodes
+        both NaN codes (0x7F, 0xFF) to one positive NaN; torch's decode keeps the sign,
+        so an e4m3fn -> e5m2 cast of 0xFF gave 0x7F where eager gives 0xFF (H200, found
+        by test_gpu_fp8_to_fp8_and_int once its NaN filter went). The sign comes from the
+        byte."""
+        em = self.em
+        cty, ity = em.ty(shape, comp), em.ty(shape, "i8")
+        e = em.op(f"tt.fp_to_fp {b} : {em.ty(shape, mem)} -> {cty}")
+        if comp != "f32":
+            raise KernelLoweringError(f"fp8 decodes to f32, not {comp}")
+        # the sign bit by integer ops (a float negate of a NaN may come back canonical)
+        i32 = em.ty(shape, "i32")
+        bits = em.op(f"tt.bitcast {b} : {em.ty(shape, mem)} -> {ity}")
+        neg = em.op(f"arith.cmpi slt, {bits}, {em.mat(V(None, (), 'i8', cval=0), shape)} : {ity}")
+        u = em.op(f"tt.bitcast {e} : {cty} -> {i32}")
+        u = em.op(f"arith.andi {u}, {em.mat(V(None, (), 'i32', cval=0x7FFFFFFF), shape)} : {i32}")
+        sgn = em.op(f"arith.select {neg}, {em.mat(V(None, (), 'i32', cval=-0x80000000), shape)}, "
+                    f"{em.mat(V(None, (), 'i32', cval=0), shape)} : {em.ty(shape, 'i1')}, {i32}")
+        u = em.op(f"arith.ori {u}, {sgn} : {i32}")
+        return em.op(f"tt.bitcast {u} : {i32} -> {cty}")
 
     def _to_mem(self, v: V, dt: DT, shape) -> str:
         em = self.em
@@ -1543,7 +1564,8 @@ class _Lowering:
         cty, mty = em.ty(sh, dst.comp), em.ty(sh, dst.mem)
         if dst.fp8:
             t = self._fp8_encode(r, sh, dst.mem)
-            e = em.op(f"tt.fp_to_fp {t} : {mty} -> {cty}")
+            # decoded with its NaN sign: a select/store after this cast re-encodes it
+            e = self._fp8_decode(t, sh, dst.mem, dst.comp)
             self.rounded[(e, dst.mem)] = t
             return e
         t = em.op(f"arith.truncf {r} : {cty} to {mty}")
