@@ -22,8 +22,12 @@ docs/architecture.md):
 - The function body is rebuilt in a stable topological order (each unit at its first
   op's original position where dependencies allow), so every def dominates its uses;
   fusion never creates a cycle. Op locations are kept; a kernel's location fuses its
-  members'. Kernels get `name = "kernel_<n>"` (unique in the module) and
-  `kind = "pointwise" | "reduction"`.
+  members'. Kernels get `kind = "pointwise" | "reduction"` and a descriptive
+  `name` that is unique in the module and a valid symbol (`kernel_name`):
+  `k<n>[_<reduction>]_fused_<ops>` from the FX node names in the members' locations
+  (the user's ATen ops, as Inductor names its kernels), else the stax op names; e.g.
+  `k0_softmax_fused_add_mul` (a row softmax with an add and a mul fused into it),
+  `k1_fused_mul_tanh`, `k2_sum`.
 - Dead fusible ops (no users) are dropped. Existing kernels are left alone, so running
   the pass twice gives the same IR. The input and the result are checked with
   `stax.dialects.stax_dialect.verify_module` (located errors raise PassError).
@@ -38,7 +42,8 @@ import re
 from stax._mlir import ir
 from stax.dialects.stax_dialect import KERNEL, YIELD, StaxVerificationError, verify_module
 
-__all__ = ["PASS_NAME", "run", "fuse_function", "FUSIBLE_OPS", "VIEW_OPS", "GEN_OPS"]
+__all__ = ["PASS_NAME", "run", "fuse_function", "kernel_name", "FUSIBLE_OPS", "VIEW_OPS",
+           "GEN_OPS"]
 
 PASS_NAME = "stax-fuse"
 
@@ -458,10 +463,58 @@ def _dce(block) -> None:
                 changed = True
 
 
+_NAME_MAX = 48  # a kernel name's bound: short enough to read in a profiler trace
+_NAME_RE = re.compile(r"^(?:kernel_|k)(\d+)(?:_|$)")
+_LOC_NAME_RE = re.compile(r'"((?:[^"\\]|\\.)*)"(:\d+:\d+)?')
+
+
+def _op_label(op) -> str:
+    """What one member op computes, as a name part: the FX node name its location carries
+    (`sum_1` -> `sum`, `_softmax` -> `softmax`), else the stax op's own name."""
+    for m in _LOC_NAME_RE.finditer(str(op.location)):
+        if not m.group(2):  # a NameLoc (a FileLineColLoc is followed by :line:col)
+            label = re.sub(r"_\d+$", "", m.group(1))
+            label = re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_").lower()
+            if label:
+                return label
+            break
+    name = op.name.split(".", 1)[-1]
+    return name[len("reduce_"):] if name.startswith("reduce_") else name
+
+
+def kernel_name(index: int, member_ops, reduction: bool) -> str:
+    """`k<index>[_<first reduction>]_fused_<the other parts, sorted>`, at most
+    `_NAME_MAX` characters (parts that do not fit are left out and the name ends in
+    `_more`); a valid MLIR, LLVM and Triton symbol. The index keeps it unique."""
+    parts: list[str] = []
+    for op in member_ops:
+        lab = _op_label(op)
+        if lab not in parts:
+            parts.append(lab)
+    head = f"k{index}"
+    if reduction:
+        red = next((o for o in member_ops if o.name in REDUCTION_OPS), None)
+        if red is not None:
+            lead = _op_label(red)
+            head += f"_{lead}"
+            parts.remove(lead)
+    name = head
+    if parts:
+        name += "_fused"
+        for i, p in enumerate(sorted(parts)):
+            if len(name) + 1 + len(p) > _NAME_MAX - (5 if i < len(parts) - 1 else 0):
+                return name + "_more"
+            name += "_" + p
+    return name if len(name) <= _NAME_MAX else name[:_NAME_MAX - 5] + "_more"
+
+
 class _Namer:
+    """Numbers the kernels of a module: one past the highest `k<n>_...` (or legacy
+    `kernel_<n>`) already there, so a second run never repeats a name."""
+
     def __init__(self, module_op):
         self.n = 0
-        pat = re.compile(r"kernel_(\d+)$")
+        pat = _NAME_RE
 
         def visit(op):
             op = _op(op)
@@ -478,8 +531,8 @@ class _Namer:
 
         visit(module_op)
 
-    def next(self) -> str:
-        name = f"kernel_{self.n}"
+    def next(self, member_ops=(), reduction=False) -> str:
+        name = kernel_name(self.n, list(member_ops), reduction)
         self.n += 1
         return name
 
@@ -635,7 +688,9 @@ def _build_kernel(a: _Block, gid: int, outputs, term, namer: _Namer) -> None:
     kind = "pointwise" if a.sigs[gid] is None else "reduction"
     kernel = ir.Operation.create(
         KERNEL, results=[v.type for v in outputs], operands=inputs,
-        attributes={"name": ir.StringAttr.get(namer.next()), "kind": ir.StringAttr.get(kind)},
+        attributes={"name": ir.StringAttr.get(namer.next([ops[m] for m in members],
+                                                          kind == "reduction")),
+                    "kind": ir.StringAttr.get(kind)},
         regions=1, loc=loc, ip=ir.InsertionPoint(term))
     body = kernel.regions[0].blocks.append(*[v.type for v in inputs],
                                            arg_locs=[v.location for v in inputs])

@@ -14,7 +14,7 @@
 // CHECK-NEXT: %[[M:.*]] = "stax.mul"(%[[A]], %[[TWO]])
 // CHECK-NEXT: %[[T:.*]] = "stax.tanh"(%[[M]])
 // CHECK-NEXT: "stax_graph.yield"(%[[T]]) : (tensor<8x16xf32>) -> ()
-// CHECK-NEXT: }) {kind = "pointwise", name = "kernel_0"} : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT: }) {kind = "pointwise", name = "k0_fused_add_mul_tanh"} : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
 // CHECK-NEXT: return %[[K]]
 // CHECK-NOT: "stax_graph.kernel"
 func.func @pointwise_chain(%x: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
@@ -40,7 +40,7 @@ func.func @pointwise_chain(%x: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<8
 // CHECK-NEXT: "stax.broadcast_in_dim"
 // CHECK-NEXT: %[[R:.*]] = "stax.div"
 // CHECK-NEXT: "stax_graph.yield"(%[[R]])
-// CHECK-NEXT: }) {kind = "reduction", name = "kernel_0"} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK-NEXT: }) {kind = "reduction", name = "k0_max_fused_div_exp_sub_sum"} : (tensor<8x16xf32>) -> tensor<8x16xf32>
 // CHECK-NOT: "stax_graph.kernel"
 func.func @softmax(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %m = "stax.reduce_max"(%x) {dims = array<i64: 1>, keepdim = true} : (tensor<8x16xf32>) -> tensor<8x1xf32>
@@ -65,7 +65,7 @@ func.func @softmax(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 // CHECK: "stax.broadcast_in_dim"(%arg4) {dims = array<i64: 1>}
 // CHECK: "stax.broadcast_in_dim"(%arg5) {dims = array<i64: 1>}
 // CHECK: "stax_graph.yield"
-// CHECK-NEXT: }) {kind = "reduction", name = "kernel_0"}
+// CHECK-NEXT: }) {kind = "reduction", name = "k0_sum_fused_add_mul_rsqrt_sub"}
 // CHECK-NEXT: return %[[K]]
 // CHECK-NOT: "stax_graph.kernel"
 func.func @layernorm(%x: tensor<8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
@@ -99,7 +99,7 @@ func.func @layernorm(%x: tensor<8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32
 // CHECK: "stax.rsqrt"
 // CHECK-NEXT: "stax.reshape"
 // CHECK-NEXT: "stax.broadcast_in_dim"
-// CHECK: {kind = "reduction", name = "kernel_0"}
+// CHECK: {kind = "reduction", name = "k0_sum_fused_add_mul_rsqrt"}
 // CHECK-NEXT: return
 // CHECK-NOT: "stax_graph.kernel"
 func.func @rmsnorm(%x: tensor<4x8x32xf32>, %w: tensor<32xf32>) -> tensor<4x8x32xf32> {
@@ -125,7 +125,7 @@ func.func @rmsnorm(%x: tensor<4x8x32xf32>, %w: tensor<32xf32>) -> tensor<4x8x32x
 // CHECK: "stax.reduce_max"
 // CHECK: "stax.reduce_sum"
 // CHECK-NEXT: "stax.log"
-// CHECK: {kind = "reduction", name = "kernel_0"}
+// CHECK: {kind = "reduction", name = "k0_max_fused_exp_log_sub_sum"}
 // CHECK-NEXT: return
 // CHECK-NOT: "stax_graph.kernel"
 func.func @log_softmax(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
@@ -151,7 +151,7 @@ func.func @log_softmax(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 // CHECK-NEXT: "stax.reduce_sum"
 // CHECK-NEXT: %[[Q:.*]] = "stax.sqrt"
 // CHECK-NEXT: "stax_graph.yield"(%[[Q]]) : (tensor<8xf32>) -> ()
-// CHECK-NEXT: {kind = "reduction", name = "kernel_0"} : (tensor<8x16xf32>) -> tensor<8xf32>
+// CHECK-NEXT: {kind = "reduction", name = "k0_sum_fused_abs_mul_sqrt"} : (tensor<8x16xf32>) -> tensor<8xf32>
 // CHECK-NEXT: return %[[K]]
 func.func @prologue_epilogue(%x: tensor<8x16xf32>) -> tensor<8xf32> {
   %two = "stax.full"() {value = 2.0 : f32} : () -> tensor<8x16xf32>
@@ -171,11 +171,11 @@ func.func @prologue_epilogue(%x: tensor<8x16xf32>) -> tensor<8xf32> {
 // CHECK: "stax.reduce_sum"
 // CHECK-NEXT: "stax.exp"
 // CHECK-NOT: "stax.reduce_max"
-// CHECK: {kind = "reduction", name = "kernel_0"} : (tensor<8x16xf32>) -> tensor<8xf32>
+// CHECK: {kind = "reduction", name = "k0_sum_fused_exp"} : (tensor<8x16xf32>) -> tensor<8xf32>
 // CHECK-NEXT: %[[K1:.*]] = "stax_graph.kernel"(%[[K0]])
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: "stax.reduce_max"
-// CHECK: {kind = "reduction", name = "kernel_1"} : (tensor<8xf32>) -> tensor<f32>
+// CHECK: {kind = "reduction", name = "k1_max"} : (tensor<8xf32>) -> tensor<f32>
 // CHECK-NEXT: return %[[K1]]
 func.func @two_reductions(%x: tensor<8x16xf32>) -> tensor<f32> {
   %s = "stax.reduce_sum"(%x) {dims = array<i64: 1>, keepdim = false} : (tensor<8x16xf32>) -> tensor<8xf32>
@@ -193,7 +193,7 @@ func.func @two_reductions(%x: tensor<8x16xf32>) -> tensor<f32> {
 // CHECK-NOT: "stax.matmul"
 // CHECK: "stax.tanh"
 // CHECK-NOT: "stax.matmul"
-// CHECK: {kind = "pointwise", name = "kernel_0"}
+// CHECK: {kind = "pointwise", name = "k0_fused_add_mul_tanh"}
 // CHECK-NEXT: return %[[K]]
 // CHECK-NOT: "stax_graph.kernel"
 func.func @matmul_epilogue(%x: tensor<8x32xf32>, %w: tensor<32x16xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
@@ -218,12 +218,12 @@ func.func @matmul_epilogue(%x: tensor<8x32xf32>, %w: tensor<32x16xf32>, %b: tens
 // CHECK-LABEL: func.func @fallback_splits
 // CHECK-NEXT: %[[K0:.*]] = "stax_graph.kernel"(%arg0)
 // CHECK: "stax.exp"
-// CHECK: name = "kernel_0"
+// CHECK: name = "k0_fused_exp"
 // CHECK-NEXT: %[[F:.*]] = "stax_graph.fallback"(%[[K0]])
 // CHECK-NEXT: %[[K1:.*]] = "stax_graph.kernel"(%[[F]], %[[K0]])
 // CHECK: "stax.neg"
 // CHECK-NEXT: "stax.add"
-// CHECK: name = "kernel_1"
+// CHECK: name = "k1_fused_add_neg"
 // CHECK-NEXT: return %[[K1]]
 func.func @fallback_splits(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %a = "stax.exp"(%x) : (tensor<8x16xf32>) -> tensor<8x16xf32>
@@ -268,7 +268,7 @@ func.func @views_before_matmul(%x: tensor<2x8x32xf32>, %w: tensor<16x32xf32>) ->
 // CHECK-NEXT: "stax.exp"(%[[A]])
 // CHECK-NEXT: %[[C:.*]] = "stax.mul"
 // CHECK-NEXT: "stax_graph.yield"(%[[A]], %[[C]])
-// CHECK-NEXT: {kind = "pointwise", name = "kernel_0"} : (tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+// CHECK-NEXT: {kind = "pointwise", name = "k0_fused_exp_mul_neg"} : (tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
 // CHECK-NEXT: return %[[K]]#1, %[[K]]#0
 func.func @multi_output(%x: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
   %a = "stax.neg"(%x) : (tensor<8x16xf32>) -> tensor<8x16xf32>

@@ -8,12 +8,12 @@
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: "stax.reduce_sum"{{.*}}dims = array<i64: 1>
 // CHECK-NEXT: "stax_graph.yield"
-// CHECK-NEXT: name = "kernel_0"
+// CHECK-NEXT: name = "k0_sum"
 // CHECK-NEXT: %[[B:.*]] = "stax_graph.kernel"(%arg0)
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: "stax.reduce_sum"{{.*}}dims = array<i64: 0>
 // CHECK-NEXT: "stax_graph.yield"
-// CHECK-NEXT: name = "kernel_1"
+// CHECK-NEXT: name = "k1_sum"
 // CHECK-NEXT: return %[[A]], %[[B]]
 func.func @different_signatures(%x: tensor<8x16xf32>) -> (tensor<8xf32>, tensor<16xf32>) {
   %a = "stax.reduce_sum"(%x) {dims = array<i64: 1>, keepdim = false} : (tensor<8x16xf32>) -> tensor<8xf32>
@@ -28,10 +28,10 @@ func.func @different_signatures(%x: tensor<8x16xf32>) -> (tensor<8xf32>, tensor<
 // CHECK-LABEL: func.func @chained_different_signatures
 // CHECK: "stax.reduce_sum"
 // CHECK-NOT: "stax.reduce_max"
-// CHECK: name = "kernel_0"
+// CHECK: name = "k0_sum"
 // CHECK-NEXT: "stax_graph.kernel"
 // CHECK: "stax.reduce_max"
-// CHECK: name = "kernel_1"
+// CHECK: name = "k1_max"
 func.func @chained_different_signatures(%x: tensor<8x16xf32>) -> tensor<1x1xf32> {
   %a = "stax.reduce_sum"(%x) {dims = array<i64: 1>, keepdim = true} : (tensor<8x16xf32>) -> tensor<8x1xf32>
   %b = "stax.reduce_max"(%a) {dims = array<i64: 0>, keepdim = true} : (tensor<8x1xf32>) -> tensor<1x1xf32>
@@ -47,13 +47,13 @@ func.func @chained_different_signatures(%x: tensor<8x16xf32>) -> tensor<1x1xf32>
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: "stax.exp"
 // CHECK-NEXT: "stax_graph.yield"
-// CHECK-NEXT: name = "kernel_0"
+// CHECK-NEXT: name = "k0_fused_exp"
 // CHECK-NEXT: %[[K1:.*]] = "stax_graph.kernel"(%[[K0]])
 // CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<8x16xf32>):
 // CHECK-NEXT: "stax.reshape"(%[[A]])
 // CHECK-NEXT: "stax.neg"
 // CHECK-NEXT: "stax_graph.yield"
-// CHECK-NEXT: name = "kernel_1"
+// CHECK-NEXT: name = "k1_fused_neg"
 func.func @different_shapes(%x: tensor<8x16xf32>) -> tensor<128xf32> {
   %a = "stax.exp"(%x) : (tensor<8x16xf32>) -> tensor<8x16xf32>
   %r = "stax.reshape"(%a) : (tensor<8x16xf32>) -> tensor<128xf32>
@@ -84,13 +84,13 @@ func.func @broadcast_of_pointwise(%x: tensor<8x16xf32>, %y: tensor<8x1xf32>) -> 
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: "stax.exp"
 // CHECK-NEXT: "stax_graph.yield"
-// CHECK-NEXT: name = "kernel_0"
+// CHECK-NEXT: name = "k0_fused_exp"
 // CHECK-NEXT: %[[MM:.*]] = "stax.matmul"(%[[K0]], %arg1)
 // CHECK-NEXT: %[[K1:.*]] = "stax_graph.kernel"(%[[K0]], %[[MM]])
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: "stax.add"
 // CHECK-NEXT: "stax_graph.yield"
-// CHECK-NEXT: name = "kernel_1"
+// CHECK-NEXT: name = "k1_fused_add"
 // CHECK-NEXT: return %[[K1]]
 func.func @cycle_through_matmul(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
   %a = "stax.exp"(%x) : (tensor<8x8xf32>) -> tensor<8x8xf32>
@@ -105,12 +105,12 @@ func.func @cycle_through_matmul(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> ten
 // gets its own kernel (which permutes the first kernel's result).
 // CHECK-LABEL: func.func @permute_of_intermediate
 // CHECK: %[[K0:.*]] = "stax_graph.kernel"(%arg0)
-// CHECK: name = "kernel_0"
+// CHECK: name = "k0_fused_exp"
 // CHECK-NEXT: "stax_graph.kernel"(%[[K0]])
 // CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<8x8xf32>):
 // CHECK-NEXT: %[[P:.*]] = "stax.permute"(%[[A]])
 // CHECK-NEXT: "stax.mul"(%[[P]], %[[A]])
-// CHECK: name = "kernel_1"
+// CHECK: name = "k1_fused_mul"
 func.func @permute_of_intermediate(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
   %a = "stax.exp"(%x) : (tensor<8x8xf32>) -> tensor<8x8xf32>
   %p = "stax.permute"(%a) {perm = array<i64: 1, 0>} : (tensor<8x8xf32>) -> tensor<8x8xf32>

@@ -9,30 +9,30 @@
 // RUN: stax-opt %s -p stax-fuse,stax-fuse | FileCheck %s
 // RUN: stax-opt %s -p stax-fuse --mlir-print-debuginfo | FileCheck %s --check-prefix=LOC
 
-// The pre-existing kernel keeps its name and body; new kernels are numbered after it,
-// across functions.
+// The pre-existing kernel keeps its (legacy) name and body; new kernels are numbered after
+// it, across functions, and named from their ops (the FX node names of their locations).
 // CHECK-LABEL: func.func @already_fused
 // CHECK: "stax_graph.kernel"(%arg0)
 // CHECK: "stax.neg"
 // CHECK: {kind = "pointwise", name = "kernel_0"}
 // CHECK-NEXT: "stax_graph.kernel"
 // CHECK: "stax.exp"
-// CHECK: {kind = "pointwise", name = "kernel_1"}
+// CHECK: {kind = "pointwise", name = "k1_fused_exp"}
 // CHECK-NOT: "stax_graph.kernel"
 // CHECK-LABEL: func.func @norm_then_matmul
 // CHECK: "stax_graph.kernel"
-// CHECK: {kind = "reduction", name = "kernel_2"}
+// CHECK: {kind = "reduction", name = "k2_sum_fused_div"}
 // CHECK-NEXT: "stax.permute"(%arg1)
 // CHECK-NEXT: "stax.matmul"
 // CHECK-NEXT: "stax_graph.kernel"
-// CHECK: {kind = "pointwise", name = "kernel_3"}
+// CHECK: {kind = "pointwise", name = "k3_fused_add_relu"}
 // CHECK-NOT: "stax_graph.kernel"
 
 // Ops keep their locations; a kernel's location fuses its members'.
 // LOC-LABEL: func.func @norm_then_matmul
 // LOC: "stax.reduce_sum"{{.*}} loc([[SUM:#loc[0-9]+]])
 // LOC: "stax.div"{{.*}} loc([[DIV:#loc[0-9]+]])
-// LOC: }) {kind = "reduction", name = "kernel_2"} {{.*}} loc([[K:#loc[0-9]+]])
+// LOC: }) {kind = "reduction", name = "k2_sum_fused_div"} {{.*}} loc([[K:#loc[0-9]+]])
 // LOC-DAG: [[SUM]] = loc("sum_1")
 // LOC-DAG: [[DIV]] = loc("div_1")
 // LOC-DAG: [[K]] = loc(fused{{\[}}[[SUM]], [[DIV]]{{\]}})

@@ -9,13 +9,13 @@
 // CHAIN: func.func @chain
 // CHAIN-NEXT: %0 = "stax_graph.kernel"(%arg0)
 // CHAIN: "stax_graph.yield"(%20000)
-// CHAIN-NEXT: }) {kind = "pointwise", name = "kernel_0"}
+// CHAIN-NEXT: }) {kind = "pointwise", name = "k0_fused_add_tanh"}
 // CHAIN-NEXT: return %0
 // CHAIN-NOT: stax_graph.kernel
 
 // WIDE: func.func @wide
-// WIDE: name = "kernel_0"
-// WIDE: name = "kernel_999"
-// WIDE: name = "kernel_1000"
+// WIDE: name = "k0_fused_add_exp"
+// WIDE: name = "k999_fused_add_tanh"
+// WIDE: name = "k1000_fused_add_tanh"
 // WIDE-NOT: stax_graph.kernel
 // WIDE: return
