@@ -99,8 +99,10 @@ class CompiledGraph:
 
     def __init__(self, *, graph_id, source, globals_, kernels, library_calls, fallback_ops,
                  notes, input_names, guards, kernel_mlir=(), constants=None,
-                 route=CPU_ROUTE, device="cpu", tuned=()):
+                 route=CPU_ROUTE, device="cpu", tuned=(), kernel_sources=()):
         self.graph_id = graph_id
+        #: per kernel: the user's source lines it computes ("file:line  code  [fx nodes]")
+        self.kernel_sources = list(kernel_sources) or [[] for _ in kernels]
         #: max-autotune: one dict per search (see driver._Tuner), empty otherwise
         self.tuned = list(tuned)
         self.route = route
@@ -178,6 +180,7 @@ class CompiledGraph:
                      kernel_mlir=self.kernel_mlir,
                      kernel_names=[getattr(k, "name", f"k{i}") for i, k in enumerate(self.kernels)],
                      kernel_init=[_kernel_init_args(k) for k in self.kernels],
+                     kernel_sources=self.kernel_sources,
                      fallbacks=fallbacks, constants=consts)
         torch.save(state, path)
 
@@ -198,7 +201,8 @@ class CompiledGraph:
                    kernels=kernels, library_calls=state["library_calls"],
                    fallback_ops=state["fallback_ops"], notes=state["notes"],
                    input_names=state["input_names"], guards=state["guards"],
-                   kernel_mlir=state["kernel_mlir"])
+                   kernel_mlir=state["kernel_mlir"],
+                   kernel_sources=state.get("kernel_sources", ()))
 
 
 _NOT_SAVED = ("self", "name", "mlir_text", "llvm_ir", "engine")

@@ -60,6 +60,7 @@ once at compile time), `f<i>` the fallback ATen overloads, `_guard_*` diagnostic
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 import torch
@@ -72,7 +73,7 @@ from stax.options import StaxConfig, resolve_config
 from stax.routes import ALIGN, CPU_ROUTE, ROUTE, TRITON_ROUTE  # noqa: F401 (re-exported)
 
 __all__ = ["compile_graph", "CompiledGraph", "StaxGuardError", "StaxCompileError",
-           "StaxUnsupportedError", "wrap_op_in_kernel", "FUSED_PIPELINE",
+           "StaxUnsupportedError", "wrap_op_in_kernel", "name_kernels", "FUSED_PIPELINE",
            "UNFUSED_PIPELINE"]
 
 FUSED_PIPELINE = ["canonicalize", "cse", "stax-fuse", "cse"]
@@ -300,7 +301,38 @@ def output_structure(gm):
 
 def _run_passes(module, names, dump: debug.DumpDir):
     from stax.passes.registry import run_pipeline
-    run_pipeline(module, names, dump_callback=dump.ir if dump else None)
+    # the registry hands over the text without locations: print the module itself
+    run_pipeline(module, names,
+                 dump_callback=(lambda spec, _text: dump.ir(spec, module)) if dump else None)
+
+
+_INDEX_RE = re.compile(r"^k\d+(?:_|$)")  # the index part of a descriptive kernel name
+
+
+def name_kernels(func_op) -> None:
+    """Number the kernels of @main in launch order and make sure each has a descriptive
+    name (`k<i>_...`, see `stax.passes.fuse.kernel_name`): the fuser's names keep their
+    description, the one-op kernels the driver wraps (fusion off, stray ops, view
+    copies) get one from their op. The name is the kernel's symbol (LLVM and Triton),
+    its profiler label and its name in reports, so it must be unique in the graph."""
+    from stax._mlir import ir
+    from stax.passes.fuse import REDUCTION_OPS, kernel_name
+    i = 0
+    for op in _block(func_op).operations:
+        op = op.operation
+        if op.name not in KERNEL_OPS:
+            continue
+        old = ir.StringAttr(op.attributes["name"]).value if "name" in op.attributes else ""
+        if _INDEX_RE.match(old):
+            new = _INDEX_RE.sub(f"k{i}_", old).rstrip("_")
+        else:
+            members = [o.operation for o in op.regions[0].blocks[0].operations
+                       if o.operation.name not in (YIELD, "stax.yield")]
+            reduction = any(o.name in REDUCTION_OPS for o in members)
+            new = kernel_name(i, members, reduction)
+        if new != old:
+            op.attributes["name"] = ir.StringAttr.get(new, op.context)
+        i += 1
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig | None = None,
@@ -365,6 +397,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
             notes.append(f"{stray} op(s) left outside kernels by the passes were compiled "
                          "as one-op kernels")
             dump.ir("wrap-stray-ops", module)
+        name_kernels(func_op)
         guards = _guards_for(example_inputs, names, device)
         replans = 0
         while True:
@@ -376,6 +409,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
             except _Replan:
                 replans += 1
         if replans:
+            name_kernels(func_op)  # the copy kernels, numbered in launch order
             dump.ir("view-copies", module)
         cg = _generate(gm, example_inputs, imported, func_op, guards, names, notes,
                        graph_id, dump, route=route, device=device, config=config)

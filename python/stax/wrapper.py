@@ -10,49 +10,22 @@ the outputs as eager has them (`stax.aliasing.emit_outputs`).
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from typing import Any
 
 import torch
 
 from stax.aliasing import emit_outputs, non_overlapping
-from stax.compiled_graph import CompiledGraph, _base_globals, _resolve_overload
+from stax.compiled_graph import CompiledGraph, _base_globals
 from stax.driver import (FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8, output_structure,
                          wrap_op_in_kernel)
 from stax.errors import StaxUnsupportedError
 from stax.gpu_tuning import _autotuner_importable, _triton_compiler, _Tuner
 from stax.guards import _dtype_src, _guard_src
+from stax.provenance import SourceMap
 from stax.routes import ALIGN, CPU_ROUTE, TRITON_ROUTE
 from stax.targets.kernel_ir import contiguous_strides
-
-
-_DTYPES = {
-    "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
-    "f64": torch.float64, "i64": torch.int64, "i32": torch.int32, "i16": torch.int16,
-    "i8": torch.int8, "ui8": torch.uint8, "i1": torch.bool,
-    # complex values are only operands/results of fallback ops and graph inputs/outputs
-    "complex<f32>": torch.complex64, "complex<f64>": torch.complex128,
-}
-
-
-# fp8 survives to the wrapper only on the triton route on sm_89+ (native fp8)
-for _name, _attr in (("f8E4M3FN", "float8_e4m3fn"), ("f8E5M2", "float8_e5m2")):
-    if hasattr(torch, _attr):
-        _DTYPES[_name] = getattr(torch, _attr)
-
-
-def _torch_dtype(element_type) -> torch.dtype:
-    s = str(element_type)
-    if s not in _DTYPES:
-        raise StaxUnsupportedError(f"element type {s} has no torch dtype in stax")
-    return _DTYPES[s]
-
-
-def _tensor_type(value):
-    from stax._mlir import ir
-    t = ir.RankedTensorType(value.type)
-    return tuple(int(s) for s in t.shape), _torch_dtype(t.element_type)
+from stax.wrapper_fallback import (_DTYPES, _emit_fallback, _meta,  # noqa: F401 - moved there
+                                   _py_literal, _tensor_type, _torch_dtype)
 
 
 def _dense_to_tensor(attr, shape, dtype) -> torch.Tensor:
@@ -89,15 +62,6 @@ class _Val:
     fresh: bool = False  # root is a buffer of this call's own (not an input, not a constant)
 
 
-def _py_literal(x) -> str:
-    if isinstance(x, float):
-        if math.isnan(x):
-            return "float('nan')"
-        if math.isinf(x):
-            return "float('inf')" if x > 0 else "float('-inf')"
-    return repr(x)
-
-
 class _Emitter:
     def __init__(self, graph_id: str):
         self.graph_id = graph_id
@@ -117,33 +81,6 @@ class _Emitter:
 
     def emit(self, line: str, indent: int = 1) -> None:
         self.lines.append("    " * indent + line)
-
-
-def _call_to_src(obj, operand_src, operand_meta):
-    """Rebuild (source, meta value) of one `call` JSON value of a stax.fallback."""
-    if isinstance(obj, dict):
-        if "$operand" in obj:
-            i = obj["$operand"]
-            return operand_src[i], operand_meta[i]
-        if "$dtype" in obj:
-            dt = getattr(torch, obj["$dtype"])
-            return f"torch.{obj['$dtype']}", dt
-        if "$device" in obj:
-            return f"torch.device({obj['$device']!r})", torch.device(obj["$device"])
-        if "$layout" in obj:
-            return f"torch.{obj['$layout']}", getattr(torch, obj["$layout"])
-        if "$memory_format" in obj:
-            return f"torch.{obj['$memory_format']}", getattr(torch, obj["$memory_format"])
-        raise StaxUnsupportedError(f"stax.fallback call JSON: unknown object {obj}")
-    if isinstance(obj, (list, tuple)):
-        items = [_call_to_src(x, operand_src, operand_meta) for x in obj]
-        src = "[" + ", ".join(s for s, _ in items) + "]"
-        return src, [m for _, m in items]
-    return _py_literal(obj), obj
-
-
-def _meta(v: _Val) -> torch.Tensor:
-    return torch.empty_strided(v.shape, v.strides, dtype=v.dtype, device="meta")
 
 
 def _view_layout(op, src: _Val, out_shape):
@@ -319,6 +256,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
 
     em = _Emitter(graph_id)
     em.globals.update(_base_globals(guards, graph_id, device))
+    srcmap = SourceMap(gm)  # each launch gets the user's source lines above it
     # 16-byte alignment of each root variable's data pointer (True/False); a value's
     # pointer is aligned when its root's is and its byte offset is a multiple of ALIGN
     root_aligned: dict[str, bool] = {}
@@ -406,6 +344,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     keep = set(ret_vals)
 
     kernels, kernel_mlir, library_calls, fallback_ops = [], [], [], []
+    kernel_sources: list[list[str]] = []  # per kernel: the user's lines it computes
     # max-autotune: matmul -> its fusable epilogue kernel; kernels compiled (or fused
     # away) while handling their matmul
     mm_plans = _matmul_epilogue_plans(ops, keep) if tuner is not None else {}
@@ -435,8 +374,9 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             aligned_args.add(argvars.index(v.root))
         return ok
 
-    def register_kernel(k):
+    def register_kernel(k, op):
         kernels.append(k)
+        kernel_sources.append([str(x) for x in srcmap.lines(op)])
         idx = len(kernels) - 1
         kernel_mlir.append(getattr(k, "ttir" if gpu else "mlir", None))
         dump.kernel(idx, k)
@@ -495,7 +435,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         # the stax kernel of the cuBLAS route (tuned itself), also the fallback
         ins_k = [vals[v] if j != acc_idx else None for j, v in enumerate(operands)]
         k_aligned = tuple(True if v is None else is_aligned(v) for v in ins_k) + (True,)
-        ek = compile_kernel(kop, kin_strides, [out_st], f"stax_k{len(kernels)}",
+        ek = compile_kernel(kop, kin_strides, [out_st], _kernel_name(kop, len(kernels)),
                             aligned=k_aligned)
         precompiled[kop] = ek
         # alignment hints of the Triton matmul; the guards are added only if it wins
@@ -512,7 +452,9 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             return False
         for v in mm_ins:
             is_aligned(v)
-        kname = register_kernel(mk)
+        kname = register_kernel(mk, kop)
+        mm_lines = srcmap.comment(op)  # the matmul's lines, then its epilogue's
+        em.lines += mm_lines + [ln for ln in srcmap.comment(kop) if ln not in mm_lines]
         var = em.new_var()
         alloc(kres, var, out_st)
         define(kres, var, out_st)
@@ -535,13 +477,15 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 is_aligned(v)  # the guards of the arguments it was specialized for
         elif gpu:
             aligned = tuple(is_aligned(v) for v in ins) + (True,) * len(outs)
-            # the name is part of the TTIR text, hence of the kernel cache key: no graph
-            # id (process-unique) in it, or the disk cache never hits
-            k = compile_kernel(kop, [v.strides for v in ins], out_st, f"stax_k{idx}",
+            # the name is the CUDA kernel's symbol (what profilers show) and part of the
+            # TTIR text, hence of the kernel cache key: it depends only on the graph's
+            # ops and launch order (no process-unique graph id), so the disk cache hits
+            k = compile_kernel(kop, [v.strides for v in ins], out_st, _kernel_name(kop, idx),
                                aligned=aligned)
         else:
-            k = compile_kernel(kop, [v.strides for v in ins], out_st, f"{graph_id}_k{idx}")
-        kname = register_kernel(k)
+            k = compile_kernel(kop, [v.strides for v in ins], out_st, _kernel_name(kop, idx))
+        kname = register_kernel(k, kop)
+        em.lines += srcmap.comment(kop)
         outvars = []
         for r, st in zip(outs, out_st):
             var = em.new_var()
@@ -571,10 +515,12 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             alloc(r, var, st)
             define(r, var, st)
             fn = {2: "torch.mm", 3: "torch.bmm"}.get(len(a.shape), "torch.matmul")
+            em.lines += srcmap.comment(op)
             em.emit(f"{fn}({a.var}, {b.var}, out={var})")
             library_calls.append(f"{fn} {list(a.shape)}x{list(b.shape)} "
                                  f"{str(a.dtype).replace('torch.', '')} (matmul outside kernels)")
         elif name in FALLBACK_OPS:
+            em.lines += srcmap.comment(op)
             _emit_fallback(op, em, vals, define, fallback_ops)
         elif name == "stax.constant":
             r = op.operation.results[0]
@@ -671,7 +617,15 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                          kernels=kernels, library_calls=library_calls,
                          fallback_ops=fallback_ops, notes=notes, input_names=names,
                          guards=guards, kernel_mlir=kernel_mlir, route=route, device=device,
-                         tuned=tuner.records if tuner is not None else ())
+                         tuned=tuner.records if tuner is not None else (),
+                         kernel_sources=kernel_sources)
+
+
+def _kernel_name(kop, idx: int) -> str:
+    """The kernel's symbol: its descriptive `name` (`stax.driver.name_kernels`)."""
+    from stax._mlir import ir
+    attrs = kop.operation.attributes
+    return ir.StringAttr(attrs["name"]).value if "name" in attrs else f"k{idx}"
 
 
 def _loc_name(op) -> str:
@@ -691,81 +645,3 @@ def _loc_name(op) -> str:
     return op.operation.name
 
 
-def _emit_fallback(op, em: _Emitter, vals, define, fallback_ops):
-    attrs = op.operation.attributes
-    target = str(attrs["target"]).strip('"')
-    from stax._mlir import ir
-    target = ir.StringAttr(attrs["target"]).value
-    call = json.loads(ir.StringAttr(attrs["call"]).value)
-    overload = _resolve_overload(target)
-    fname = em.add_global("f", overload)
-    ins = [vals[v] for v in op.operation.operands]
-    srcs = [v.var for v in ins]
-    # each operand with eager's strides (the op sees what it sees in eager)
-    layouts = (json.loads(ir.StringAttr(attrs["operand_layouts"]).value)
-               if "operand_layouts" in attrs else [None] * len(ins))
-    for i, (v, st) in enumerate(zip(ins, layouts)):
-        if st is not None and tuple(st) != tuple(v.strides):
-            var = em.new_var()
-            em.emit(f"{var} = _relayout({v.var}, {tuple(v.shape)!r}, {tuple(st)!r})")
-            srcs[i] = var
-            ins[i] = dataclasses.replace(v, var=var, strides=tuple(st), root=var, offset=0,
-                                         root_dynamic=True)
-    metas = [_meta(v) for v in ins]
-    # A legalized graph carries fp8 as uint8; an op that computes on fp8 gets fp8 views
-    # of its byte operands and hands back bytes (`fp8_views`, set by stax-legalize-fp8).
-    fp8_views = (json.loads(ir.StringAttr(attrs["fp8_views"]).value)
-                 if "fp8_views" in attrs else {"operands": {}, "results": {}})
-    for i, dn in fp8_views.get("operands", {}).items():
-        srcs[int(i)] = f"{srcs[int(i)]}.view(torch.{dn})"
-        metas[int(i)] = metas[int(i)].view(getattr(torch, dn))
-    args = [_call_to_src(a, srcs, metas) for a in call.get("args", [])]
-    kwargs = {k: _call_to_src(v, srcs, metas) for k, v in call.get("kwargs", {}).items()}
-    arg_src = ", ".join([s for s, _ in args] + [f"{k}={s}" for k, (s, _) in kwargs.items()])
-    # strides eager gives the results: run the op on meta tensors now
-    predicted = None
-    try:
-        with torch.no_grad():
-            m = overload(*[x for _, x in args], **{k: x for k, (_, x) in kwargs.items()})
-        predicted = list(m) if isinstance(m, (tuple, list)) else [m]
-    except Exception:
-        predicted = None
-    results = list(op.operation.results)
-    # Where each result sits in what the op returns (tuple results; None entries have
-    # no result). Without the attribute the op returns one tensor.
-    positions = (list(ir.DenseI64ArrayAttr(attrs["result_positions"]))
-                 if "result_positions" in attrs else None)
-    tmp = em.new_var()
-    em.emit(f"{tmp} = {fname}({arg_src})  # {target}")
-    for i, r in enumerate(results):
-        pos = positions[i] if positions is not None else None
-        shape, dtype = _tensor_type(r)
-        st = None
-        if predicted is not None:
-            p = predicted[pos] if pos is not None and pos < len(predicted) else (
-                predicted[0] if pos is None and len(predicted) == 1 else None)
-            if isinstance(p, torch.Tensor):
-                st = tuple(p.stride())
-        if st is None:
-            st = contiguous_strides(shape)
-        var = tmp if pos is None else em.new_var()
-        if pos is not None:
-            em.emit(f"{var} = {tmp}[{pos}]")
-        if str(i) in fp8_views.get("results", {}):
-            em.emit(f"{var} = {var}.view(torch.uint8)")
-        else:
-            # torch's meta kernel (the fake tensor the graph was traced with) and its
-            # eager kernel can disagree on a result's dtype (CPU bf16 batch-norm's new
-            # running stats: f32 fake, bf16 eager): the kernels downstream read the
-            # traced dtype, so convert (the values are the same: a widening cast)
-            em.emit(f"if {var}.dtype != {_dtype_src(dtype)}:")
-            em.emit(f"{var} = _as_traced({var}, {shape!r}, {_dtype_src(dtype)}, {target!r})", 2)
-        # the kernels downstream were compiled for `st`: make sure that is what we have
-        em.emit(f"if {var}.stride() != {st!r}:")
-        em.emit(f"{var} = _restride({var}, {shape!r}, {st!r})", 2)
-        # a result that is a view of an operand (schema `Tensor(a)`) is not this call's own
-        ret = overload._schema.returns[pos if pos is not None else 0]
-        define(r, var, st, root_dynamic=True, fresh=ret.alias_info is None)
-    if positions is not None:
-        em.emit(f"del {tmp}")
-    fallback_ops.append(target)
