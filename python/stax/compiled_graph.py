@@ -119,7 +119,14 @@ class CompiledGraph:
         code = compile(source, f"<stax wrapper {graph_id}>", "exec")
         exec(code, globals_)
         self._copies = globals_.get("_copy_counter")
-        self._call = _counting_calls(globals_["call"], self._copies)
+        # the same wrapper once more, with every kernel behind a profiler label: run
+        # only while a torch.profiler is recording (one check per call otherwise)
+        labelled = dict(globals_, **{g: _Labelled(k) for g, k in globals_.items()
+                                     if _is_kernel_global(g)})
+        exec(code, labelled)
+        self._plain_call = _counting_calls(globals_["call"], self._copies)
+        self._labelled_call = _counting_calls(labelled["call"], self._copies)
+        self._call = _profiled_calls(self._plain_call, self._labelled_call)
 
     @property
     def source_hash(self) -> str:
@@ -265,6 +272,47 @@ def _bind(names: list[str], args, kwargs, what) -> tuple:
 
 
 _MISSING = object()
+
+
+def _is_kernel_global(name: str) -> bool:
+    """`k<i>`: a compiled kernel of the wrapper (see stax.driver's list of globals)."""
+    return name[:1] == "k" and name[1:].isdigit()
+
+
+class _Labelled:
+    """A kernel whose launches appear in torch.profiler traces as `stax::<kernel name>`
+    (a CPU-side record_function range around the call; on the GPU the CUDA kernel
+    itself also appears under its symbol, which is the same name)."""
+
+    __slots__ = ("kernel", "label")
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.label = f"stax::{getattr(kernel, 'name', 'kernel')}"
+
+    def __call__(self, *args):
+        with torch.profiler.record_function(self.label):
+            return self.kernel(*args)
+
+    def __getattr__(self, name):  # the wrapper may read kernel attributes
+        return getattr(self.kernel, name)
+
+
+try:  # the C++ flag torch.profiler sets (covers Kineto and the legacy profiler)
+    _profiler_on = torch._C._autograd._profiler_enabled
+except AttributeError:  # pragma: no cover - a torch without it: never label
+    def _profiler_on():
+        return False
+
+
+def _profiled_calls(call, labelled_call):
+    """`call`, or `labelled_call` while a profiler records."""
+    def maybe_profiled_call(args):
+        if _profiler_on():
+            return labelled_call(args)
+        return call(args)
+
+    return maybe_profiled_call
 
 
 def _counting_calls(call, counter: CopyCounter | None):
