@@ -11,4 +11,7 @@ def __getattr__(name):
     if name in ("stax", "StaxCompileError"):
         from stax import backend
         return getattr(backend, name)
+    if name == "explain":  # stax.explain(compiled_fn_or_report): see stax.reporting
+        from stax.reporting import explain
+        return explain
     raise AttributeError(name)

@@ -27,7 +27,10 @@ are resolved for the picked target. Under `stax.cudagraphs` (mode "reduce-overhe
 `stax.cudagraphs.CudaGraphRunner` (capture on the second call, replay after; see that
 module for the output-aliasing rule and the reasons it records when it cannot capture).
 
-The callable handed back to Dynamo is a `StaxCompiled`; it reports what happened:
+The callable handed back to Dynamo is a `StaxCompiled`; it reports what happened, under
+the same names as its `StaxReport` (`stax.backend.last_report().stax_route` works too,
+and so does the report's short name `last_report().route`); `stax.explain(...)` or
+`.explain()` on either gives a readable account of all of it:
 
     stax_route            "stax-cpu" / "triton" when every graph compiled natively for
                           that target, "fallback" when any whole graph fell back
@@ -77,6 +80,10 @@ __all__ = ["stax", "StaxCompileError", "StaxGuardError", "StaxCompiled", "StaxRe
 class StaxFallbackWarning(UserWarning):
     """A graph ran as written by PyTorch because stax could not compile it."""
 
+
+#: the report names, each readable as `<callable>.stax_<name>` and `<report>.stax_<name>`
+REPORT_NAMES = ("route", "fallback_reason", "fallback_ops", "library_calls", "notes",
+                "kernel_count", "graphs", "launches_per_call", "cudagraphs", "tuned")
 
 # graphs that fell back in this process, and whether the one warning has been given;
 # the count is not cleared by clear(): the warning's "how many" is per process
@@ -247,6 +254,25 @@ class StaxReport:
     def kernel_count(self) -> int:
         return sum(len(g.kernels) for g in self.graphs)
 
+    # the same names as the compiled callable's attributes (StaxCompiled.stax_*)
+    stax_route = property(lambda self: self.route)
+    stax_fallback_reason = property(lambda self: self.fallback_reason)
+    stax_fallback_ops = property(lambda self: self.fallback_ops)
+    stax_library_calls = property(lambda self: self.library_calls)
+    stax_notes = property(lambda self: self.notes)
+    stax_kernel_count = property(lambda self: self.kernel_count)
+    stax_graphs = property(lambda self: self.graphs)
+    stax_launches_per_call = property(lambda self: self.launches_per_call)
+    stax_cudagraphs = property(lambda self: self.cudagraphs)
+    stax_tuned = property(lambda self: self.tuned)
+
+    def explain(self) -> str:
+        """A readable multi-line account: each graph with its route, its kernels (name,
+        kind, the user's source lines), library calls, fallback ops, and why a graph
+        or op runs in PyTorch; then the notes. See `stax.reporting.explain`."""
+        from stax.reporting import explain_report
+        return explain_report(self)
+
     def summary(self) -> str:
         lines = [f"stax route={self.route} kernels={self.kernel_count} "
                  f"launches/call={self.launches_per_call} "
@@ -343,6 +369,9 @@ class StaxCompiled:
     stax_cudagraphs = property(lambda self: self.report.cudagraphs)
     stax_tuned = property(lambda self: self.report.tuned)
 
+    def explain(self) -> str:
+        return self.report.explain()
+
     def __repr__(self):
         return f"<StaxCompiled {self.report.summary()}>"
 
@@ -390,11 +419,11 @@ def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bo
             report.graphs.append(rec)
             debug.DumpDir(graph_id).write("fallback.txt",
                                           reason + "\n\n" + traceback.format_exc())
+            # one line under STAX_DEBUG=1 (a fallback is expected, not a crash); the
+            # traceback under STAX_DEBUG=2 (and in the dump's fallback.txt)
             debug.log(f"{kind} graph {graph_id} falls back to PyTorch (runs as written): "
-                      f"{reason}")
+                      f"{reason}", exc=e)
             _note_fallback()
-            if debug.debug_enabled():
-                traceback.print_exc()
             from functorch.compile import make_boxed_func
             return make_boxed_func(gm.forward)
         report.graphs.append(cg)
