@@ -144,3 +144,53 @@ def erf_f32(em, x, ty, ity):
     y = em.op(f"arith.select {is_small}, {small}, {large} : {bty}, {ty}", ty)
     isnan = em.op(f"arith.cmpf uno, {x}, {x} : {ty}", bty)
     return em.op(f"arith.select {isnan}, {x}, {y} : {bty}, {ty}", ty)
+
+
+def exp2_f32(em, x, ty, ity):
+    """2^x: n = roundeven(x), f = x - n (exact, |f| <= 1/2), 2^f = exp(f ln2) by the
+    exp polynomial, 2^n applied in two halves. (exp(x * ln2) rounded x * ln2 first: its
+    error grows with |x|, 67 ulp at x = 100.)"""
+    xc = em.op(f"arith.maximumf {x}, {em.splat(-151.0, ty)} : {ty}", ty)
+    xc = em.op(f"arith.minimumf {xc}, {em.splat(129.0, ty)} : {ty}", ty)
+    n = em.op(f"math.roundeven {xc} : {ty}", ty)
+    f = em.op(f"arith.subf {xc}, {n} : {ty}", ty)
+    r = em.op(f"arith.mulf {f}, {em.splat(math.log(2.0), ty)} : {ty}", ty)
+    p = _poly(em, r, [1.0 / math.factorial(k) for k in range(8)], ty)
+    ni = em.op(f"arith.fptosi {n} : {ty} to {ity}", ity)
+    n1 = em.op(f"arith.shrsi {ni}, {em.splat(1, ity)} : {ity}", ity)
+    n2 = em.op(f"arith.subi {ni}, {n1} : {ity}", ity)
+    y = em.op(f"arith.mulf {p}, {_pow2(em, n1, ty, ity)} : {ty}", ty)
+    y = em.op(f"arith.mulf {y}, {_pow2(em, n2, ty, ity)} : {ty}", ty)
+    isnan = em.op(f"arith.cmpf uno, {x}, {x} : {ty}", em.bool_of(ty))
+    return em.op(f"arith.select {isnan}, {x}, {y} : {em.bool_of(ty)}, {ty}", ty)
+
+
+def expm1(em, x, ty, exp):
+    """exp(x) - 1 without the cancellation near 0: a Taylor polynomial for |x| < 1/2
+    (x * P(x), so -0 and subnormals come back as themselves), exp(x) - 1 beyond.
+    `exp(em, x) -> ssa` is the exp to use (the polynomial one for f32, libm's for f64).
+    MLIR's own math.expm1 lowering is exp(x) - 1 everywhere: expm1(1e-10) was 0."""
+    bty = em.bool_of(ty)
+    deg = 10 if "f32" in ty else 18
+    p = _poly(em, x, [1.0 / math.factorial(k + 1) for k in range(deg)], ty)
+    small = em.op(f"arith.mulf {x}, {p} : {ty}", ty)
+    large = em.op(f"arith.subf {exp(em, x)}, {em.splat(1.0, ty)} : {ty}", ty)
+    ax = em.op(f"math.absf {x} : {ty}", ty)
+    is_small = em.op(f"arith.cmpf olt, {ax}, {em.splat(0.5, ty)} : {ty}", bty)
+    return em.op(f"arith.select {is_small}, {small}, {large} : {bty}, {ty}", ty)
+
+
+def log1p(em, x, ty, log):
+    """log(1 + x) by Goldberg's trick: u = 1 + x, log(u) * (x / (u - 1)), and x itself
+    where u rounds to 1 (so -0, subnormals and tiny x are exact); +inf -> +inf.
+    `log(em, u) -> ssa` is the log to use. MLIR's math.log1p lowering is log(1 + x):
+    log1p(1e-10) was 0 (and softplus(-87) with it)."""
+    bty = em.bool_of(ty)
+    u = em.op(f"arith.addf {x}, {em.splat(1.0, ty)} : {ty}", ty)
+    d = em.op(f"arith.subf {u}, {em.splat(1.0, ty)} : {ty}", ty)
+    q = em.op(f"arith.divf {x}, {d} : {ty}", ty)
+    y = em.op(f"arith.mulf {log(em, u)}, {q} : {ty}", ty)
+    one = em.op(f"arith.cmpf oeq, {d}, {em.splat(0.0, ty)} : {ty}", bty)
+    y = em.op(f"arith.select {one}, {x}, {y} : {bty}, {ty}", ty)
+    inf = em.op(f"arith.cmpf oeq, {x}, {em.splat('inf', ty)} : {ty}", bty)
+    return em.op(f"arith.select {inf}, {x}, {y} : {bty}, {ty}", ty)

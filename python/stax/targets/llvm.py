@@ -1451,8 +1451,7 @@ class _KernelLowering:
         if kind == "exp":
             return val(cpu_math.exp_f32(em, a, ty, ity)) if f32 else r(f"math.exp {a} : {ty}")
         if kind == "exp2":
-            t = em.op(f"arith.mulf {a}, {em.splat(math.log(2.0), ty)} : {ty}", ty)
-            return val(cpu_math.exp_f32(em, t, ty, ity)) if f32 else r(f"math.exp2 {a} : {ty}")
+            return val(cpu_math.exp2_f32(em, a, ty, ity)) if f32 else r(f"math.exp2 {a} : {ty}")
         if kind == "log":
             return val(cpu_math.log_f32(em, a, ty, ity)) if f32 else r(f"math.log {a} : {ty}")
         if kind == "log2":
@@ -1471,9 +1470,17 @@ class _KernelLowering:
             return r(f"arith.divf {em.splat(1.0, ty)}, {d} : {ty}")
         if kind == "erf":
             return val(cpu_math.erf_f32(em, a, ty, ity)) if f32 else r(f"math.erf {a} : {ty}")
+        if kind == "expm1":
+            ex = ((lambda e, t: cpu_math.exp_f32(e, t, ty, ity)) if f32
+                  else (lambda e, t: e.op(f"math.exp {t} : {ty}", ty)))
+            return val(cpu_math.expm1(em, a, ty, ex))
+        if kind == "log1p":
+            lg = ((lambda e, t: cpu_math.log_f32(e, t, ty, ity)) if f32
+                  else (lambda e, t: e.op(f"math.log {t} : {ty}", ty)))
+            return val(cpu_math.log1p(em, a, ty, lg))
         simple = {"sqrt": "math.sqrt", "floor": "math.floor", "ceil": "math.ceil",
                   "round": "math.roundeven", "trunc": "math.trunc", "sin": "math.sin",
-                  "cos": "math.cos", "expm1": "math.expm1", "log1p": "math.log1p"}
+                  "cos": "math.cos"}
         if kind in simple:
             return r(f"{simple[kind]} {a} : {ty}")
         if kind == "rsqrt":
