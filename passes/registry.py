@@ -436,6 +436,19 @@ def resolve(spec: str) -> Callable[["ir.Module"], None]:
     return _upstream_runner(spec)
 
 
+def verify_after(module, spec: str) -> None:
+    """`verify(module)`; a failure is a PassError naming the pass `spec` after which the
+    IR stopped verifying (in its message and in each diagnostic)."""
+    try:
+        verify(module)
+    except PassError as e:
+        e.pass_name = spec
+        e.message = f"{e.message} (after pass '{spec}')"
+        e.diagnostics = [(loc, sev, f"{msg} (after pass '{spec}')")
+                         for loc, sev, msg in e.diagnostics]
+        raise
+
+
 def run_pipeline(module: "ir.Module", names: list[str], print_ir_after_all: bool = False,
                  dump_callback: Callable[[str, str], None] | None = None,
                  stream: TextIO | None = None) -> None:
@@ -452,14 +465,7 @@ def run_pipeline(module: "ir.Module", names: list[str], print_ir_after_all: bool
         runners = [(spec.strip(), resolve(spec)) for spec in names if spec.strip()]
         for spec, runner in runners:
             runner(module)
-            try:
-                verify(module)
-            except PassError as e:
-                e.pass_name = spec
-                e.message = f"{e.message} (after pass '{spec}')"
-                e.diagnostics = [(loc, sev, f"{msg} (after pass '{spec}')")
-                                 for loc, sev, msg in e.diagnostics]
-                raise
+            verify_after(module, spec)
             if print_ir_after_all or dump_callback is not None:
                 text = str(module)
                 if print_ir_after_all:

@@ -92,7 +92,7 @@ def run_passes(module, specs: list[str], printing: Printing, timing: Timing | No
     """Run each pipeline element on `module` (within its context), then verify it (the
     stax_graph ops too). Raises PassError, as `registry.run_pipeline` does, naming the
     element after which the IR stopped verifying."""
-    from stax.passes.registry import PassError, resolve, verify
+    from stax.passes.registry import resolve, verify_after
 
     with module.context:
         runners = [(s.strip(), resolve(s)) for s in specs if s.strip()]
@@ -101,14 +101,7 @@ def run_passes(module, specs: list[str], printing: Printing, timing: Timing | No
             with timed(timing, spec):
                 runner(module)
             with timed(timing, "Verifier"):
-                try:
-                    verify(module)
-                except PassError as e:
-                    e.pass_name = spec
-                    e.message = f"{e.message} (after pass '{spec}')"
-                    e.diagnostics = [(loc, sev, f"{msg} (after pass '{spec}')")
-                                     for loc, sev, msg in e.diagnostics]
-                    raise
+                verify_after(module, spec)
             printing.maybe_after(spec, module)
 
 

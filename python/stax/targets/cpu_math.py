@@ -34,13 +34,17 @@ def exp_f32(em, x, ty, ity):
     r = em.op(f"math.fma {n}, {em.splat(-LN2_HI, ty)}, {xc} : {ty}", ty)
     r = em.op(f"math.fma {n}, {em.splat(-LN2_LO, ty)}, {r} : {ty}", ty)
     p = _poly(em, r, [1.0 / math.factorial(k) for k in range(8)], ty)
+    return _scaled_keep_nan(em, x, p, n, ty, ity)
+
+
+def _scaled_keep_nan(em, x, p, n, ty, ity):
+    """p * 2^n (n integral, as a float), 2^n applied in two halves so subnormal and
+    overflowing results come out right; NaN where x is NaN."""
     ni = em.op(f"arith.fptosi {n} : {ty} to {ity}", ity)
     n1 = em.op(f"arith.shrsi {ni}, {em.splat(1, ity)} : {ity}", ity)
     n2 = em.op(f"arith.subi {ni}, {n1} : {ity}", ity)
-    s1 = _pow2(em, n1, ty, ity)
-    s2 = _pow2(em, n2, ty, ity)
-    y = em.op(f"arith.mulf {p}, {s1} : {ty}", ty)
-    y = em.op(f"arith.mulf {y}, {s2} : {ty}", ty)
+    y = em.op(f"arith.mulf {p}, {_pow2(em, n1, ty, ity)} : {ty}", ty)
+    y = em.op(f"arith.mulf {y}, {_pow2(em, n2, ty, ity)} : {ty}", ty)
     isnan = em.op(f"arith.cmpf uno, {x}, {x} : {ty}", em.bool_of(ty))
     return em.op(f"arith.select {isnan}, {x}, {y} : {em.bool_of(ty)}, {ty}", ty)
 
@@ -156,13 +160,7 @@ def exp2_f32(em, x, ty, ity):
     f = em.op(f"arith.subf {xc}, {n} : {ty}", ty)
     r = em.op(f"arith.mulf {f}, {em.splat(math.log(2.0), ty)} : {ty}", ty)
     p = _poly(em, r, [1.0 / math.factorial(k) for k in range(8)], ty)
-    ni = em.op(f"arith.fptosi {n} : {ty} to {ity}", ity)
-    n1 = em.op(f"arith.shrsi {ni}, {em.splat(1, ity)} : {ity}", ity)
-    n2 = em.op(f"arith.subi {ni}, {n1} : {ity}", ity)
-    y = em.op(f"arith.mulf {p}, {_pow2(em, n1, ty, ity)} : {ty}", ty)
-    y = em.op(f"arith.mulf {y}, {_pow2(em, n2, ty, ity)} : {ty}", ty)
-    isnan = em.op(f"arith.cmpf uno, {x}, {x} : {ty}", em.bool_of(ty))
-    return em.op(f"arith.select {isnan}, {x}, {y} : {em.bool_of(ty)}, {ty}", ty)
+    return _scaled_keep_nan(em, x, p, n, ty, ity)
 
 
 def expm1(em, x, ty, exp):
