@@ -201,7 +201,10 @@ def _check_inputs(example_inputs, names):
 def _device_key(d) -> str:
     d = torch.device(d)
     if d.type == "cuda":
-        return f"cuda:{d.index if d.index is not None else torch.cuda.current_device()}"
+        if d.index is not None:
+            return f"cuda:{d.index}"
+        # no GPU here (PTX-only and interpreted runs compile for a fake cuda:0)
+        return f"cuda:{torch.cuda.current_device() if torch.cuda.is_available() else 0}"
     return str(d)
 
 
