@@ -73,3 +73,98 @@ def test_wrong_result_is_failed(bench_env, monkeypatch):
     row = next(ln for ln in md.splitlines() if ln.startswith("| pointwise_1k |"))
     assert common.FAILED in row
     assert "**pointwise_1k / stax: FAILED**" in md
+
+
+# ----------------------------------------------------------------------------- launch path
+# CpuKernel.__call__ packs the data pointers into one prebuilt array and decides once
+# whether a kernel can split. Its outputs must be bit-identical to the previous launch
+# path (kept below as the reference: one c_void_p slot per argument, the split decided
+# on every call), for a pointwise kernel, a reduction, and kernels split into parts.
+
+import ctypes  # noqa: E402
+
+
+class OldLaunch:
+    """The launch path before issue 14, over the same JIT-compiled function."""
+
+    def __init__(self, k):
+        self.k = k
+        self.slots = [ctypes.c_void_p() for _ in range(k.n_args)]
+        self.parts = {}
+
+    def packed(self, part, nparts):
+        got = self.parts.get((part, nparts))
+        if got is None:
+            p, n = ctypes.c_ssize_t(part), ctypes.c_ssize_t(nparts)
+            arr = (ctypes.c_void_p * (self.k.n_args + 2))(
+                *[ctypes.addressof(s) for s in self.slots], ctypes.addressof(p),
+                ctypes.addressof(n))
+            got = self.parts[(part, nparts)] = (arr, p, n)
+        return got[0]
+
+    def __call__(self, *tensors):
+        for s, t in zip(self.slots, tensors):
+            s.value = t.data_ptr()
+        k = self.k
+        nparts = llvm.cpu_parallelism() if (
+            k.splittable and k.work >= llvm.PARALLEL_MIN_ELEMENTS) else 1
+        if nparts == 1:
+            k._fn(self.packed(0, 1))
+            return
+        pool = llvm._worker_pool(nparts - 1)
+        futures = [pool.submit(k._fn, self.packed(p, nparts)) for p in range(1, nparts)]
+        k._fn(self.packed(0, nparts))
+        for f in futures:
+            f.result()
+
+
+def _bits(t):
+    return t.view(torch.int32) if t.dtype == torch.float32 else t
+
+
+LAUNCH_CASES = {
+    "pointwise": (lambda x: torch.tanh(x * 1.5 + 0.25), (1000,)),
+    "reduction": (lambda x: torch.softmax(x, -1), (48, 200)),
+    "split_pointwise": (lambda x: torch.sigmoid(x) * x, (300, 301)),   # 90,300 elements
+    "split_reduction": (lambda x: x.sum(-1) + x.amax(-1), (512, 160)),  # 81,920
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCH_CASES))
+def test_launch_path_bit_identical_to_the_old_one(bench_env, monkeypatch, name):
+    fn, shape = LAUNCH_CASES[name]
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x = torch.randn(shape) * 3
+        torch.compile(fn, backend="stax", fullgraph=True)(x)
+        (graph,) = [g for c in B.compiled_callables for g in c.stax_graphs]
+        seen = []
+        real = llvm.CpuKernel._packed
+        monkeypatch.setattr(llvm.CpuKernel, "_packed", lambda self, p, n: (
+            seen.append((self.name, p, n)), real(self, p, n))[1])
+        log = dispatch.record_graph_call(graph, [x])
+        kernels = [(fn_, a) for label, fn_, a, _ in log if label.startswith("k")]
+        assert kernels
+        split = False
+        for k, args in kernels:
+            n_in = len(args) - 1
+            # the new path twice (the second call takes the bound fast path), then the old
+            for _ in range(2):
+                new = [t.clone() for t in args]
+                for t in new[n_in:]:
+                    t.fill_(float("nan"))
+                k(*new)
+            old = [t.clone() for t in args]
+            for t in old[n_in:]:
+                t.fill_(float("nan"))
+            OldLaunch(k)(*old)
+            for a, b in zip(new, old):
+                assert torch.equal(_bits(a), _bits(b)), (name, k.name)
+            split = split or (k.work >= llvm.PARALLEL_MIN_ELEMENTS and k.splittable)
+        assert split == name.startswith("split"), [(k.name, k.work) for k, _ in kernels]
+        if split:
+            assert any(n == 2 for _, _, n in seen), seen
+        torch.testing.assert_close(graph(x)[0], fn(x))
+    finally:
+        torch.set_num_threads(old_threads)

@@ -1554,6 +1554,9 @@ def cpu_parallelism() -> int:
     return max(1, torch.get_num_threads())
 
 
+_data_ptr = torch.Tensor.data_ptr
+
+
 class CpuKernel:
     """A JIT-compiled kernel. Call it as `k(*inputs, *outputs)` with torch tensors whose
     shapes, dtypes and strides are the ones it was compiled for (the driver's guards
@@ -1575,24 +1578,42 @@ class CpuKernel:
         if not addr:
             raise KernelLoweringError(f"JIT did not produce symbol {name}")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
-        self._slots = [ctypes.c_void_p() for _ in range(n_args)]
+        # the tensors' data pointers, one array the packed argument arrays point into:
+        # a call stores the pointers with one slice assignment
+        self._ptrs = (ctypes.c_void_p * max(n_args, 1))()
         self.n_args = n_args
+        self._all = slice(0, n_args)
         self._parts = {}
+        # decided once: a kernel under the threshold (or not splittable) always runs
+        # whole on the calling thread, with no thread-count query and no pool wake-up
+        self._may_split = bool(splittable and work >= PARALLEL_MIN_ELEMENTS)
+        self._whole = None  # address of the (0, 1) packed array, bound on the first call
 
     def _packed(self, part, nparts):
         key = (part, nparts)
         got = self._parts.get(key)
         if got is None:
             p, n = ctypes.c_ssize_t(part), ctypes.c_ssize_t(nparts)
+            base, size = ctypes.addressof(self._ptrs), ctypes.sizeof(ctypes.c_void_p)
             arr = (ctypes.c_void_p * (self.n_args + 2))(
-                *[ctypes.addressof(s) for s in self._slots], ctypes.addressof(p), ctypes.addressof(n))
+                *[base + i * size for i in range(self.n_args)],
+                ctypes.addressof(p), ctypes.addressof(n))
             got = self._parts[key] = (arr, p, n)
         return got[0]
 
     def __call__(self, *tensors):
-        for s, t in zip(self._slots, tensors):
-            s.value = t.data_ptr()
-        nparts = cpu_parallelism() if (self.splittable and self.work >= PARALLEL_MIN_ELEMENTS) else 1
+        if len(tensors) == self.n_args:
+            self._ptrs[self._all] = tuple(map(_data_ptr, tensors))
+        else:  # as zip() did: the first n_args tensors
+            for i, t in zip(range(self.n_args), tensors):
+                self._ptrs[i] = t.data_ptr()
+        if not self._may_split:
+            whole = self._whole
+            if whole is None:
+                whole = self._whole = ctypes.addressof(self._packed(0, 1))
+            self._fn(whole)
+            return
+        nparts = cpu_parallelism()
         if nparts == 1:
             self._fn(self._packed(0, 1))
             return
