@@ -664,6 +664,16 @@ def cell(rec: dict, label: str, key: str = "ms", spec: str = ".3f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def exit_status(results: list[dict]) -> int:
+    """1 (after printing them) when any variant failed its checks, else 0: a script's
+    exit code, so a run with a wrong result never looks like a clean one."""
+    failed = [f"{r['name']}/{lb}" for r in results for lb, v in r["variants"].items()
+              if v.get("status") != "ok"]
+    if failed:
+        print(f"FAILED variants (no figure reported): {', '.join(failed)}")
+    return 1 if failed else 0
+
+
 def failure_lines(results: list[dict]) -> list[str]:
     """Markdown lines naming every failed variant and why (never silently dropped)."""
     out = []

@@ -201,11 +201,7 @@ def main(argv=None):
                                  "results": results})
     print(f"wrote {os.path.relpath(out, common.REPO)} and "
           f"{os.path.relpath(json_out, common.REPO)}")
-    failed = [f"{r['name']}/{lb}" for r in results for lb, v in r["variants"].items()
-              if v["status"] != "ok"]
-    if failed:
-        print(f"FAILED variants (no figure reported): {', '.join(failed)}")
-    return 1 if failed else 0
+    return common.exit_status(results)
 
 
 if __name__ == "__main__":

@@ -428,11 +428,7 @@ def main(argv=None):
     common.write_json(os.path.splitext(out)[0] + ".json",
                       {"command": cmdline, "provenance": prov, "machine": dict(state),
                        "env": ENV_NOTES, "results": results, "wrapper_overhead": overhead})
-    failed = [f"{r['name']}/{lb}" for r in results for lb, v in r["variants"].items()
-              if v["status"] != "ok"]
-    if failed:
-        print(f"FAILED variants (no figure reported): {', '.join(failed)}")
-    return 1 if failed else 0
+    return common.exit_status(results)
 
 
 if __name__ == "__main__":

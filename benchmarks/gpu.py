@@ -354,11 +354,7 @@ def main(argv=None):
                       cmdline=cmdline, copy_gbs=copy_gbs, copy_ms=copy_ms, out=out,
                       jsonl=a.jsonl, env_notes=ENV_NOTES)
     print(f"wrote {out}")
-    failed = [f"{r['name']}/{lb}" for r in results for lb, v in r["variants"].items()
-              if v.get("status") != "ok"]
-    if failed:
-        print(f"FAILED variants (no figure reported): {', '.join(failed)}")
-    return 1 if failed else 0
+    return common.exit_status(results)
 
 
 if __name__ == "__main__":

@@ -1411,9 +1411,8 @@ def _dense_attr(t: torch.Tensor, ty: ir.RankedTensorType):
     if t.dtype == torch.bfloat16:
         return None
     import numpy as np
-    from torch.utils._python_dispatch import _disable_current_modes
-    # a real constant, read while the backend's fake and functional modes are active
-    with _disable_current_modes():
+    from stax.real_tensors import real_tensors
+    with real_tensors():   # a real constant, read inside the backend's modes
         arr = np.ascontiguousarray(t.detach().cpu().numpy())
     if t.dtype == torch.bool:
         arr = arr.astype(np.bool_)

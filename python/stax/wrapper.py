@@ -22,10 +22,10 @@ from stax.errors import StaxUnsupportedError
 from stax.gpu_tuning import _autotuner_importable, _triton_compiler, _Tuner
 from stax.guards import _dtype_src, _guard_src
 from stax.provenance import SourceMap
+from stax.real_tensors import real_tensors
 from stax.routes import ALIGN, CPU_ROUTE, TRITON_ROUTE
 from stax.targets.kernel_ir import contiguous_strides
-from stax.wrapper_fallback import (_DTYPES, _emit_fallback, _meta,  # noqa: F401 - moved there
-                                   _py_literal, _tensor_type, _torch_dtype)
+from stax.wrapper_fallback import _emit_fallback, _tensor_type
 
 
 def _dense_to_tensor(attr, shape, dtype) -> torch.Tensor:
@@ -176,14 +176,6 @@ class _Replan(Exception):
     """The IR changed while planning (a view became a copy kernel): plan again."""
 
 
-def _real_tensors():
-    """The wrapper's constants are real tensors the compiled callable keeps: made with
-    the backend's fake and functional modes (active while aot_autograd compiles) off,
-    else they are fake and the first call fails on their data pointer."""
-    from torch.utils._python_dispatch import _disable_current_modes
-    return _disable_current_modes()
-
-
 def _ptr_aligned(t: torch.Tensor) -> bool:
     """data_ptr() % ALIGN == 0. Fake example inputs (aot_autograd hands FakeTensors to
     the compilers) have no pointer: assume their storage is allocator-aligned, so the
@@ -309,7 +301,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     for barg, spec in zip(block_args, in_specs):
         shape, dtype = _tensor_type(barg)
         if getattr(spec, "kind", "placeholder") == "constant":
-            with _real_tensors():
+            with real_tensors():
                 t = constants[spec.name]
                 if not isinstance(t, torch.Tensor):
                     t = torch.tensor(t)
@@ -525,7 +517,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         elif name == "stax.constant":
             r = op.operation.results[0]
             shape, dtype = _tensor_type(r)
-            with _real_tensors():
+            with real_tensors():
                 t = _dense_to_tensor(op.operation.attributes["value"], shape, dtype)
                 if gpu:
                     t = t.to(device)

@@ -30,3 +30,25 @@ def stax_strict():
         torch._dynamo.reset()
         B.clear()
         mp.undo()
+
+
+@pytest.fixture
+def fresh_stax(monkeypatch):
+    """Fresh Dynamo and stax report state before and after the test, STAX_DEBUG unset
+    (its prints would change what the test reads)."""
+    import stax.backend as B
+    monkeypatch.delenv("STAX_DEBUG", raising=False)
+    torch._dynamo.reset()
+    B.clear()
+    yield
+    torch._dynamo.reset()
+    B.clear()
+
+
+@pytest.fixture
+def tuning_env(monkeypatch, tmp_path, fresh_stax):
+    """What the max-autotune tests run under: STAX_STRICT=1, an empty kernel cache of
+    their own, the default tuning budget."""
+    monkeypatch.setenv("STAX_STRICT", "1")
+    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("STAX_AUTOTUNE_BUDGET_S", raising=False)

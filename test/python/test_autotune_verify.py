@@ -38,16 +38,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture(autouse=True)
-def _env(monkeypatch, tmp_path):
-    monkeypatch.setenv("STAX_STRICT", "1")
-    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("STAX_AUTOTUNE_BUDGET_S", raising=False)
-    monkeypatch.delenv("STAX_DEBUG", raising=False)
-    torch._dynamo.reset()
-    B.clear()
+def _env(tuning_env):
     yield
-    torch._dynamo.reset()
-    B.clear()
 
 
 # ----------------------------------------------------------------------------- selection (CPU)

@@ -36,17 +36,11 @@ PROV = {"commit": "0123abc", "tree dirty": "no", "torch": torch.__version__,
 
 
 @pytest.fixture
-def bench_env(monkeypatch):
+def bench_env(monkeypatch, fresh_stax):
     """No STAX_STRICT (the benchmark's own checks must refuse a fallback), fresh Dynamo
     and stax state, a fixed seed."""
     monkeypatch.delenv("STAX_STRICT", raising=False)
-    monkeypatch.delenv("STAX_DEBUG", raising=False)
-    torch._dynamo.reset()
-    B.clear()
     torch.manual_seed(0)
-    yield
-    torch._dynamo.reset()
-    B.clear()
 
 
 def device():

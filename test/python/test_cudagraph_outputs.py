@@ -28,14 +28,8 @@ needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
 
 
 @pytest.fixture(autouse=True)
-def _env(monkeypatch):
+def _env(monkeypatch, fresh_stax):
     monkeypatch.delenv(COPY_OUTPUTS_ENV, raising=False)
-    monkeypatch.delenv("STAX_DEBUG", raising=False)
-    torch._dynamo.reset()
-    B.clear()
-    yield
-    torch._dynamo.reset()
-    B.clear()
 
 
 # ----------------------------------------------------------------------------- CPU

@@ -21,14 +21,8 @@ STAX = [common.Variant("stax", "stax")]
 
 
 @pytest.fixture
-def bench_env(monkeypatch):
+def bench_env(monkeypatch, fresh_stax):
     monkeypatch.delenv("STAX_STRICT", raising=False)
-    monkeypatch.delenv("STAX_DEBUG", raising=False)
-    torch._dynamo.reset()
-    B.clear()
-    yield
-    torch._dynamo.reset()
-    B.clear()
 
 
 def run_pointwise():

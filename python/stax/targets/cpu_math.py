@@ -45,8 +45,14 @@ def _scaled_keep_nan(em, x, p, n, ty, ity):
     n2 = em.op(f"arith.subi {ni}, {n1} : {ity}", ity)
     y = em.op(f"arith.mulf {p}, {_pow2(em, n1, ty, ity)} : {ty}", ty)
     y = em.op(f"arith.mulf {y}, {_pow2(em, n2, ty, ity)} : {ty}", ty)
-    isnan = em.op(f"arith.cmpf uno, {x}, {x} : {ty}", em.bool_of(ty))
-    return em.op(f"arith.select {isnan}, {x}, {y} : {em.bool_of(ty)}, {ty}", ty)
+    return _nan_passes(em, x, y, ty)
+
+
+def _nan_passes(em, x, y, ty):
+    """y, or x itself where x is NaN (its payload and sign kept, as eager's libm does)."""
+    bty = em.bool_of(ty)
+    isnan = em.op(f"arith.cmpf uno, {x}, {x} : {ty}", bty)
+    return em.op(f"arith.select {isnan}, {x}, {y} : {bty}, {ty}", ty)
 
 
 def _pow2(em, n, ty, ity):
@@ -98,7 +104,6 @@ def tanh_f32(em, x, ty, ity):
     f32 tanh is 1). expm1 has no cancellation near 0, so this holds a few ulp over the
     whole range; 1 - 2 / (exp(2|x|) + 1) lost 9 ulp just above 0.125 (and mish, built
     on it, 104)."""
-    bty = em.bool_of(ty)
     ax = em.op(f"math.absf {x} : {ty}", ty)
     axc = em.op(f"arith.minimumf {ax}, {em.splat(9.0, ty)} : {ty}", ty)
     two_x = em.op(f"arith.mulf {axc}, {em.splat(2.0, ty)} : {ty}", ty)
@@ -106,8 +111,7 @@ def tanh_f32(em, x, ty, ity):
     d = em.op(f"arith.addf {t}, {em.splat(2.0, ty)} : {ty}", ty)
     y = em.op(f"arith.divf {t}, {d} : {ty}", ty)
     y = em.op(f"math.copysign {y}, {x} : {ty}", ty)
-    isnan = em.op(f"arith.cmpf uno, {x}, {x} : {ty}", bty)
-    return em.op(f"arith.select {isnan}, {x}, {y} : {bty}, {ty}", ty)
+    return _nan_passes(em, x, y, ty)
 
 
 def sigmoid_f32(em, x, ty, ity):
@@ -143,8 +147,7 @@ def erf_f32(em, x, ty, ity):
     large = em.op(f"math.copysign {large}, {x} : {ty}", ty)
     is_small = em.op(f"arith.cmpf olt, {ax}, {em.splat(0.5, ty)} : {ty}", bty)
     y = em.op(f"arith.select {is_small}, {small}, {large} : {bty}, {ty}", ty)
-    isnan = em.op(f"arith.cmpf uno, {x}, {x} : {ty}", bty)
-    return em.op(f"arith.select {isnan}, {x}, {y} : {bty}, {ty}", ty)
+    return _nan_passes(em, x, y, ty)
 
 
 def exp2_f32(em, x, ty, ity):
