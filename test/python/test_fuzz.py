@@ -299,3 +299,20 @@ def test_a_wrong_gpu_eager_over_2_31_elements_is_named_not_passed(monkeypatch):
                                   None) is None
     assert C.cuda_fault(RuntimeError("CUDA error: an illegal memory access was encountered"))
     assert not C.cuda_fault(RuntimeError("shape mismatch"))
+
+
+def test_a_wrong_answer_aot_eager_gives_too_is_a_frontend_skip():
+    """stax-fuzz 8817026542: the gradient through an overlapping as_strided output is
+    wrong under backend="aot_eager" as well (aot_autograd forces the tangent to the
+    output's overlapping strides); stax matches aot_eager, not eager."""
+    prog = Program([InputSpec("x0", (1,), "float32")],
+                   [Stmt("v2", "x0 + torch.zeros((70001,), dtype=x0.dtype, device=x0.device)",
+                         ["x0"]),
+                    Stmt("v3", "torch.as_strided(v2.contiguous(), (3, 8, 8), (8, 3, 8), 5)",
+                         ["v2"])], ["v3"], seed=124051143)
+    eager = C.run_eager(prog, backward=True)
+    aot = C.run_aot_eager(prog, backward=True)
+    with pytest.raises(Mismatch, match="grad"):
+        compare_results(aot, eager)
+    o = C.check(prog, backward=True)
+    assert (o.status, o.kind) == ("skip", "frontend-wrong"), o
