@@ -19,6 +19,14 @@ first one in a process emits one `StaxFallbackWarning` (a UserWarning, once per 
 saying how many graphs ran as written so far and how to see why; `fallback_count()` is
 the running total.
 
+A graph with symbolic shapes (Dynamo's automatic dynamic shapes after a second size,
+`dynamic=True`, `mark_dynamic`) is compiled per shape: the callable is a
+`stax.shape_specialize.ShapeSpecializer` that compiles one static variant per distinct
+size tuple through the same static pipeline (at most `stax.max_shape_variants`, default
+8; later sizes run as written with one StaxFallbackWarning, an error in strict mode).
+The report's `variants` lists them and its notes say which sizes each was specialized
+for (docs/dynamic-shapes.md).
+
 The target is picked from the example inputs' device (`stax.driver.select_target`):
 CPU tensors -> "stax-cpu", CUDA tensors -> "triton"; mixed devices, or CUDA with
 `stax.triton=False`, make every graph fall back with that reason. The mode/options notes
@@ -50,6 +58,8 @@ and so does the report's short name `last_report().route`); `stax.explain(...)` 
     stax_cudagraphs       under stax.cudagraphs: each graph's capture status, with the
                           precise reason where it runs uncaptured
     stax_graphs           the CompiledGraph / FallbackRecord of each graph
+    stax_variants         for a graph with symbolic shapes: its ShapeVariants (sizes,
+                          graphs, route, calls, compile time); empty otherwise
 
 Dynamo keeps that callable to itself; tests and users find it through
 `stax.backend.compiled_callables` (every StaxCompiled created in this process and still
@@ -71,6 +81,7 @@ from stax.compiled_graph import _bind
 from stax.driver import (CompiledGraph, StaxCompileError, StaxGuardError,
                          StaxUnsupportedError, compile_graph, select_target)
 from stax.options import StaxConfig, resolve_config
+from stax.shape_specialize import ShapeSpecializer, has_symbolic_shapes
 
 __all__ = ["stax", "StaxCompileError", "StaxGuardError", "StaxCompiled", "StaxReport",
            "FallbackRecord", "WeakRegistry", "compiled_callables", "reports", "last_report",
@@ -83,7 +94,8 @@ class StaxFallbackWarning(UserWarning):
 
 #: the report names, each readable as `<callable>.stax_<name>` and `<report>.stax_<name>`
 REPORT_NAMES = ("route", "fallback_reason", "fallback_ops", "library_calls", "notes",
-                "kernel_count", "graphs", "launches_per_call", "cudagraphs", "tuned")
+                "kernel_count", "graphs", "launches_per_call", "cudagraphs", "tuned",
+                "variants")
 
 # graphs that fell back in this process, and whether the one warning has been given;
 # the count is not cleared by clear(): the warning's "how many" is per process
@@ -96,16 +108,22 @@ def fallback_count() -> int:
     return _fallbacks
 
 
-def _note_fallback() -> None:
+def _note_fallback(warning: str | None = None) -> None:
     """Count a fallback; the first one of the process warns (once: a model whose graphs
     all fall back would otherwise warn per graph). Under STAX_DEBUG every reason is
-    printed instead."""
+    printed instead. A `warning` of its own (the shape-variant cap, which its caller
+    gives once per graph) is always warned, without STAX_DEBUG."""
     global _fallbacks, _fallback_warned
     _fallbacks += 1
-    if _fallback_warned or debug.debug_enabled():
+    if debug.debug_enabled():
+        return
+    import warnings
+    if warning is not None:
+        warnings.warn(warning, StaxFallbackWarning, stacklevel=3)
+        return
+    if _fallback_warned:
         return
     _fallback_warned = True
-    import warnings
     n = _fallbacks
     warnings.warn(
         f"stax: {n} graph{'s' if n != 1 else ''} ran as written by PyTorch (fell back to "
@@ -190,6 +208,14 @@ class StaxReport:
     extra_notes: list = dataclasses.field(default_factory=list)
 
     runners: list = dataclasses.field(default_factory=list)
+    #: the ShapeSpecializer of a graph with symbolic shapes (None for a static graph)
+    specializer: Any = None
+
+    @property
+    def variants(self) -> list:
+        """The static variants compiled for a graph with symbolic shapes (ShapeVariant,
+        oldest first); empty for a static graph."""
+        return list(self.specializer.variants.values()) if self.specializer else []
 
     @property
     def route(self) -> str:
@@ -202,9 +228,14 @@ class StaxReport:
 
     @property
     def launches_per_call(self) -> dict[str, int]:
-        """Launches of one call of each graph kind (kind from the graph id)."""
+        """Launches of one call of each graph kind (kind from the graph id); for a graph
+        with symbolic shapes, of the variant the last call ran."""
+        graphs = self.graphs
+        last = self.specializer.last_variant if self.specializer else None
+        if last is not None:
+            graphs = last.graphs
         out: dict[str, int] = {}
-        for g in self.graphs:
+        for g in graphs:
             if isinstance(g, FallbackRecord):
                 continue
             kind = next((k for k in ("inference", "forward", "backward")
@@ -244,7 +275,8 @@ class StaxReport:
     @property
     def notes(self) -> list[str]:
         out = []
-        for n in list(self.config.notes) + self.extra_notes + \
+        shape_notes = self.specializer.notes() if self.specializer else []
+        for n in list(self.config.notes) + self.extra_notes + shape_notes + \
                 [n for g in self.graphs for n in g.notes]:
             if n not in out:
                 out.append(n)
@@ -265,6 +297,7 @@ class StaxReport:
     stax_launches_per_call = property(lambda self: self.launches_per_call)
     stax_cudagraphs = property(lambda self: self.cudagraphs)
     stax_tuned = property(lambda self: self.tuned)
+    stax_variants = property(lambda self: self.variants)
 
     def explain(self) -> str:
         """A readable multi-line account: each graph with its route, its kernels (name,
@@ -368,6 +401,7 @@ class StaxCompiled:
     stax_launches_per_call = property(lambda self: self.report.launches_per_call)
     stax_cudagraphs = property(lambda self: self.report.cudagraphs)
     stax_tuned = property(lambda self: self.report.tuned)
+    stax_variants = property(lambda self: self.report.variants)
 
     def explain(self) -> str:
         return self.report.explain()
@@ -404,7 +438,12 @@ def _boxed(cg: CompiledGraph, runner=None):
     return run
 
 
-def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bool):
+def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bool,
+                   record=None):
+    """The aot_autograd compiler of one graph kind; each CompiledGraph (or FallbackRecord)
+    goes to `record` (default: appended to `report.graphs`)."""
+    record = record if record is not None else report.graphs.append
+
     def compiler(gm: torch.fx.GraphModule, example_inputs):
         graph_id = debug.new_graph_id(kind)
         try:
@@ -416,7 +455,7 @@ def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bo
                     f"stax could not compile the {kind} graph {graph_id} natively "
                     f"(strict mode: strict_native=True or STAX_STRICT=1): {reason}") from e
             rec = FallbackRecord(graph_id=graph_id, kind=kind, reason=reason)
-            report.graphs.append(rec)
+            record(rec)
             debug.DumpDir(graph_id).write("fallback.txt",
                                           reason + "\n\n" + traceback.format_exc())
             # one line under STAX_DEBUG=1 (a fallback is expected, not a crash); the
@@ -426,7 +465,7 @@ def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bo
             _note_fallback()
             from functorch.compile import make_boxed_func
             return make_boxed_func(gm.forward)
-        report.graphs.append(cg)
+        record(cg)
         debug.log(f"{kind} graph {graph_id}: {len(cg.kernels)} kernel(s), library calls "
                   f"{cg.library_calls}, fallback ops {cg.fallback_ops}")
         for n in cg.notes:
@@ -461,14 +500,21 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
     strict = bool(strict_native) or debug.strict_enabled()
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     report = StaxReport(config=config, graph_names=names)
-    if dynamic:
-        report.extra_notes.append("dynamic=True: stax compiles static shapes only; graphs "
-                                  "with symbolic shapes run as written")
     for n in report.notes:
         debug.log(f"note: {n}")
 
-    fn = run_aot_autograd(gm, example_inputs,
-                          lambda kind: _make_compiler(kind, config, report, strict))
+    def compile_static(graph, inputs, record=None):
+        return run_aot_autograd(graph, inputs, lambda kind: _make_compiler(
+            kind, config, report, strict, record))
+
+    if has_symbolic_shapes(gm, example_inputs):
+        # one static compile per distinct size tuple, at call time (stax.shape_specialize)
+        fn = ShapeSpecializer(gm, example_inputs, report, strict=strict,
+                              compile_variant=compile_static,
+                              max_variants=config.max_shape_variants)
+        report.specializer = fn
+    else:
+        fn = compile_static(gm, example_inputs)
     compiled = StaxCompiled(fn, report)
     compiled_callables.append(compiled)
     return compiled

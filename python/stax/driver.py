@@ -192,10 +192,11 @@ def _check_inputs(example_inputs, names):
         if isinstance(x, torch.SymInt) or (
                 isinstance(x, torch.Tensor) and
                 any(not isinstance(s, int) for s in list(x.shape) + list(x.stride()))):
+            from stax.importer import _SPECIALIZED
             raise StaxUnsupportedError(
                 f"input {i} ('{names[i]}') has a symbolic shape "
-                f"({tuple(x.shape) if isinstance(x, torch.Tensor) else x}); stax compiles "
-                "static shapes only (dynamic shapes are not supported yet)")
+                f"({tuple(x.shape) if isinstance(x, torch.Tensor) else x}); compile_graph "
+                f"takes static shapes only ({_SPECIALIZED})")
 
 
 def _device_key(d) -> str:

@@ -184,11 +184,16 @@ def _val(node) -> Any:
     return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
 
 
+#: where symbolic graphs go instead of the importer
+_SPECIALIZED = ("the stax backend compiles a graph with symbolic shapes once per distinct "
+                "size, with the sizes static: stax.shape_specialize")
+
+
 def _check_static(what: str, t: torch.Tensor):
     for s in list(t.shape) + list(t.stride() if t.layout == torch.strided else []):
         if not isinstance(s, int):
-            raise UnsupportedGraph(f"{what} has a symbolic shape {tuple(t.shape)}; stax "
-                                   "supports static shapes only")
+            raise UnsupportedGraph(f"{what} has a symbolic shape {tuple(t.shape)}; the "
+                                   f"importer takes static shapes only ({_SPECIALIZED})")
     if t.dtype not in _DTYPE_NAMES:
         raise UnsupportedGraph(f"{what} has dtype {t.dtype}, which stax does not support")
 
@@ -427,7 +432,9 @@ class _Builder:
             if isinstance(x, torch.memory_format):
                 return {"$memory_format": str(x).removeprefix("torch.")}
             if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                raise UnsupportedGraph(f"node {node.name} ({target}) has a symbolic argument {x}")
+                raise UnsupportedGraph(f"node {node.name} ({target}) has a symbolic argument "
+                                       f"{x}; the importer takes static shapes only "
+                                       f"({_SPECIALIZED})")
             raise UnsupportedGraph(f"node {node.name} ({target}) has an argument of type "
                                    f"{type(x).__name__} that stax_graph.fallback cannot encode")
 

@@ -40,17 +40,23 @@ triton) the config carries a note saying so; where no usable GPU is present at
 compile time the compiled graph carries a note saying nothing was benchmarked.
 `stax.coordinate_descent_tuning` alone (without `stax.max_autotune`) does nothing on
 the triton target, and a note says so.
+
+Every option is a bool except `stax.max_shape_variants`, a positive int (default 8): how
+many static variants `stax.shape_specialize` compiles for one graph with symbolic shapes
+(one per distinct size tuple; later sizes run as written, with one warning). Where the
+option is not passed, the environment variable `STAX_MAX_SHAPE_VARIANTS` sets it.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Mapping
 
-__all__ = ["MODES", "OPTION_KEYS", "DEFAULTS", "StaxConfig", "resolve_config", "CPU_TARGET",
+__all__ = ["MODES", "OPTION_KEYS", "DEFAULTS", "INT_OPTIONS", "ENV_OPTIONS", "StaxConfig", "resolve_config", "CPU_TARGET",
            "TRITON_TARGET", "TARGETS", "autotune_available"]
 
-#: option key -> default value (all options are bools)
-DEFAULTS: dict[str, bool] = {
+#: option key -> default value (bools, but for the int stax.max_shape_variants)
+DEFAULTS: dict[str, bool | int] = {
     "stax.fusion": True,
     "stax.cuda_codegen": True,
     "stax.triton": True,
@@ -63,7 +69,14 @@ DEFAULTS: dict[str, bool] = {
     # reduce-overhead: return fresh copies of inference outputs instead of the CUDA
     # graph's static buffers, whose stale reads raise (also STAX_CUDAGRAPH_COPY_OUTPUTS=1)
     "stax.cudagraph_copy_outputs": False,
+    # graphs with symbolic shapes: at most this many static variants (one per size tuple)
+    # are compiled; later sizes run as written (STAX_MAX_SHAPE_VARIANTS when not passed)
+    "stax.max_shape_variants": 8,
 }
+#: the options that take a positive int; every other one is a bool
+INT_OPTIONS = ("stax.max_shape_variants",)
+#: environment variables that set an option the user did not pass
+ENV_OPTIONS = {"stax.max_shape_variants": "STAX_MAX_SHAPE_VARIANTS"}
 OPTION_KEYS = tuple(DEFAULTS)
 
 #: mode -> options it turns on
@@ -111,6 +124,11 @@ class StaxConfig:
         return True if self.options["stax.cudagraph_copy_outputs"] else None
 
     @property
+    def max_shape_variants(self) -> int:
+        """How many static variants one graph with symbolic shapes may compile."""
+        return self.options["stax.max_shape_variants"]
+
+    @property
     def max_autotune(self) -> bool:
         """The autotuning hook (modes max-autotune*, option stax.max_autotune)."""
         return self.options["stax.max_autotune"]
@@ -144,10 +162,37 @@ def _validate_options(options: Any) -> dict[str, bool]:
         if key not in DEFAULTS:
             raise ValueError(f"stax: unknown option {key!r}; valid options are "
                              f"{', '.join(OPTION_KEYS)}")
+        if key in INT_OPTIONS:
+            out[key] = _positive_int(key, value)
+            continue
         if not isinstance(value, bool):
             raise TypeError(f"stax: option {key!r} must be a bool (True/False), got "
                             f"{type(value).__name__} {value!r}")
         out[key] = value
+    return out
+
+
+def _positive_int(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"stax: option {key!r} must be a positive int, got "
+                        f"{type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"stax: option {key!r} must be a positive int, got {value!r}")
+    return value
+
+
+def _from_environment(explicit: Mapping[str, Any]) -> dict[str, int]:
+    """The ENV_OPTIONS the user did not pass, from their environment variables."""
+    out = {}
+    for key, var in ENV_OPTIONS.items():
+        text = os.environ.get(var, "").strip()
+        if key in explicit or not text:
+            continue
+        try:
+            out[key] = _positive_int(key, int(text))
+        except ValueError:
+            raise ValueError(f"stax: {var}={text!r} must be a positive int (it sets "
+                             f"option {key!r})") from None
     return out
 
 
@@ -233,12 +278,14 @@ def resolve_config(mode: str | None = None, options: Mapping[str, Any] | None = 
                    target: str = CPU_TARGET) -> StaxConfig:
     """Validate `mode` and `options` and merge them: defaults < mode < explicit options.
 
-    Raises ValueError for an unknown mode or key and TypeError for a non-bool value.
+    Raises ValueError for an unknown mode or key (or an int option below 1) and
+    TypeError for a value of the wrong type.
     """
     _validate_mode(mode)
     explicit = _validate_options(options)
     opts = dict(DEFAULTS)
     opts.update(MODES[mode])
+    opts.update(_from_environment(explicit))
     opts.update(explicit)
     if target not in TARGETS:
         raise ValueError(f"stax: unknown target {target!r}; targets are {TARGETS}")

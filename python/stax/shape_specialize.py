@@ -1,0 +1,316 @@
+"""Per-shape specialization: a Dynamo graph with symbolic shapes runs as compiled stax
+code, one static compile per distinct size tuple.
+
+Dynamo hands the backend a symbolic graph after the second distinct size it sees
+(automatic dynamic shapes), for `dynamic=True` and for `torch._dynamo.mark_dynamic`:
+its tensor placeholders carry fake tensors with symbolic sizes (`s77`, `2*s77`) and each
+free symbol is a SymInt placeholder of its own, to which the compiled code passes the
+call's int. stax compiles static shapes only, so `ShapeSpecializer` (the callable the
+backend returns for such a graph) does, on each call:
+
+  1. the variant key: the exact sizes, strides (and, for CUDA tensors, 16-byte
+     alignment) of every tensor whose size Dynamo left symbolic, and the value of every
+     symbolic scalar placeholder. Everything else (static sizes, dtypes, devices,
+     requires_grad, grad mode, the bounds of `mark_dynamic`, the 0/1 specialization) is
+     guarded by Dynamo before the call and is the same for every call that reaches it;
+  2. a known key runs its variant;
+  3. a new key, while fewer than `stax.max_shape_variants` variants exist, compiles one:
+     the Dynamo graph with the call's scalar values written into it as constants
+     (`specialize_graph`), through the backend's static pipeline (aot_autograd, then
+     `stax.driver.compile_graph` for each of forward / backward / inference), with the
+     call's real tensors as the example inputs. Training gets an autograd function per
+     variant; its backward is compiled on the first backward, as for a static graph;
+  4. past the cap the call runs the Dynamo graph as written (PyTorch eager), with one
+     StaxFallbackWarning (once per graph) naming the cap and how to raise it, and a
+     FallbackRecord in the report; under strict mode it raises StaxCompileError.
+
+Each variant's own generated wrapper keeps its guards (`stax.guards`): a variant can
+only run on arguments it was compiled for, so a guard failure there is an error, never
+a wrong answer. The report of the graph (one StaxReport for all variants) lists every
+variant's graphs, and its notes say what was specialized, e.g. "specialized for s77=5;
+3 variants compiled", with the compile time of each (each new size is a full compile).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import torch
+
+from stax import debug
+
+__all__ = ["has_symbolic_shapes", "specialize_graph", "ShapeVariant", "ShapeSpecializer"]
+
+_SYM_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _is_symbolic_tensor(t: torch.Tensor) -> bool:
+    if t.layout != torch.strided:
+        return any(not isinstance(s, int) for s in t.shape)
+    return any(not isinstance(s, int) for s in
+               list(t.shape) + list(t.stride()) + [t.storage_offset()])
+
+
+def _placeholders(gm) -> list:
+    return [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _dynamo_value(node):
+    """What Dynamo recorded for a placeholder: a (fake) tensor, a SymInt, ... or None."""
+    return node.meta.get("example_value", node.meta.get("val"))
+
+
+def _symbolic_positions(gm, example_inputs) -> tuple[list[int], list[int]]:
+    """(tensor positions, scalar positions) of the placeholders whose value is symbolic:
+    tensors with a symbolic size, stride or offset, and SymInt/SymFloat/SymBool."""
+    tensors, scalars = [], []
+    for i, node in enumerate(_placeholders(gm)):
+        ex = example_inputs[i] if i < len(example_inputs) else None
+        val = _dynamo_value(node)
+        if isinstance(ex, _SYM_SCALARS) or isinstance(val, _SYM_SCALARS):
+            scalars.append(i)
+        elif any(isinstance(v, torch.Tensor) and _is_symbolic_tensor(v) for v in (ex, val)):
+            tensors.append(i)
+    return tensors, scalars
+
+
+def has_symbolic_shapes(gm, example_inputs) -> bool:
+    """True when Dynamo gave this graph symbolic sizes (a SymInt placeholder, or a
+    placeholder tensor whose recorded size, stride or offset is symbolic)."""
+    tensors, scalars = _symbolic_positions(gm, list(example_inputs))
+    return bool(tensors or scalars)
+
+
+def specialize_graph(gm: torch.fx.GraphModule, values: dict[int, Any]) -> torch.fx.GraphModule:
+    """A copy of `gm` in which placeholder `i` (for each i in `values`) is gone and its
+    value `values[i]` (an int, float or bool) is written in as a constant; the other
+    placeholders stay, in order. Tracing it with the call's tensors gives a static graph."""
+    graph = torch.fx.Graph()
+    val_map = {}
+    for i, node in enumerate(_placeholders(gm)):
+        if i in values:
+            val_map[node] = values[i]
+    out = graph.graph_copy(gm.graph, val_map)
+    graph.output(out)
+    graph._codegen = gm.graph._codegen
+    new = torch.fx.GraphModule(gm, graph)
+    new.meta = dict(gm.meta)
+    return new
+
+
+def _symbol_readers(gm, tensor_pos, scalar_pos) -> list[tuple[str, int, int | None]]:
+    """(symbol name, placeholder position, dim or None) for each free symbol of the graph
+    that a call's arguments show directly: a scalar placeholder, or a tensor dim whose
+    recorded size is a bare symbol (`s77`, not `2*s77`). First reader of each name wins."""
+    nodes = _placeholders(gm)
+    out, seen = [], set()
+    for i in scalar_pos:
+        val = _dynamo_value(nodes[i])
+        name = str(val) if val is not None else nodes[i].name
+        if name not in seen:
+            seen.add(name)
+            out.append((name, i, None))
+    for i in tensor_pos:
+        val = _dynamo_value(nodes[i])
+        if not isinstance(val, torch.Tensor):
+            continue
+        for d, s in enumerate(val.shape):
+            name = str(s)
+            if isinstance(s, torch.SymInt) and name.isidentifier() and name not in seen:
+                seen.add(name)
+                out.append((name, i, d))
+    return out
+
+
+@dataclasses.dataclass
+class ShapeVariant:
+    """One static compile of a symbolic graph: the sizes it was specialized for, its
+    compiled callable (aot_autograd's, over stax's compiled graphs) and those graphs."""
+    index: int
+    key: tuple
+    sizes: dict                  # symbol name -> the value it was specialized for
+    shapes: dict                 # placeholder name -> shape, for the symbolic tensors
+    fn: Any = None
+    graphs: list = dataclasses.field(default_factory=list)
+    compile_s: float = 0.0
+    calls: int = 0
+
+    @property
+    def route(self) -> str:
+        from stax.backend import FallbackRecord
+        routes = {"fallback" if isinstance(g, FallbackRecord) else getattr(g, "route", "?")
+                  for g in self.graphs}
+        if "fallback" in routes:
+            return "fallback"
+        return routes.pop() if len(routes) == 1 else "mixed:" + ",".join(sorted(routes))
+
+    def describe(self) -> str:
+        """`s77=5, s12=64` (or the symbolic tensors' shapes where no symbol is bare)."""
+        if self.sizes:
+            return ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        return ", ".join(f"{k}: {v}" for k, v in self.shapes.items())
+
+
+class ShapeSpecializer:
+    """The callable the backend returns for a graph with symbolic shapes: per call it
+    picks (or compiles) the static variant for the call's sizes. See the module
+    docstring. `compile_variant(gm, example_inputs, record)` is the static pipeline; it
+    returns the callable and passes every compiled graph (or FallbackRecord) to
+    `record`."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, report, *, strict: bool,
+                 compile_variant, max_variants: int):
+        self.gm = gm
+        self.report = report
+        self.strict = strict
+        self.max_variants = max_variants
+        self._compile_variant = compile_variant
+        nodes = _placeholders(gm)
+        self.names = [n.name for n in nodes]
+        self.tensor_positions, self.scalar_positions = _symbolic_positions(
+            gm, list(example_inputs))
+        scalars = set(self.scalar_positions)
+        self.kept_positions = [i for i in range(len(nodes)) if i not in scalars]
+        self.symbols = _symbol_readers(gm, self.tensor_positions, self.scalar_positions)
+        self.variants: dict[tuple, ShapeVariant] = {}
+        self.last_variant: ShapeVariant | None = None  # None: the last call ran as written
+        self.calls_as_written = 0
+        self._cap_record = None
+
+    # ------------------------------------------------------------------ per call
+
+    def key(self, args) -> tuple:
+        """What a variant is specialized on, beyond what Dynamo guards (module doc)."""
+        parts = []
+        for i in self.tensor_positions:
+            t = args[i]
+            if isinstance(t, torch.Tensor):
+                aligned = t.is_cuda and t.data_ptr() % 16 == 0
+                parts.append((tuple(t.shape), t.stride() if t.layout == torch.strided
+                              else None, aligned))
+            else:
+                parts.append((type(t), t))
+        for i in self.scalar_positions:
+            parts.append((type(args[i]), args[i]))
+        return tuple(parts)
+
+    def __call__(self, *args):
+        key = self.key(args)
+        variant = self.variants.get(key)
+        if variant is None:
+            if len(self.variants) >= self.max_variants:
+                return self._run_as_written(args)
+            variant = self._compile(key, args)
+        variant.calls += 1
+        self.last_variant = variant
+        return variant.fn(*[args[i] for i in self.kept_positions])
+
+    # ------------------------------------------------------------------ compiling
+
+    def _sizes(self, args) -> dict:
+        out = {}
+        for name, i, d in self.symbols:
+            v = args[i] if d is None else args[i].shape[d]
+            out[name] = v.item() if isinstance(v, torch.Tensor) else v
+        return out
+
+    def _compile(self, key, args) -> ShapeVariant:
+        variant = ShapeVariant(
+            index=len(self.variants), key=key, sizes=self._sizes(args),
+            shapes={self.names[i]: tuple(args[i].shape) for i in self.tensor_positions
+                    if isinstance(args[i], torch.Tensor)})
+        gm = specialize_graph(self.gm, {i: args[i] for i in self.scalar_positions})
+        example = [args[i] for i in self.kept_positions]
+
+        def record(graph):
+            variant.graphs.append(graph)
+            self.report.graphs.append(graph)
+
+        start = time.perf_counter()
+        try:
+            variant.fn = self._compile_variant(gm, example, record)
+        except Exception as e:  # noqa: BLE001 - aot_autograd itself failed for these sizes
+            if self.strict:
+                raise
+            variant.fn = self._as_written_for(variant, gm, e, record)
+        variant.compile_s = time.perf_counter() - start
+        self.variants[key] = variant
+        debug.log(f"graph with symbolic shapes ({self.symbol_list()}): compiled variant "
+                  f"{variant.index + 1} of at most {self.max_variants} for "
+                  f"{variant.describe()} in {variant.compile_s:.2f} s (route "
+                  f"{variant.route}; the backward, if any, compiles on its first call)")
+        return variant
+
+    def _as_written_for(self, variant, gm, e: Exception, record):
+        """The variant's callable where its static compile raised before stax saw a
+        graph (aot_autograd's tracing): the graph runs as written, with the reason."""
+        from stax.backend import FallbackRecord, _note_fallback
+        reason = f"{type(e).__name__}: {e}"
+        record(FallbackRecord(graph_id=debug.new_graph_id("variant"), kind="shape variant",
+                              reason=f"the static compile for {variant.describe()} "
+                                     f"failed: {reason}"))
+        debug.log(f"shape variant {variant.describe()} runs as written: {reason}", exc=e)
+        _note_fallback()
+        return gm  # the specialized graph: the call's sizes are constants in it
+
+    def symbol_list(self) -> str:
+        names = [s[0] for s in self.symbols]
+        return ", ".join(names) if names else "symbolic tensor sizes"
+
+    # ------------------------------------------------------------------ past the cap
+
+    def cap_message(self, args) -> str:
+        return (f"stax: a graph with symbolic shapes ({self.symbol_list()}) has compiled "
+                f"its {self.max_variants} static variants (the cap, option "
+                f"'stax.max_shape_variants'), so new sizes ({self._describe_call(args)} "
+                f"first) run as written by PyTorch; raise the cap with "
+                f"options={{'stax.max_shape_variants': {2 * self.max_variants}}} or "
+                f"STAX_MAX_SHAPE_VARIANTS={2 * self.max_variants}")
+
+    def _describe_call(self, args) -> str:
+        sizes = self._sizes(args)
+        if sizes:
+            return ", ".join(f"{k}={v}" for k, v in sizes.items())
+        return ", ".join(f"{self.names[i]}: {tuple(args[i].shape)}"
+                         for i in self.tensor_positions if isinstance(args[i], torch.Tensor))
+
+    def _run_as_written(self, args):
+        if self._cap_record is None:
+            from stax.backend import FallbackRecord, StaxCompileError, _note_fallback
+            msg = self.cap_message(args)
+            if self.strict:
+                raise StaxCompileError(msg + " (strict mode: strict_native=True or "
+                                             "STAX_STRICT=1 makes this an error)")
+            self._cap_record = FallbackRecord(
+                graph_id=debug.new_graph_id("beyond_cap"), kind="shape variant",
+                reason=msg.removeprefix("stax: "))
+            self.report.graphs.append(self._cap_record)
+            debug.log(msg)
+            _note_fallback(warning=msg)
+        self.calls_as_written += 1
+        self.last_variant = None
+        return self.gm(*args)
+
+    # ------------------------------------------------------------------ reporting
+
+    def notes(self) -> list[str]:
+        """What the report says about the specialization (its notes)."""
+        vs = list(self.variants.values())
+        total = sum(v.compile_s for v in vs)
+        head = (f"shape-specialized: Dynamo gave this graph symbolic sizes "
+                f"({self.symbol_list()}); stax compiles one static variant per distinct "
+                f"size, each a full compile: {len(vs)} variant(s) compiled in {total:.2f} s "
+                f"of at most {self.max_variants} (option 'stax.max_shape_variants')")
+        if self.last_variant is not None:
+            head += f"; the last call ran the variant specialized for {self.last_variant.describe()}"
+        out = [head]
+        for v in vs:
+            ids = ", ".join(g.graph_id for g in v.graphs) or "none"
+            out.append(f"variant {v.index + 1}: specialized for {v.describe()}: route "
+                       f"{v.route}, {v.calls} call(s), compiled in {v.compile_s:.2f} s, "
+                       f"graphs {ids}")
+        if self.calls_as_written:
+            out.append(f"{self.calls_as_written} call(s) beyond the cap ran as written by "
+                       "PyTorch")
+        return out
