@@ -8,8 +8,9 @@ import hashlib
 import torch
 
 from stax.aliasing import RUNTIME_GLOBALS, fresh_copy, non_overlapping
+from stax.arena import BufferArena
 from stax.errors import StaxUnsupportedError
-from stax.guards import _stride_ok, guard_count, guard_failure
+from stax.guards import FastTensorGuards, _stride_ok, guard_count, guard_failure
 
 from stax.routes import CPU_ROUTE, ROUTE, TRITON_ROUTE  # noqa: F401 - re-exported
 
@@ -294,6 +295,10 @@ class _Labelled:
         with torch.profiler.record_function(self.label):
             return self.kernel(*args)
 
+    def launch(self, stream, *args):  # a GPU kernel's wrapper launch path
+        with torch.profiler.record_function(self.label):
+            return self.kernel.launch(stream, *args)
+
     def __getattr__(self, name):  # the wrapper may read kernel attributes
         return getattr(self.kernel, name)
 
@@ -335,8 +340,14 @@ def _base_globals(guards, graph_id, device="cpu") -> dict:
     def _guard_count(args):
         raise guard_count(guards, graph_id, args)
 
+    dev = torch.device(device)
+    gpu = {}
+    if dev.type == "cuda":  # the wrapper reads the current stream once per call
+        from stax.targets.triton_launch import raw_stream
+        gpu = {"_stream": raw_stream, "_dev_idx": dev.index or 0}
     return {"torch": torch, "Tensor": torch.Tensor, "empty_strided": torch.empty_strided,
             "as_strided": torch.as_strided, "_stride_ok": _stride_ok,
             "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count,
-            "_dev": torch.device(device), **RUNTIME_GLOBALS,
+            "_dev": dev, **gpu, "_BufferArena": BufferArena,
+            "_FastTensorGuards": FastTensorGuards, **RUNTIME_GLOBALS,
             **_counting_helpers(CopyCounter())}

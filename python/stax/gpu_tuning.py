@@ -327,6 +327,12 @@ class MatmulKernel:
     def __call__(self, *tensors):
         self.compiled[self.ttir_kernel.grid](*tensors)
 
+    def launch(self, stream, *tensors):
+        """The wrapper's launch path (see TritonKernel.launch): bound on first use."""
+        from stax.targets.triton_launch import bind_launch
+        self.launch = bind_launch(self.compiled, self.ttir_kernel.grid)
+        return self.launch(stream, *tensors)
+
 
 class _Tuner:
     """The max-autotune state of one compiled graph (see the comment above)."""

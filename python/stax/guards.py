@@ -12,7 +12,7 @@ import torch
 from stax.errors import StaxGuardError
 from stax.routes import ALIGN, CPU_ROUTE, TRITON_ROUTE
 
-__all__ = ["ArgGuard", "guard_failure", "guard_count", "_guards_for"]
+__all__ = ["ArgGuard", "FastTensorGuards", "guard_failure", "guard_count", "_guards_for"]
 
 
 def _strides_agree(a: Sequence[int], b: Sequence[int], shape: Sequence[int]) -> bool:
@@ -122,6 +122,41 @@ def _guard_src(g: ArgGuard, var: str) -> str | None:
     if g.kind == "int":
         return f"{var} == {g.value!r}"
     return None
+
+
+def _never(*args) -> bool:
+    return False
+
+
+class FastTensorGuards:
+    """The wrapper's per-call check of its tensor arguments as one C++ call.
+
+    `check(*tensors)` is torch's `TensorGuards.check` (the check Dynamo's own guards run:
+    dispatch keys, dtype, device, requires_grad, sizes and strides, all exactly), armed
+    with the first arguments that passed the full Python guards (`_guard_src`). It is
+    stricter than those guards (they skip the strides of size-1 dims, and do not look at
+    requires_grad), so a False is not a failure: the wrapper then runs the full guards,
+    which pass or raise the StaxGuardError that names the argument. A True proves the
+    arguments equal, in everything the guards look at, to arguments that passed them.
+    Alignment (data_ptr() % 16) is not covered: the wrapper checks it on every call."""
+
+    __slots__ = ("check", "positions")
+
+    def __init__(self, positions: Sequence[int]):
+        self.positions = tuple(positions)
+        self.check = _never
+
+    def arm(self, args) -> None:
+        if self.check is not _never:
+            return
+        try:
+            from torch._C._dynamo.guards import TensorGuards
+            ts = [args[i] for i in self.positions]
+            tg = TensorGuards(*ts, dynamic_dims_sizes=[list(t.shape) for t in ts],
+                              dynamic_dims_strides=[list(t.stride()) for t in ts])
+        except Exception:  # noqa: BLE001 - no fast check for these: the full one runs
+            return
+        self.check = tg.check
 
 
 def _stride_ok(st, dims, want) -> bool:

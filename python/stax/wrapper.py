@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from stax.aliasing import emit_outputs, non_overlapping
+from stax.arena import ARENA_MAX_BYTES
 from stax.compiled_graph import CompiledGraph, _base_globals
 from stax.driver import (FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8, output_structure,
                          wrap_op_in_kernel)
@@ -281,11 +282,23 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         em.emit(f"{argvars[0]}, = args")
     elif n:
         em.emit(f"{', '.join(argvars)} = args")
+    # the full guards go to `check(args)`; the call checks its tensor arguments with one
+    # C++ call (guards.FastTensorGuards) and runs `check` only when that says no
+    check_lines = list(em.lines[1:])
+    fast_positions = []
     for i, g in enumerate(guards):
         cond = _guard_src(g, argvars[i])
         if cond:
-            em.emit(f"if not ({cond}):")
-            em.emit(f"_guard_fail({i}, {argvars[i]})", 2)
+            check_lines += [f"    if not ({cond}):", f"        _guard_fail({i}, {argvars[i]})"]
+            if g.kind == "tensor":
+                fast_positions.append(i)
+            else:
+                em.emit(f"if not ({cond}):")
+                em.emit(f"_guard_fail({i}, {argvars[i]})", 2)
+    if fast_positions:
+        em.emit(f"if not _fast_guards.check({', '.join(argvars[i] for i in fast_positions)}):")
+        em.emit("check(args)", 2)
+        em.emit("_fast_guards.arm(args)", 2)
     align_guard_at = len(em.lines)  # alignment guards go here once the kernels are known
 
     # --- function arguments
@@ -353,8 +366,15 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         shape, _ = _tensor_type(value)
         return out_strides.get(value) or contiguous_strides(shape)
 
+    # buffers the arena may hold (stax.arena): var -> (its line, bytes); views of them
+    arena_allocs: dict[str, tuple[int, int]] = {}
+    arena_views: dict[str, tuple[int, str]] = {}
+
     def alloc(value, var, strides):
         shape, dtype = _tensor_type(value)
+        nbytes = dtype.itemsize * (1 + sum((n - 1) * st for n, st in zip(shape, strides))
+                                   if all(shape) else 0)
+        arena_allocs[var] = (len(em.lines), nbytes)
         em.emit(f"{var} = empty_strided({shape!r}, {tuple(strides)!r}, "
                 f"dtype={_dtype_src(dtype)}, device={'_dev' if gpu else repr('cpu')})")
         root_aligned[var] = True  # allocator blocks are (at least) 512-byte aligned
@@ -451,7 +471,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         alloc(kres, var, out_st)
         define(kres, var, out_st)
         args = [a.var, b.var] + [v.var for v in ep_vals] + [var]
-        em.emit(f"{kname}({', '.join(args)})  # {mm_name}: matmul {list(a.shape)}x"
+        em.emit(f"{kname}.launch(_s, {', '.join(args)})  # {mm_name}: matmul {list(a.shape)}x"
                 f"{list(b.shape)} + epilogue {_loc_name(kop)} (Triton, max-autotune)")
         fused_away.add(kop)
         return True
@@ -484,7 +504,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             alloc(r, var, st)
             define(r, var, st)
             outvars.append(var)
-        em.emit(f"{kname}({', '.join([v.var for v in ins] + outvars)})"
+        call = f"{kname}.launch(_s, " if gpu else f"{kname}("
+        em.emit(f"{call}{', '.join([v.var for v in ins] + outvars)})"
                 f"  # {_loc_name(kop)}")
 
     for idx, op in enumerate(ops):
@@ -542,6 +563,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 total = src.offset + off
                 off_src = (f"{src.root}.storage_offset() + {total}" if src.root_dynamic
                            else str(total))
+                if src.root in arena_allocs and not src.root_dynamic:
+                    arena_views[var] = (len(em.lines), src.root)
                 em.emit(f"{var} = as_strided({src.root}, {shape!r}, {tuple(st)!r}, "
                         f"{off_src})")
                 define(r, var, st, root=src.root, offset=total, root_dynamic=src.root_dynamic,
@@ -574,6 +597,10 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         library_calls.extend(layout_copies)
     else:
         exprs = [vals[v].var for v in ret_vals]
+    arena = _plan_arena(arena_allocs, arena_views,
+                        {vals[v].root for v in ret_vals if v in vals}, fallback_ops)
+    if arena:
+        em.emit(f"_arena.give({'_s, ' if gpu else ''}_bufs)")
     struct, count = output_structure(gm)
     if struct == "single" and len(exprs) == 1:
         em.emit(f"return {exprs[0]}")
@@ -595,10 +622,27 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         guards[i].aligned = True
         align_lines += [f"    if {argvars[i]}.data_ptr() % {ALIGN}:",
                         f"        _guard_fail({i}, {argvars[i]})"]
-    em.lines[align_guard_at:align_guard_at] = align_lines
+    # the GPU kernels launch on the stream that is current when the call starts (read
+    # once here, not per launch)
+    stream_lines = ["    _s = _stream(_dev_idx)"] if gpu and (kernels or arena) else []
+    arena_lines = []
+    if arena:
+        # the arena's buffers: built by `_arena_build` once per free set, taken per call
+        built = [em.lines[i] for i in sorted(arena.values())]
+        em.lines = [ln for i, ln in enumerate(em.lines) if i not in set(arena.values())]
+        names_ = ", ".join(arena) + ("," if len(arena) == 1 else "")
+        em.lines += ["", "def _arena_build():"] + built + [f"    return ({names_})", "",
+                     f"_arena = _BufferArena(_arena_build, gpu={gpu})"]
+        arena_lines = [f"    _bufs = _arena.take({'_s' if gpu else ''})",
+                       f"    {names_} = _bufs"]
+        notes.append(f"intermediates in a reused arena ({len(arena)} buffers and views, "
+                     f"{sum(arena_allocs[v][1] for v in arena if v in arena_allocs)} bytes; "
+                     "stax.arena)")
+    em.lines[align_guard_at:align_guard_at] = align_lines + stream_lines + arena_lines
     # the guards alone, as `check(args)` (the CUDA graph runner calls it before replays)
-    guard_end = align_guard_at + len(align_lines)
-    em.lines += ["", "def check(args):"] + em.lines[1:guard_end] + ["    return None"]
+    em.lines += ["", "def check(args):"] + check_lines + align_lines + ["    return None"]
+    if fast_positions:
+        em.lines += ["", f"_fast_guards = _FastTensorGuards({tuple(fast_positions)!r})"]
     header = [f"# stax wrapper for graph {graph_id} (route {route}, device {device})",
               f"# arguments: {', '.join(names)}",
               f"# kernels: {len(kernels)}; library calls: {len(library_calls)}; "
@@ -611,6 +655,20 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                          guards=guards, kernel_mlir=kernel_mlir, route=route, device=device,
                          tuned=tuner.records if tuner is not None else (),
                          kernel_sources=kernel_sources)
+
+
+def _plan_arena(allocs: dict, views: dict, output_roots: set, fallback_ops) -> dict:
+    """The buffers the arena holds: var -> the wrapper line that makes it. Every
+    allocated intermediate that no output is or views, with the fixed views of them,
+    unless the graph has a fallback op or its intermediates exceed ARENA_MAX_BYTES
+    (see stax.arena for why each condition)."""
+    if fallback_ops:
+        return {}
+    bufs = {v: line for v, (line, _) in allocs.items() if v not in output_roots}
+    if not bufs or sum(allocs[v][1] for v in bufs) > ARENA_MAX_BYTES:
+        return {}
+    bufs.update({v: line for v, (line, root) in views.items() if root in bufs})
+    return bufs
 
 
 def _kernel_name(kop, idx: int) -> str:

@@ -46,9 +46,9 @@ def parts(monkeypatch):
     seen: dict[str, set] = {}
     real = L.CpuKernel._packed
 
-    def spy(self, part, nparts):
+    def spy(self, slot, part, nparts):
         seen.setdefault(self.name, set()).add((part, nparts))
-        return real(self, part, nparts)
+        return real(self, slot, part, nparts)
 
     monkeypatch.setattr(L.CpuKernel, "_packed", spy)
     return seen

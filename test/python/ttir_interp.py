@@ -605,7 +605,14 @@ def cpu_triton(cg):
                             f"tensors, got {len(tensors)}")
         run_kernel(self.ttir_kernel, *tensors)
 
+    def launch(self, stream, *tensors):  # the wrapper's path: the stream is unused here
+        return call(self, *tensors)
+
+    old_launch = stt.TritonKernel.launch
+    old_stream = cg._globals.get("_stream")
     stt.TritonKernel.__call__ = call
+    stt.TritonKernel.launch = launch
+    cg._globals["_stream"] = lambda index: 0
     cg._globals["_dev"] = torch.device("cpu")
     saved = {}
     for k, v in list(cg._globals.items()):
@@ -618,7 +625,10 @@ def cpu_triton(cg):
         yield cg
     finally:
         stt.TritonKernel.__call__ = old_call
+        stt.TritonKernel.launch = old_launch
         cg._globals["_dev"] = old_dev
+        if old_stream is not None:
+            cg._globals["_stream"] = old_stream
         cg._globals.update(saved)
 
 

@@ -1557,6 +1557,32 @@ def cpu_parallelism() -> int:
 _data_ptr = torch.Tensor.data_ptr
 
 
+class _ArgSlot:
+    """One call's argument storage: the tensors' data pointers in one array, and the
+    packed argument arrays (pointers to those pointers, then part and nparts) that the
+    JIT entry takes, built once per (part, nparts) and reused."""
+
+    __slots__ = ("ptrs", "n_args", "parts", "whole")
+
+    def __init__(self, n_args):
+        self.ptrs = (ctypes.c_void_p * max(n_args, 1))()
+        self.n_args = n_args
+        self.parts = {}
+        self.whole = None  # the address of packed(0, 1), set on the slot's first call
+
+    def packed(self, part, nparts):
+        key = (part, nparts)
+        got = self.parts.get(key)
+        if got is None:
+            p, n = ctypes.c_ssize_t(part), ctypes.c_ssize_t(nparts)
+            base, size = ctypes.addressof(self.ptrs), ctypes.sizeof(ctypes.c_void_p)
+            arr = (ctypes.c_void_p * (self.n_args + 2))(
+                *[base + i * size for i in range(self.n_args)],
+                ctypes.addressof(p), ctypes.addressof(n))
+            got = self.parts[key] = (arr, p, n)
+        return got[0]
+
+
 class CpuKernel:
     """A JIT-compiled kernel. Call it as `k(*inputs, *outputs)` with torch tensors whose
     shapes, dtypes and strides are the ones it was compiled for (the driver's guards
@@ -1564,6 +1590,12 @@ class CpuKernel:
 
     Large kernels are split over the outermost loop into `cpu_parallelism()` parts;
     ctypes releases the GIL during the native call, so the parts run on separate cores.
+
+    A call takes an argument slot (`_ArgSlot`: the pointer array the packed arguments
+    point into) off a free list and gives it back when the native call returns, so
+    concurrent calls from several threads never share one: with one shared array, a
+    second thread overwrote the pointers while the first thread's kernel (the GIL
+    released) was reading them (test_launch_path's threads test).
     """
 
     def __init__(self, name, mlir_text, llvm_ir, engine, n_args, vector_width, splittable, work):
@@ -1578,50 +1610,40 @@ class CpuKernel:
         if not addr:
             raise KernelLoweringError(f"JIT did not produce symbol {name}")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
-        # the tensors' data pointers, one array the packed argument arrays point into:
-        # a call stores the pointers with one slice assignment
-        self._ptrs = (ctypes.c_void_p * max(n_args, 1))()
         self.n_args = n_args
         self._all = slice(0, n_args)
-        self._parts = {}
+        self._slots = [_ArgSlot(n_args)]
         # decided once: a kernel under the threshold (or not splittable) always runs
         # whole on the calling thread, with no thread-count query and no pool wake-up
         self._may_split = bool(splittable and work >= PARALLEL_MIN_ELEMENTS)
-        self._whole = None  # address of the (0, 1) packed array, bound on the first call
 
-    def _packed(self, part, nparts):
-        key = (part, nparts)
-        got = self._parts.get(key)
-        if got is None:
-            p, n = ctypes.c_ssize_t(part), ctypes.c_ssize_t(nparts)
-            base, size = ctypes.addressof(self._ptrs), ctypes.sizeof(ctypes.c_void_p)
-            arr = (ctypes.c_void_p * (self.n_args + 2))(
-                *[base + i * size for i in range(self.n_args)],
-                ctypes.addressof(p), ctypes.addressof(n))
-            got = self._parts[key] = (arr, p, n)
-        return got[0]
+    def _packed(self, slot, part, nparts):
+        return slot.packed(part, nparts)
 
     def __call__(self, *tensors):
-        if len(tensors) == self.n_args:
-            self._ptrs[self._all] = tuple(map(_data_ptr, tensors))
-        else:  # as zip() did: the first n_args tensors
-            for i, t in zip(range(self.n_args), tensors):
-                self._ptrs[i] = t.data_ptr()
-        if not self._may_split:
-            whole = self._whole
-            if whole is None:
-                whole = self._whole = ctypes.addressof(self._packed(0, 1))
-            self._fn(whole)
-            return
-        nparts = cpu_parallelism()
-        if nparts == 1:
-            self._fn(self._packed(0, 1))
-            return
-        pool = _worker_pool(nparts - 1)
-        futures = [pool.submit(self._fn, self._packed(p, nparts)) for p in range(1, nparts)]
-        self._fn(self._packed(0, nparts))
-        for f in futures:
-            f.result()
+        slots = self._slots
+        slot = slots.pop() if slots else _ArgSlot(self.n_args)
+        try:
+            if len(tensors) == self.n_args:
+                slot.ptrs[self._all] = tuple(map(_data_ptr, tensors))
+            else:  # as zip() did: the first n_args tensors
+                for i, t in zip(range(self.n_args), tensors):
+                    slot.ptrs[i] = t.data_ptr()
+            if not self._may_split or cpu_parallelism() == 1:
+                whole = slot.whole
+                if whole is None:
+                    whole = slot.whole = ctypes.addressof(self._packed(slot, 0, 1))
+                self._fn(whole)
+                return
+            nparts = cpu_parallelism()
+            pool = _worker_pool(nparts - 1)
+            futures = [pool.submit(self._fn, self._packed(slot, p, nparts))
+                       for p in range(1, nparts)]
+            self._fn(self._packed(slot, 0, nparts))
+            for f in futures:
+                f.result()
+        finally:
+            slots.append(slot)
 
 
 def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", ctx=None) -> CpuKernel:

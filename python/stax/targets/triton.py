@@ -17,7 +17,9 @@ and the launcher signature, which is all `triton.compiler.CompiledKernel` needs 
 rebuilt in a fresh process without compiling. `STATS` counts hits and misses.
 
 Compiling needs no GPU (ptxas ships in the wheel); launching does. Launch with
-`TritonKernel(*inputs, *outputs)`.
+`TritonKernel(*inputs, *outputs)` (checked, on the current stream), or, as the generated
+wrapper does, `TritonKernel.launch(stream, *inputs, *outputs)` (bound once, unchecked:
+stax.targets.triton_launch).
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from types import SimpleNamespace
 
 import torch
 
+from stax.targets.triton_launch import bind_launch, split_launch
 from stax.targets.triton_ttir import (KernelLoweringError, TritonConfig, TTIRKernel,  # noqa: F401
                                       emit_ttir)
 
@@ -238,7 +241,24 @@ class TritonKernel:
                     f"(tt.divisibility = 16) but its data_ptr() is {t.data_ptr():#x} "
                     f"(offset {t.data_ptr() % 16} mod 16); recompile without the hint")
 
+    def launch(self, stream, *tensors):
+        """The generated wrapper's launch path: no argument count or alignment check (the
+        wrapper's guards check its arguments once per call; every buffer it allocates is
+        aligned), `stream` read once per call by the wrapper. The first launch binds the
+        kernel (stax.targets.triton_launch) and stores the bound launch on the instance,
+        so later `k.launch` finds it without this method."""
+        if self.pending:
+            self.resolve()
+        tk = self.ttir_kernel
+        bound = bind_launch(self.compiled, self.grid)
+        if tk.stage2 is not None:
+            bound = split_launch(bound, bind_launch(self.compiled2, tk.stage2.grid),
+                                 [(n, _WORKSPACE_DTYPES[t]) for n, t in tk.workspace])
+        self.launch = bound
+        return bound(stream, *tensors)
+
     def __call__(self, *tensors):
+        """Launch on the current stream with every check (the path for direct use)."""
         n = len(self.ttir_kernel.arg_dtypes)
         if len(tensors) != n:
             raise TypeError(f"kernel {self.name} takes {n} tensors, got {len(tensors)}")
