@@ -81,7 +81,7 @@ from stax.compiled_graph import _bind
 from stax.driver import (CompiledGraph, StaxCompileError, StaxGuardError,
                          StaxUnsupportedError, compile_graph, select_target)
 from stax.options import StaxConfig, resolve_config
-from stax.shape_specialize import ShapeSpecializer, has_symbolic_shapes
+from stax.shape_specialize import ShapeSpecializer, has_symbolic_inputs
 
 __all__ = ["stax", "StaxCompileError", "StaxGuardError", "StaxCompiled", "StaxReport",
            "FallbackRecord", "WeakRegistry", "compiled_callables", "reports", "last_report",
@@ -507,7 +507,7 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
         return run_aot_autograd(graph, inputs, lambda kind: _make_compiler(
             kind, config, report, strict, record))
 
-    if has_symbolic_shapes(gm, example_inputs):
+    if has_symbolic_inputs(gm, example_inputs):
         # one static compile per distinct size tuple, at call time (stax.shape_specialize)
         fn = ShapeSpecializer(gm, example_inputs, report, strict=strict,
                               compile_variant=compile_static,

@@ -40,7 +40,7 @@ import torch
 
 from stax import debug
 
-__all__ = ["has_symbolic_shapes", "specialize_graph", "ShapeVariant", "ShapeSpecializer"]
+__all__ = ["has_symbolic_inputs", "specialize_graph", "ShapeVariant", "ShapeSpecializer"]
 
 _SYM_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -61,36 +61,58 @@ def _dynamo_value(node):
     return node.meta.get("example_value", node.meta.get("val"))
 
 
-def _symbolic_positions(gm, example_inputs) -> tuple[list[int], list[int]]:
-    """(tensor positions, scalar positions) of the placeholders whose value is symbolic:
-    tensors with a symbolic size, stride or offset, and SymInt/SymFloat/SymBool."""
-    tensors, scalars = [], []
+def _is_wrapped_scalar(node) -> bool:
+    """A Python float (or int) that Dynamo left unspecialized and passes as a 0-dim
+    tensor, read in the graph with `.item()` (module attributes such as a norm's `eps`
+    under dynamic=True)."""
+    arg = node.meta.get("grapharg")
+    return bool(getattr(arg, "pass_arg_as_tensor", False))
+
+
+def _symbolic_positions(gm, example_inputs) -> tuple[list[int], list[int], list[int]]:
+    """(tensor, scalar, wrapped-scalar positions) of the placeholders whose value is
+    symbolic: tensors with a symbolic size, stride or offset; SymInt/SymFloat/SymBool;
+    Python scalars passed as 0-dim tensors (`_is_wrapped_scalar`)."""
+    tensors, scalars, wrapped = [], [], []
     for i, node in enumerate(_placeholders(gm)):
         ex = example_inputs[i] if i < len(example_inputs) else None
         val = _dynamo_value(node)
         if isinstance(ex, _SYM_SCALARS) or isinstance(val, _SYM_SCALARS):
             scalars.append(i)
+        elif _is_wrapped_scalar(node):
+            wrapped.append(i)
         elif any(isinstance(v, torch.Tensor) and _is_symbolic_tensor(v) for v in (ex, val)):
             tensors.append(i)
-    return tensors, scalars
+    return tensors, scalars, wrapped
 
 
-def has_symbolic_shapes(gm, example_inputs) -> bool:
-    """True when Dynamo gave this graph symbolic sizes (a SymInt placeholder, or a
-    placeholder tensor whose recorded size, stride or offset is symbolic)."""
-    tensors, scalars = _symbolic_positions(gm, list(example_inputs))
-    return bool(tensors or scalars)
+def has_symbolic_inputs(gm, example_inputs) -> bool:
+    """True when Dynamo gave this graph symbolic sizes or scalars (a SymInt placeholder,
+    a placeholder tensor whose recorded size, stride or offset is symbolic, or a Python
+    scalar passed as a tensor and read with `.item()`): stax compiles it per value."""
+    return any(_symbolic_positions(gm, list(example_inputs)))
 
 
-def specialize_graph(gm: torch.fx.GraphModule, values: dict[int, Any]) -> torch.fx.GraphModule:
-    """A copy of `gm` in which placeholder `i` (for each i in `values`) is gone and its
-    value `values[i]` (an int, float or bool) is written in as a constant; the other
-    placeholders stay, in order. Tracing it with the call's tensors gives a static graph."""
+def _item_users(node) -> list:
+    return [u for u in node.users if (u.op == "call_method" and u.target == "item") or
+            u.target is torch.ops.aten._local_scalar_dense.default]
+
+
+def specialize_graph(gm: torch.fx.GraphModule, values: dict[int, Any],
+                     wrapped: dict[int, Any] | None = None) -> torch.fx.GraphModule:
+    """A copy of `gm` with the call's scalar values written in as constants: placeholder
+    `i` of `values` is gone (its users read `values[i]`, an int, float or bool), and the
+    `.item()` reads of wrapped-scalar placeholder `i` of `wrapped` read `wrapped[i]` (the
+    placeholder stays). The other placeholders stay, in order. Tracing it with the
+    call's tensors gives a static graph."""
     graph = torch.fx.Graph()
     val_map = {}
     for i, node in enumerate(_placeholders(gm)):
         if i in values:
             val_map[node] = values[i]
+        elif wrapped and i in wrapped:
+            for user in _item_users(node):
+                val_map[user] = wrapped[i]
     out = graph.graph_copy(gm.graph, val_map)
     graph.output(out)
     graph._codegen = gm.graph._codegen
@@ -99,10 +121,11 @@ def specialize_graph(gm: torch.fx.GraphModule, values: dict[int, Any]) -> torch.
     return new
 
 
-def _symbol_readers(gm, tensor_pos, scalar_pos) -> list[tuple[str, int, int | None]]:
+def _symbol_readers(gm, tensor_pos, scalar_pos, wrapped_pos) -> list[tuple[str, int, int | None]]:
     """(symbol name, placeholder position, dim or None) for each free symbol of the graph
     that a call's arguments show directly: a scalar placeholder, or a tensor dim whose
-    recorded size is a bare symbol (`s77`, not `2*s77`). First reader of each name wins."""
+    recorded size is a bare symbol (`s77`, not `2*s77`), then the wrapped scalars (by
+    placeholder name). First reader of each name wins."""
     nodes = _placeholders(gm)
     out, seen = [], set()
     for i in scalar_pos:
@@ -120,7 +143,7 @@ def _symbol_readers(gm, tensor_pos, scalar_pos) -> list[tuple[str, int, int | No
             if isinstance(s, torch.SymInt) and name.isidentifier() and name not in seen:
                 seen.add(name)
                 out.append((name, i, d))
-    return out
+    return out + [(nodes[i].name, i, None) for i in wrapped_pos]
 
 
 @dataclasses.dataclass
@@ -168,11 +191,12 @@ class ShapeSpecializer:
         self._compile_variant = compile_variant
         nodes = _placeholders(gm)
         self.names = [n.name for n in nodes]
-        self.tensor_positions, self.scalar_positions = _symbolic_positions(
-            gm, list(example_inputs))
+        self.tensor_positions, self.scalar_positions, self.wrapped_positions = \
+            _symbolic_positions(gm, list(example_inputs))
         scalars = set(self.scalar_positions)
         self.kept_positions = [i for i in range(len(nodes)) if i not in scalars]
-        self.symbols = _symbol_readers(gm, self.tensor_positions, self.scalar_positions)
+        self.symbols = _symbol_readers(gm, self.tensor_positions, self.scalar_positions,
+                                       self.wrapped_positions)
         self.variants: dict[tuple, ShapeVariant] = {}
         self.last_variant: ShapeVariant | None = None  # None: the last call ran as written
         self.calls_as_written = 0
@@ -193,6 +217,8 @@ class ShapeSpecializer:
                 parts.append((type(t), t))
         for i in self.scalar_positions:
             parts.append((type(args[i]), args[i]))
+        for i in self.wrapped_positions:
+            parts.append((args[i].dtype, args[i].item()))
         return tuple(parts)
 
     def __call__(self, *args):
@@ -220,7 +246,8 @@ class ShapeSpecializer:
             index=len(self.variants), key=key, sizes=self._sizes(args),
             shapes={self.names[i]: tuple(args[i].shape) for i in self.tensor_positions
                     if isinstance(args[i], torch.Tensor)})
-        gm = specialize_graph(self.gm, {i: args[i] for i in self.scalar_positions})
+        gm = specialize_graph(self.gm, {i: args[i] for i in self.scalar_positions},
+                              {i: args[i].item() for i in self.wrapped_positions})
         example = [args[i] for i in self.kept_positions]
 
         def record(graph):
