@@ -191,17 +191,46 @@ class _TorchRecorder:
         return real
 
 
+class _RecordedKernel:
+    """A kernel global of a recording wrapper copy: `k(*a)` (CPU) and `k.launch(stream,
+    *a)` (GPU: the bound launch) record the call, then make it."""
+
+    def __init__(self, name, k, log):
+        self.name, self.k, self.log = name, k, log
+
+    def __call__(self, *a):
+        self.log.append((self.name, self.k, a, {}))
+        return self.k(*a)
+
+    def launch(self, stream, *a):
+        fn = self.k.launch
+        self.log.append((self.name, fn, (stream,) + a, {}))
+        return fn(stream, *a)
+
+
+class _CheckedPathKernel:
+    """A GPU kernel global whose `launch` takes Triton's own checked path
+    (`TritonKernel.__call__`: alignment checks, `CompiledKernel[grid]`): the launch path
+    before issue 14, for comparison."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def launch(self, stream, *a):
+        return self.k(*a)
+
+
+def _kernel_globals(graph):
+    return {n: k for n, k in graph._globals.items() if n[:1] == "k" and n[1:].isdigit()}
+
+
 def record_graph_call(graph, args) -> list:
     """One call of the CompiledGraph's wrapper with every kernel and torch library call
     recorded: [(label, fn, args, kwargs)] in launch order, holding the wrapper's buffers."""
     log = []
     g = dict(graph._globals)
-    for name, k in graph._globals.items():
-        if name[:1] == "k" and name[1:].isdigit():
-            def rec(*a, _k=k, _n=name):
-                log.append((_n, _k, a, {}))
-                return _k(*a)
-            g[name] = rec
+    for name, k in _kernel_globals(graph).items():
+        g[name] = _RecordedKernel(name, k, log)
     g["torch"] = _TorchRecorder(log)
     exec(compile(graph.source, f"<stax recorded {graph.graph_id}>", "exec"), g)
     with torch.no_grad():
@@ -244,17 +273,31 @@ def kernels_alone_fn(log):
     return replay
 
 
-def wrapper_overhead(case: common.Case, calls: int, rounds: int, warmup: int) -> dict:
+def checked_path_graph_fn(graph, args):
+    """`graph`'s wrapper with every GPU kernel on Triton's checked launch path."""
+    g = dict(graph._globals)
+    for name, k in _kernel_globals(graph).items():
+        g[name] = _CheckedPathKernel(k)
+    exec(compile(graph.source, f"<stax checked-path {graph.graph_id}>", "exec"), g)
+    call, args = g["call"], list(args)
+    return lambda: call(args)
+
+
+def wrapper_overhead(case: common.Case, calls: int, rounds: int, warmup: int,
+                     device: str = "cpu") -> dict:
     """Kernels alone vs the CompiledGraph vs the whole compiled call (µs), for the
-    case's stax graph on the CPU; {"status": FAILED, ...} when it cannot be measured."""
+    case's stax graph; on the GPU also the CompiledGraph with Triton's checked launch
+    path, and every timed call is followed by a device synchronize (the figures are
+    latencies). {"status": FAILED, ...} when it cannot be measured."""
     import checks
+    cuda = device.startswith("cuda")
     stax.backend.clear()
     torch._dynamo.reset()
     compiled = torch.compile(case.model, backend="stax", fullgraph=True)
     with torch.no_grad():
         compiled(*case.args)
     reports = [c.report for c in stax.backend.compiled_callables]
-    problems = checks.report_problems(reports, "stax-cpu")
+    problems = checks.report_problems(reports, "triton" if cuda else "stax-cpu")
     graphs = [g for r in reports for g in r.graphs]
     if problems or len(graphs) != 1:
         return {"status": common.FAILED,
@@ -270,6 +313,10 @@ def wrapper_overhead(case: common.Case, calls: int, rounds: int, warmup: int) ->
     last_out = log[-1][2][-1] if log and not log[-1][3] else log[-1][3].get("out")
     fns = {"kernels alone": kernels, "CompiledGraph": lambda: graph(*gargs),
            "compiled call": lambda: compiled(*case.args)}
+    if cuda:
+        fns["CompiledGraph, Triton's launch path"] = checked_path_graph_fn(graph, gargs)
+        sync = torch.cuda.synchronize
+        fns = {k: (lambda f=f: (f(), sync())) for k, f in fns.items()}
     t = common.median_ms_interleaved(fns, (), warmup=warmup, rounds=rounds,
                                      min_runs=calls, max_runs=calls)
     us = {k: ms * 1e3 for k, (ms, _) in t.items()}
@@ -278,6 +325,8 @@ def wrapper_overhead(case: common.Case, calls: int, rounds: int, warmup: int) ->
            "call_us": us["compiled call"],
            "wrapper_us": us["CompiledGraph"] - us["kernels alone"],
            "dynamo_aot_us": us["compiled call"] - us["CompiledGraph"]}
+    if cuda:
+        rec["checked_path_graph_us"] = us["CompiledGraph, Triton's launch path"]
     outs = [o for o in want if isinstance(o, torch.Tensor)]
     if last_out is not None and outs and not any(torch.equal(o, last_out) for o in outs):
         rec["note"] = "the replay's last buffer is not an output (a copy after the launches)"
@@ -335,25 +384,34 @@ def build_report(results, overhead, state, prov, cmdline, device, vlabels, calls
         f"{r['name']} {common.ratio(r, 'stax', 'inductor'):.2f}"
         if common.ratio(r, 'stax', 'inductor') else f"{r['name']} -" for r in results))
     if overhead:
-        L.append("\n## The stax wrapper's own overhead (CPU)\n")
+        cuda = device.startswith("cuda")
+        L.append(f"\n## The stax wrapper's own overhead ({device})\n")
         L.append("One call of each case's compiled graph is recorded (every kernel `k<i>` and "
                  "every `torch.*` library call the generated wrapper makes, with the buffers "
                  "it allocated); then interleaved: *kernels alone* replays those launches on "
                  "the preallocated buffers; *CompiledGraph* is `graph(*args)` (guards, "
                  "allocations, launches); *compiled call* is the torch.compile'd callable "
                  "(Dynamo guards + AOT runtime wrappers on top). wrapper = CompiledGraph - "
-                 f"kernels alone; issue 14's target: wrapper <= {TARGET_WRAPPER_US:g} µs.\n")
-        L.append("| case | launches replayed | kernels alone µs | CompiledGraph µs | "
-                 "compiled call µs | wrapper µs | Dynamo+AOT µs | target |")
-        L.append("|" + " --- |" * 8)
+                 f"kernels alone; issue 14's target (CPU): wrapper <= {TARGET_WRAPPER_US:g} "
+                 "µs." + (" On the GPU every timed call is followed by a synchronize (the "
+                          "figures are latencies), kernels are replayed through their bound "
+                          "launch, and *Triton's path* is the same CompiledGraph with every "
+                          "kernel launched through `CompiledKernel[grid]` with the alignment "
+                          "checks (the launch path before issue 14)." if cuda else "") + "\n")
+        extra = " CompiledGraph, Triton's path µs |" if cuda else ""
+        L.append("| case | launches replayed | kernels alone µs | CompiledGraph µs |" + extra +
+                 " compiled call µs | wrapper µs | Dynamo+AOT µs | target |")
+        L.append("|" + " --- |" * (9 if cuda else 8))
         for name, o in overhead.items():
             if o.get("status") != "ok":
                 L.append(f"| {name} | {common.FAILED}: {' '.join(o.get('failures', []))[:300]}"
-                         " | - | - | - | - | - | no figure |")
+                         " | - | - | - | - | - |" + (" - |" if cuda else "") + " no figure |")
                 continue
-            met = "met" if o["wrapper_us"] <= TARGET_WRAPPER_US else "**missed**"
+            met = ("met" if o["wrapper_us"] <= TARGET_WRAPPER_US else "**missed**") \
+                if not cuda else "-"
+            checked = f" {o['checked_path_graph_us']:.1f} |" if cuda else ""
             L.append(f"| {name} | {len(o['launches'])} ({', '.join(o['launches'])}) | "
-                     f"{o['kernels_us']:.1f} | {o['graph_us']:.1f} | {o['call_us']:.1f} | "
+                     f"{o['kernels_us']:.1f} | {o['graph_us']:.1f} |{checked} {o['call_us']:.1f} | "
                      f"{o['wrapper_us']:.1f} | {o['dynamo_aot_us']:.1f} | {met} |")
     L.append("\n## Failures\n")
     L += common.failure_lines(results)
@@ -407,14 +465,15 @@ def main(argv=None):
     all_cases = cases(a.device, wanted)
     results = [common.run_case(c, vs, dev) for c in all_cases]
     overhead = {}
-    if a.device == "cpu" and not a.no_overhead:
+    if not a.no_overhead:
         for c, r in zip(all_cases, results):
             if common.figure(r, "stax") is None:
                 overhead[c.name] = {"status": common.FAILED,
                                     "failures": ["the stax variant FAILED its checks"]}
                 continue
             try:
-                overhead[c.name] = wrapper_overhead(c, a.calls, a.rounds, a.warmup)
+                overhead[c.name] = wrapper_overhead(c, a.calls, a.rounds, a.warmup,
+                                                    a.device)
             except Exception as e:  # noqa: BLE001 - reported, never hidden
                 overhead[c.name] = {"status": common.FAILED,
                                     "failures": [f"{type(e).__name__}: {e}"[:500]]}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole H200 session in one script (device time is scarce):
-#   bash benchmarks/run_gpu.sh [tests|bench|fuzz|opinfo|all]      (default: all)
+#   bash benchmarks/run_gpu.sh [kernels|tests|launch|bench|fuzz|opinfo|all]  (default: all)
 # Results go to $OUT (the device tool returns what is written there; default
 # benchmarks/results/gpu-run/): nvidia-smi, the GPU pytest logs, benchmarks/gpu.py's
 # markdown report, its per-case JSON lines and its log.
@@ -8,6 +8,8 @@
 #          (STAX_TEST_DEVICE=cuda: test_numerics_ops.py, test_models.py, test_training.py),
 #          then test_gpu_training_sizes.py (the models in training at real sizes)
 #          and the boundary tests (test_aliasing, test_edge_shapes, test_deep_kernels)
+#   launch: test_launch_path/test_cudagraph_outputs/test_triton_driver, then
+#          benchmarks/dispatch.py --device cuda (issue 14)
 #   bench: benchmarks/gpu.py (eager vs inductor vs stax, STAX_STRICT=1)
 #   fuzz:  stax-fuzz --device cuda, FUZZ_PROCS processes in parallel (seeds 100.., half
 #          forward, half --backward), FUZZ_COUNT graphs each; counts in gpu-fuzz.txt
@@ -85,6 +87,19 @@ if [[ "$phase" == "opinfo" || "$phase" == "all" ]]; then
       --dtypes "${OPINFO_DTYPES:-f32}" --jobs "${OPINFO_JOBS:-8}" \
       --json "$OUT/gpu-opinfo.jsonl" > "$OUT/gpu-opinfo.log" 2>&1
   echo "opinfo exit $?"; tail -n 30 "$OUT/gpu-opinfo.log"
+fi
+
+if [[ "$phase" == "launch" || "$phase" == "all" ]]; then
+  # issue 14: the bound launch path (bit-identical to Triton's checked path), the arena
+  # and split workspaces under CUDA graphs, then the dispatch benchmark
+  timeout "${STAX_GPU_LAUNCH_TIMEOUT:-200}" $PY -m pytest -q -rfE -p no:cacheprovider \
+      test/python/test_launch_path.py test/python/test_cudagraph_outputs.py \
+      test/python/test_triton_driver.py > "$OUT/gpu-pytest-launch.log" 2>&1
+  echo "launch path tests: $(tail -n 1 "$OUT/gpu-pytest-launch.log")"
+  timeout "${STAX_GPU_DISPATCH_TIMEOUT:-240}" $PY benchmarks/dispatch.py --device cuda \
+      --out "$OUT/dispatch-h200.md" > "$OUT/gpu-dispatch.log" 2>&1
+  echo "dispatch.py exit $?"
+  grep "^|" "$OUT/dispatch-h200.md" 2>/dev/null || tail -n 40 "$OUT/gpu-dispatch.log"
 fi
 
 if [[ "$phase" == "bench" || "$phase" == "all" ]]; then
