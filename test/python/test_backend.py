@@ -232,17 +232,41 @@ def test_mode_notes_reach_the_report_and_stderr(monkeypatch, capfd):
 
 # ----------------------------------------------------------------------------- fallback / strict
 
-def test_symbolic_graph_falls_back_with_reason(monkeypatch, capfd):
+def _complex_half(x, y):
+    return x * y + 1.0
+
+
+def _complex_half_inputs(n=5):
+    """complex32 tensors: eager runs them, stax does not take the dtype, so the whole
+    graph runs as written (what dynamic=True did before graphs were shape-specialized)."""
+    return torch.randn(n, 3).to(torch.complex32), torch.randn(n, 3).to(torch.complex32)
+
+
+def test_unsupported_graph_falls_back_with_reason(monkeypatch, capfd):
     monkeypatch.setenv("STAX_DEBUG", "1")
-    cf = torch.compile(_pointwise, backend="stax", dynamic=True)
+    cf = torch.compile(_complex_half, backend="stax", dynamic=False)
     for n in (5, 9):
-        x, y = torch.randn(n, 3), torch.randn(n, 3)
-        torch.testing.assert_close(cf(x, y), _pointwise(x, y))
+        x, y = _complex_half_inputs(n)
+        torch.testing.assert_close(cf(x, y), _complex_half(x, y))
     r = B.last_report()
     assert r.route == "fallback"
-    assert r.fallback_reason and "symbolic" in r.fallback_reason
+    assert r.fallback_reason and "complex32" in r.fallback_reason
     assert isinstance(r.graphs[0], B.FallbackRecord)
     assert "falls back" in capfd.readouterr().err
+
+
+def test_symbolic_graph_compiles_per_shape():
+    # dynamic=True: the graph has symbolic sizes; stax compiles one static variant per
+    # distinct size (stax.shape_specialize), natively, instead of running it as written
+    cf = torch.compile(_pointwise, backend="stax", dynamic=True)
+    for n in (5, 9, 5):
+        x, y = torch.randn(n, 3), torch.randn(n, 3)
+        torch.testing.assert_close(cf(x, y), _pointwise(x, y))
+    (r,) = B.reports()
+    assert r.route == "stax-cpu" and r.fallback_reason is None, r.summary()
+    assert [v.shapes for v in r.variants] == [{"l_x_": (n, 3), "l_y_": (n, 3)}
+                                              for n in (5, 9)]
+    assert [v.calls for v in r.variants] == [2, 1]
 
 
 def test_importer_failure_falls_back(monkeypatch):
@@ -264,20 +288,20 @@ def test_importer_failure_falls_back(monkeypatch):
 
 def test_strict_env_raises(monkeypatch):
     monkeypatch.setenv("STAX_STRICT", "1")
-    cf = torch.compile(_pointwise, backend="stax", dynamic=True)
+    cf = torch.compile(_complex_half, backend="stax")
     with pytest.raises(Exception) as e:
-        cf(torch.randn(5, 3), torch.randn(5, 3))
+        cf(*_complex_half_inputs())
     errs = list(_chain(e.value))
     assert any(isinstance(x, StaxCompileError) for x in errs), errs
-    assert "symbolic" in str(e.value)
+    assert "complex32" in str(e.value)
 
 
 def test_strict_native_argument_raises():
     import functools
     backend = functools.partial(B.stax, strict_native=True)
-    cf = torch.compile(_pointwise, backend=backend, dynamic=True)
+    cf = torch.compile(_complex_half, backend=backend)
     with pytest.raises(Exception) as e:
-        cf(torch.randn(5, 3), torch.randn(5, 3))
+        cf(*_complex_half_inputs())
     assert any(isinstance(x, StaxCompileError) for x in _chain(e.value))
 
 
@@ -285,16 +309,16 @@ def test_strict_off_by_default_for_same_graph():
     # the graph that raises under strict mode runs as written without it: the route must
     # say so, with the reason (it accepted any route before, so a silent fallback and a
     # native compile were indistinguishable)
-    cf = torch.compile(_pointwise, backend="stax", dynamic=True)
-    x, y = torch.randn(5, 3), torch.randn(5, 3)
+    cf = torch.compile(_complex_half, backend="stax")
+    x, y = _complex_half_inputs()
     out = cf(x, y)
-    ref = _pointwise(x, y)
+    ref = _complex_half(x, y)
     torch.testing.assert_close(out, ref)
     assert out.shape == ref.shape and out.stride() == ref.stride() and out.dtype == ref.dtype
     r = B.last_report()
     assert r.route == "fallback" and len(r.graphs) == 1, r.summary()
     assert isinstance(r.graphs[0], B.FallbackRecord)
-    assert "StaxUnsupportedError" in r.fallback_reason and "symbolic" in r.fallback_reason, \
+    assert "UnsupportedGraph" in r.fallback_reason and "complex32" in r.fallback_reason, \
         r.fallback_reason
 
 
@@ -327,7 +351,7 @@ def test_debug_dir_writes_every_file(monkeypatch, tmp_path):
 
 def test_debug_dir_records_fallback(monkeypatch, tmp_path):
     monkeypatch.setenv("STAX_DEBUG_DIR", str(tmp_path))
-    cf = torch.compile(_pointwise, backend="stax", dynamic=True)
-    cf(torch.randn(5, 3), torch.randn(5, 3))
+    cf = torch.compile(_complex_half, backend="stax")
+    cf(*_complex_half_inputs())
     gid = B.last_report().graphs[0].graph_id
-    assert "symbolic" in (tmp_path / gid / "fallback.txt").read_text()
+    assert "complex32" in (tmp_path / gid / "fallback.txt").read_text()

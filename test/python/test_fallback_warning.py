@@ -1,8 +1,9 @@
 """A fallback to eager is visible without STAX_DEBUG: one StaxFallbackWarning per process
 (stax.backend._note_fallback), saying how many graphs ran as written and how to see why.
 
-The graphs that fall back are symbolic ones (`dynamic=True`: stax compiles static shapes
-only, the importer refuses them), as in test_backend.py. CPU only.
+The graphs that fall back take complex32 tensors, a dtype stax does not take (the
+importer refuses them), as in test_backend.py. (They were symbolic graphs, dynamic=True,
+until stax.shape_specialize compiled those per shape.) CPU only.
 """
 from __future__ import annotations
 
@@ -33,11 +34,15 @@ def _fresh(monkeypatch):
 
 
 def _f(x, y):
-    return torch.sigmoid(x) * y + 1.0
+    return x * y + 1.0
 
 
 def _g(x):
-    return torch.tanh(x) - x
+    return x * 2 - x
+
+
+def _c32(*shape):
+    return torch.randn(*shape).to(torch.complex32)
 
 
 def _run_recorded(fn, *args):
@@ -48,8 +53,8 @@ def _run_recorded(fn, *args):
 
 
 def test_fallbacks_warn_once_with_the_count_and_how_to_see_why():
-    cf = torch.compile(_f, backend="stax", dynamic=True)
-    x, y = torch.randn(5, 3), torch.randn(5, 3)
+    cf = torch.compile(_f, backend="stax")
+    x, y = _c32(5, 3), _c32(5, 3)
     out, first = _run_recorded(cf, x, y)
     torch.testing.assert_close(out, _f(x, y))
     assert B.last_report().route == "fallback"
@@ -60,8 +65,8 @@ def test_fallbacks_warn_once_with_the_count_and_how_to_see_why():
     assert "fallback_reason" in msg and "once per process" in msg
     assert "\n" not in msg                                   # one line
     # a second graph that falls back is counted, not warned about again
-    cg = torch.compile(_g, backend="stax", dynamic=True)
-    _, second = _run_recorded(cg, torch.randn(7))
+    cg = torch.compile(_g, backend="stax")
+    _, second = _run_recorded(cg, _c32(7))
     assert second == [] and B.fallback_count() == 2
 
 
@@ -76,19 +81,19 @@ def test_no_warning_when_nothing_falls_back():
 
 def test_under_stax_debug_the_reasons_are_printed_instead(monkeypatch, capfd):
     monkeypatch.setenv("STAX_DEBUG", "1")
-    cf = torch.compile(_f, backend="stax", dynamic=True)
-    _, got = _run_recorded(cf, torch.randn(5, 3), torch.randn(5, 3))
+    cf = torch.compile(_f, backend="stax")
+    _, got = _run_recorded(cf, _c32(5, 3), _c32(5, 3))
     assert got == [] and B.fallback_count() == 1
     assert "falls back to PyTorch" in capfd.readouterr().err
 
 
 def test_strict_mode_raises_and_does_not_warn(monkeypatch):
     monkeypatch.setenv("STAX_STRICT", "1")
-    cf = torch.compile(_f, backend="stax", dynamic=True)
+    cf = torch.compile(_f, backend="stax")
     with warnings.catch_warnings(record=True) as got:
         warnings.simplefilter("always")
         with pytest.raises(Exception, match="strict mode"):
-            cf(torch.randn(5, 3), torch.randn(5, 3))
+            cf(_c32(5, 3), _c32(5, 3))
     assert not [w for w in got if issubclass(w.category, B.StaxFallbackWarning)]
 
 
@@ -99,8 +104,8 @@ def test_one_line_per_process_in_a_fresh_process():
     script = textwrap.dedent("""
         import torch
         import stax.backend as B
-        for i, fn in enumerate((lambda x: x * 2, lambda x: x + 1, lambda x: x.sin())):
-            torch.compile(fn, backend="stax", dynamic=True)(torch.randn(3 + i))
+        for i, fn in enumerate((lambda x: x * 2, lambda x: x + 1, lambda x: x - x)):
+            torch.compile(fn, backend="stax")(torch.randn(3 + i).to(torch.complex32))
         print("count", B.fallback_count())
     """)
     env = {k: v for k, v in os.environ.items() if k not in ("STAX_DEBUG", "STAX_STRICT")}

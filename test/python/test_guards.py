@@ -171,7 +171,7 @@ def test_backend_callable_binds_kwargs():
 def test_other_shapes_recompile_never_wrong():
     # dynamic=False: each new shape is a static recompile that stax must compile natively
     # (with Dynamo's automatic dynamic the second shape makes the graph symbolic, which
-    # stax runs as written: test_automatic_dynamic_recompile_is_a_reported_fallback)
+    # stax compiles per shape: test_automatic_dynamic_recompile_is_specialized_per_shape)
     cf = torch.compile(_f, backend="stax", dynamic=False)
     for shape in [(4, 8), (4, 9), (2, 3, 5), (4, 8), (1, 8)]:
         x, y = torch.randn(shape), torch.randn(shape)
@@ -192,16 +192,18 @@ def test_other_shapes_recompile_never_wrong():
         assert r.route == "stax-cpu" and r.fallback_ops == [], r.summary()
 
 
-def test_automatic_dynamic_recompile_is_a_reported_fallback():
+def test_automatic_dynamic_recompile_is_specialized_per_shape():
     # Dynamo's default makes a dim symbolic on the second distinct size; stax compiles
-    # static shapes only, so that graph runs as written, with the reason in the report
+    # that graph once per distinct size (stax.shape_specialize): natively, never as
+    # written, and a variant's own guards hold for it (it ran [4, 9] only)
     cf = torch.compile(_f, backend="stax")
     for shape in [(4, 8), (4, 9)]:
         x, y = torch.randn(shape), torch.randn(shape)
         torch.testing.assert_close(cf(x, y), _f(x, y))
     routes = [r.route for r in B.reports()]
-    assert routes == ["stax-cpu", "fallback"], routes
-    assert "symbolic shape" in B.reports()[1].fallback_reason
+    assert routes == ["stax-cpu", "stax-cpu"], routes
+    (v,) = B.reports()[1].variants
+    assert list(v.shapes.values()) == [(4, 9), (4, 9)] and v.route == "stax-cpu"
 
 
 def test_stax_callable_with_wrong_shape_raises_guard_error():

@@ -53,8 +53,24 @@ def test_explain_names_kernels_sources_library_calls_and_fallback_ops():
 
 
 def test_explain_gives_the_reason_of_a_graph_that_fell_back():
-    cf = _compile(lambda x: torch.sin(x) * 2, dynamic=True)
-    cf(torch.randn(5))
+    # complex32: a dtype stax does not take (a symbolic graph, dynamic=True, fell back
+    # here until stax.shape_specialize compiled those per shape)
+    cf = _compile(lambda x: x * 2)
+    cf(torch.randn(5).to(torch.complex32))
     text = stax.explain(cf)
     assert "runs as written by PyTorch (fallback)" in text
-    assert "why: StaxUnsupportedError" in text and "symbolic shape" in text
+    assert "why: UnsupportedGraph" in text and "complex32" in text
+
+
+def test_explain_lists_the_shape_variants():
+    cf = _compile(lambda x: torch.sin(x) * 2, dynamic=True)
+    for n in (5, 8):
+        cf(torch.randn(n))
+    text = stax.explain(cf)
+    (r,) = B.reports()
+    sym = r.specializer.symbols[0][0]
+    assert "route stax-cpu" in text and "fallback" not in text
+    assert "2 variant(s) compiled" in text and "each a full compile" in text
+    for v, n in zip(r.variants, (5, 8)):
+        assert f"variant {v.index + 1}: specialized for {sym}={n}: route stax-cpu" in text
+        assert all(g.graph_id in text for g in v.graphs)
