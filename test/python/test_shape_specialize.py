@@ -228,6 +228,24 @@ def test_mark_dynamic_with_bounds():
     assert len(B.reports()) == 2 and all(r.route == "stax-cpu" for r in B.reports())
 
 
+def test_mark_unbacked_sizes_including_0_and_1():
+    # an unbacked size has no 0/1 specialization: 0 and 1 reach the symbolic graph too,
+    # whose runtime size assertions (u0 >= 0) are checked when each variant is made
+    def f(x):
+        return torch.tanh(x) * 2 + x.sum(0)
+
+    cf = torch.compile(f, backend="stax")
+    calls = _Calls()
+    for n in (3, 1, 6, 0, 3):
+        x = torch.randn(n, 4)
+        torch._dynamo.decorators.mark_unbacked(x, 0)
+        _close(cf(x), f(x))
+        calls.check(n, static_ok=False)
+    (spec,) = _specializers()
+    assert [v.describe() for v in spec.variants.values()] == [
+        f"{_sym(spec)[0]}={n}" for n in (3, 1, 6, 0)]
+
+
 def test_symint_used_as_a_value():
     def f(x):
         n = x.shape[0]
