@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
+import threading
 import time
 from typing import Any
 
@@ -236,6 +237,7 @@ class ShapeSpecializer:
         self.last_variant: ShapeVariant | None = None  # None: the last call ran as written
         self.calls_as_written = 0
         self._cap_record = None
+        self._compiling = threading.Lock()  # two threads meeting a new size compile it once
 
     # ------------------------------------------------------------------ per call
 
@@ -260,9 +262,12 @@ class ShapeSpecializer:
         key = self.key(args)
         variant = self.variants.get(key)
         if variant is None:
-            if len(self.variants) >= self.max_variants:
+            with self._compiling:
+                variant = self.variants.get(key)
+                if variant is None and len(self.variants) < self.max_variants:
+                    variant = self._compile(key, args)
+            if variant is None:
                 return self._run_as_written(args)
-            variant = self._compile(key, args)
         variant.calls += 1
         self.last_variant = variant
         return variant.fn(*[args[i] for i in self.kept_positions])
@@ -337,19 +342,23 @@ class ShapeSpecializer:
         return ", ".join(f"{self.names[i]}: {tuple(args[i].shape)}"
                          for i in self.tensor_positions if isinstance(args[i], torch.Tensor))
 
+    def _note_cap(self, args) -> None:
+        from stax.backend import FallbackRecord, StaxCompileError, _note_fallback
+        msg = self.cap_message(args)
+        if self.strict:
+            raise StaxCompileError(msg + " (strict mode: strict_native=True or "
+                                         "STAX_STRICT=1 makes this an error)")
+        self._cap_record = FallbackRecord(
+            graph_id=debug.new_graph_id("beyond_cap"), kind="shape variant",
+            reason=msg.removeprefix("stax: "))
+        self.report.graphs.append(self._cap_record)
+        debug.log(msg)
+        _note_fallback(warning=msg)
+
     def _run_as_written(self, args):
-        if self._cap_record is None:
-            from stax.backend import FallbackRecord, StaxCompileError, _note_fallback
-            msg = self.cap_message(args)
-            if self.strict:
-                raise StaxCompileError(msg + " (strict mode: strict_native=True or "
-                                             "STAX_STRICT=1 makes this an error)")
-            self._cap_record = FallbackRecord(
-                graph_id=debug.new_graph_id("beyond_cap"), kind="shape variant",
-                reason=msg.removeprefix("stax: "))
-            self.report.graphs.append(self._cap_record)
-            debug.log(msg)
-            _note_fallback(warning=msg)
+        with self._compiling:   # one warning and one record, whichever thread comes first
+            if self._cap_record is None:
+                self._note_cap(args)
         self.calls_as_written += 1
         self.last_variant = None
         return self.gm(*args)

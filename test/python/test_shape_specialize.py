@@ -170,14 +170,29 @@ def _mlp_fn():
     return f
 
 
+def _call_each(cf, f, sizes, make_input, static=()):
+    """Call `cf` and eager `f` on `make_input(n)` for each size, checked (`_Calls`)."""
+    calls = _Calls()
+    for n in sizes:
+        x = make_input(n)
+        _close(cf(x), f(x))
+        calls.check(n, static_ok=n in static)
+    return calls
+
+
+def _marked(mark, *args, **kw):
+    """make_input for _call_each: a [n, 16] tensor with dim 0 marked by `mark`."""
+    def make(n):
+        x = torch.randn(n, 16)
+        mark(x, 0, *args, **kw)
+        return x
+    return make
+
+
 def test_automatic_dynamic_second_shape():
     f = _mlp_fn()
     cf = torch.compile(f, backend="stax")  # no marking: symbolic at the 2nd size
-    calls = _Calls()
-    for n in (5, 9, 3, 11, 9):
-        x = torch.randn(n, 16)
-        _close(cf(x), f(x))
-        calls.check(n, static_ok=(n == 5))
+    _call_each(cf, f, (5, 9, 3, 11, 9), lambda n: torch.randn(n, 16), static=(5,))
     (spec,) = _specializers()
     assert [v.sizes for v in spec.variants.values()] == [
         {_sym(spec)[0]: n} for n in (9, 3, 11)]
@@ -189,11 +204,7 @@ def test_automatic_dynamic_second_shape():
 def test_dynamic_true_first_call_is_symbolic():
     f = _mlp_fn()
     cf = torch.compile(f, backend="stax", dynamic=True)
-    calls = _Calls()
-    for n in (5, 9, 5, 3):
-        x = torch.randn(n, 16)
-        _close(cf(x), f(x))
-        calls.check(n, static_ok=False)
+    _call_each(cf, f, (5, 9, 5, 3), lambda n: torch.randn(n, 16))
     (r,) = B.reports()
     assert [v.describe() for v in r.variants] == [f"{_sym(r.specializer)[0]}={n}"
                                                   for n in (5, 9, 3)]
@@ -212,12 +223,7 @@ def test_dynamic_true_first_call_is_symbolic():
 def test_mark_dynamic_with_bounds():
     f = _mlp_fn()
     cf = torch.compile(f, backend="stax")
-    calls = _Calls()
-    for n in (6, 2, 17, 40):
-        x = torch.randn(n, 16)
-        torch._dynamo.mark_dynamic(x, 0, min=2, max=48)
-        _close(cf(x), f(x))
-        calls.check(n, static_ok=False)
+    _call_each(cf, f, (6, 2, 17, 40), _marked(torch._dynamo.mark_dynamic, min=2, max=48))
     (spec,) = _specializers()
     assert len(spec.variants) == 4
     # Dynamo guards the bounds: a size above max is not handed to this graph (a new
@@ -235,12 +241,7 @@ def test_mark_unbacked_sizes_including_0_and_1():
         return torch.tanh(x) * 2 + x.sum(0)
 
     cf = torch.compile(f, backend="stax")
-    calls = _Calls()
-    for n in (3, 1, 6, 0, 3):
-        x = torch.randn(n, 4)
-        torch._dynamo.decorators.mark_unbacked(x, 0)
-        _close(cf(x), f(x))
-        calls.check(n, static_ok=False)
+    _call_each(cf, f, (3, 1, 6, 0, 3), _marked(torch._dynamo.decorators.mark_unbacked))
     (spec,) = _specializers()
     assert [v.describe() for v in spec.variants.values()] == [
         f"{_sym(spec)[0]}={n}" for n in (3, 1, 6, 0)]
@@ -253,11 +254,7 @@ def test_symint_used_as_a_value():
         return y + torch.arange(n * 2, dtype=x.dtype)[:, None], torch.arange(n)
 
     cf = torch.compile(f, backend="stax", dynamic=True)
-    calls = _Calls()
-    for n in (3, 5, 8, 3):
-        x = torch.randn(n, 6)
-        _close(cf(x), f(x))
-        calls.check(n, static_ok=False)
+    _call_each(cf, f, (3, 5, 8, 3), lambda n: torch.randn(n, 6))
     (spec,) = _specializers()
     assert spec.scalar_positions, "the graph should take the size as a SymInt placeholder"
     assert len(spec.variants) == 3
@@ -269,12 +266,8 @@ def test_python_float_attribute_under_dynamic_true():
     from models import RMSNorm
     model = RMSNorm(16, eps=1e-5)
     cf = torch.compile(model, backend="stax", dynamic=True)
-    calls = _Calls()
     with torch.no_grad():
-        for n in (3, 5):
-            x = torch.randn(n, 16)
-            _close(cf(x), model(x))
-            calls.check(n, static_ok=False)
+        _call_each(cf, model, (3, 5), lambda n: torch.randn(n, 16))
     (spec,) = _specializers()
     assert spec.wrapped_positions and len(spec.variants) == 2
     eps = [v for v in spec.last_variant.sizes.values() if isinstance(v, float)]
