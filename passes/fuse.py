@@ -70,14 +70,14 @@ _INNER_VIEW_OPS = frozenset({"stax.broadcast_in_dim", "stax.reshape"})
 _CORE, _VIEW, _GEN, _OTHER = "core", "view", "gen", "other"
 
 
-def _pass_error(message, location=None):
+def _pass_error(message, location=None, pass_name=PASS_NAME):
     try:
         from stax.passes.registry import PassError
     except ImportError:  # the registry is not there yet
         class PassError(Exception):  # noqa: N818 - mirrors the registry's name
             def __init__(self, message, *, location=None, **_):
                 super().__init__(message if location is None else f"{location}: {message}")
-    return PassError(message, pass_name=PASS_NAME, location=location)
+    return PassError(message, pass_name=pass_name, location=location)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -757,19 +757,24 @@ def _functions(op):
                     yield from _functions(inner)
 
 
-def _verify(module, when: str) -> None:
+def verify_pass_ir(module, when: str, pass_name: str = PASS_NAME) -> None:
+    """Verify a pass's input or output IR ("input"/"output"), raising a located
+    PassError that names the pass."""
     try:
         verify_module(module)
     except ir.MLIRError as e:
         diags = [(str(d.location), "error", d.message) for d in e.error_diagnostics]
-        err = _pass_error(f"{when} IR does not verify: {e}")
+        err = _pass_error(f"{when} IR does not verify: {e}", pass_name=pass_name)
         if diags and hasattr(err, "diagnostics"):
-            err.diagnostics = [(loc, sev, f"{msg} ({when} IR of {PASS_NAME})")
+            err.diagnostics = [(loc, sev, f"{msg} ({when} IR of {pass_name})")
                                for loc, sev, msg in diags]
             err.args = (err.format(),)
         raise err from None
     except StaxVerificationError as e:
-        raise _pass_error(f"{e} ({when} IR of {PASS_NAME})") from None
+        raise _pass_error(f"{e} ({when} IR of {pass_name})", pass_name=pass_name) from None
+
+
+_verify = verify_pass_ir
 
 
 def run(module: "ir.Module") -> None:

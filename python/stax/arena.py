@@ -40,6 +40,10 @@ _KEEP = 4
 _MAX_STREAMS = 8
 
 
+def _never_capturing() -> bool:
+    return False
+
+
 class BufferArena:
     """`take()` -> a tuple of buffers (built by `build()` when none is free);
     `give(bufs)` returns it. On the GPU both take the stream (`take(stream)`,
@@ -51,7 +55,10 @@ class BufferArena:
         self._build = build
         self._free: list = []
         self._by_stream: dict = {}
-        self._capturing = torch.cuda.is_current_stream_capturing if gpu else None
+        self._capturing = None
+        if gpu:  # (a CPU build has no capture to ask about: the tests interpret kernels)
+            self._capturing = torch.cuda.is_current_stream_capturing \
+                if torch.cuda.is_available() else _never_capturing
         #: sets built so far (a test reads it: 1 after many sequential calls)
         self.built = 0
 

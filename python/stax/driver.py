@@ -11,8 +11,8 @@ the graph as written (or raises under STAX_STRICT=1). On CUDA with `stax.triton=
 (or `stax.cuda_codegen=False`) there is no code generator: refused likewise, with that
 reason.
 
-Steps: import (`stax.importer.import_graph`) -> passes (`canonicalize, cse, stax-fuse,
-cse`; without stax-fuse when `stax.fusion=False`, and then every op is wrapped in its
+Steps: import (`stax.importer.import_graph`) -> passes (`canonicalize, cse,
+stax-sink-converts, stax-fuse, cse`; without stax-fuse when `stax.fusion=False`, and then every op is wrapped in its
 own one-op `stax.kernel`) -> each `stax.kernel` compiled by the target for the exact
 strides of its inputs and outputs -> a generated Python wrapper.
 
@@ -76,7 +76,7 @@ __all__ = ["compile_graph", "CompiledGraph", "StaxGuardError", "StaxCompileError
            "StaxUnsupportedError", "wrap_op_in_kernel", "name_kernels", "FUSED_PIPELINE",
            "UNFUSED_PIPELINE"]
 
-FUSED_PIPELINE = ["canonicalize", "cse", "stax-fuse", "cse"]
+FUSED_PIPELINE = ["canonicalize", "cse", "stax-sink-converts", "stax-fuse", "cse"]
 _FP8 = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
 
 
