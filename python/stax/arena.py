@@ -18,9 +18,11 @@ What makes that safe (the wrapper only puts a buffer here when all of it holds):
   same buffers. A call on another stream takes another set;
 - during a CUDA graph capture a set is allocated fresh (from the graph's pool) and not
   kept: the captured graph owns that memory.
-A graph whose intermediates exceed `ARENA_MAX_BYTES` (env `STAX_ARENA_MAX_BYTES`,
-default 4 MiB) allocates them per call as eager does: its kernels, not its allocations,
-bound its time, and holding large buffers between calls would cost memory eager frees.
+Only small buffers go here: one above `ARENA_MAX_BUFFER_BYTES` (env
+`STAX_ARENA_MAX_BUFFER_BYTES`, default 1 MiB), or beyond `ARENA_MAX_BYTES` per graph in
+all (env `STAX_ARENA_MAX_BYTES`, default 4 MiB), is allocated per call as eager does:
+the kernels that touch a large buffer, not its allocation, bound its time, and holding
+large buffers between calls would cost memory that eager frees.
 
 Runtime code: needs torch only.
 """
@@ -30,9 +32,10 @@ import os
 
 import torch
 
-__all__ = ["BufferArena", "ARENA_MAX_BYTES"]
+__all__ = ["BufferArena", "ARENA_MAX_BYTES", "ARENA_MAX_BUFFER_BYTES"]
 
 ARENA_MAX_BYTES = int(os.environ.get("STAX_ARENA_MAX_BYTES", 4 << 20))
+ARENA_MAX_BUFFER_BYTES = int(os.environ.get("STAX_ARENA_MAX_BUFFER_BYTES", 1 << 20))
 
 #: sets kept per free list: more concurrent calls than this allocate their own
 _KEEP = 4
