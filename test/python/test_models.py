@@ -135,9 +135,10 @@ def _randomize_norms(model, seed=123):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for _, m in _norms(model):
-            m.weight.copy_(1.0 + 0.5 * torch.randn(m.weight.shape, generator=g))
+            # drawn on the CPU (the generator's device) whatever the default device is
+            m.weight.copy_(1.0 + 0.5 * torch.randn(m.weight.shape, generator=g, device="cpu"))
             if getattr(m, "bias", None) is not None:
-                m.bias.copy_(0.5 * torch.randn(m.bias.shape, generator=g))
+                m.bias.copy_(0.5 * torch.randn(m.bias.shape, generator=g, device="cpu"))
     return model
 
 
