@@ -52,9 +52,9 @@ reason (`reason`, `status()`, and a note in the graph's notes, so the backend's
 * the capture itself failing (the CUDA error text, with the graph's fallback ops named
   as suspects).
 
-Dynamic shapes never reach a runner: stax compiles static shapes only, so a graph with
-symbolic sizes runs as written and the backend records that reason (and, under
-cudagraphs, a note that it is not captured).
+Symbolic shapes never reach a runner as such: a graph with symbolic sizes is compiled
+as one static variant per size (stax.shape_specialize), and each variant has its own
+runner, captured like any static graph.
 """
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ class ArgGuard:
 
 
 _ADVICE_RECOMPILE = ("call torch.compile again for these inputs (or let Dynamo recompile: "
-                     "marking dims dynamic is not supported yet)")
+                     "a dim Dynamo makes dynamic gets one static variant per size)")
 
 
 def _describe(g: ArgGuard, graph_id: str) -> str:

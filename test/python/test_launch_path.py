@@ -215,8 +215,8 @@ def test_bound_launch_is_bit_identical_to_the_checked_path(case):
     args = [torch.randn(s, device="cuda") for s in shapes]
     kernels, out = _fast_then_checked(fn, *args)
     assert kind in {k.kind for k in kernels}, [k.kind for k in kernels]
-    ref = fn(*args)
-    torch.testing.assert_close(out[0], ref, rtol=1e-5, atol=1e-5)
+    ref = fn(*args)  # eager sums in another order: f32 rounding of up to 50,000 terms
+    torch.testing.assert_close(out[0], ref, rtol=1e-4, atol=1e-4)
 
 
 @needs_cuda
