@@ -438,6 +438,26 @@ def _boxed(cg: CompiledGraph, runner=None):
     return run
 
 
+def _cudagraph_runner(cg, kind: str, config: StaxConfig, report: StaxReport):
+    """The CUDA graph runner of a compiled GPU graph, or None: reduce-overhead captures
+    every graph; the default mode (stax.auto_cudagraphs) captures a small inference graph
+    with its outputs copied, and notes it (stax.cudagraphs.auto_capture_blocker)."""
+    if getattr(cg, "route", "stax-cpu") != "triton":
+        return None
+    from stax.cudagraphs import CudaGraphRunner, auto_capture_blocker
+    if config.cudagraphs:
+        runner = CudaGraphRunner(cg._call, cg, kind, copy_outputs=config.cudagraph_copy_outputs)
+    elif config.auto_cudagraphs and auto_capture_blocker(cg, kind) is None:
+        runner = CudaGraphRunner(cg._call, cg, kind, auto=True)
+        cg.notes.append(f"auto cudagraphs: {cg.launches_per_call} launches per call are "
+                        "replayed from one CUDA graph, outputs copied out (a call behaves "
+                        "as uncaptured; off with options={'stax.auto_cudagraphs': False})")
+    else:
+        return None
+    report.runners.append(runner)
+    return runner
+
+
 def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bool,
                    record=None):
     """The aot_autograd compiler of one graph kind; each CompiledGraph (or FallbackRecord)
@@ -471,13 +491,7 @@ def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bo
         for n in cg.notes:
             if n not in config.notes:
                 debug.log(f"note: {n}")
-        runner = None
-        if getattr(cg, "route", "stax-cpu") == "triton" and config.cudagraphs:
-            from stax.cudagraphs import CudaGraphRunner
-            runner = CudaGraphRunner(cg._call, cg, kind,
-                                     copy_outputs=config.cudagraph_copy_outputs)
-            report.runners.append(runner)
-        return _boxed(cg, runner)
+        return _boxed(cg, _cudagraph_runner(cg, kind, config, report))
 
     compiler.__name__ = f"stax_{kind}_compiler"
     return compiler

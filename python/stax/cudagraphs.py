@@ -60,13 +60,15 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import weakref
 
 import torch
 
 from stax.aliasing import clone_exact
 
-__all__ = ["CudaGraphRunner", "UNCAPTURABLE_OPS", "static_reason", "OutputLedger",
+__all__ = ["CudaGraphRunner", "UNCAPTURABLE_OPS", "static_reason", "auto_capture_blocker",
+           "OutputLedger",
            "stale_output_message", "copy_outputs_requested", "COPY_OUTPUTS_ENV"]
 
 #: set to 1 to have reduce-overhead return copies of inference outputs
@@ -197,6 +199,35 @@ def static_reason(cg) -> str | None:
     return None
 
 
+#: auto-capture (the default mode's CUDA graphs, option stax.auto_cudagraphs): a graph is
+#: captured only when one call launches at least this many kernels and library calls ...
+AUTO_MIN_LAUNCHES = 3
+#: ... and a call copies at most this many bytes in (non-parameter inputs) and out
+AUTO_MAX_COPY_BYTES = 16 << 20
+
+
+def auto_capture_blocker(cg, kind: str) -> str | None:
+    """Why the default mode does not capture `cg` by itself (None: it does). Measured on
+    the H200 (benchmarks/dispatch.py): a replay with its input and output copies costs
+    less than three launches, and more than one (a 1-kernel graph is faster launched).
+    Only inference graphs: a training forward's outputs are the activations the
+    backward reads, copied on every call. No fallback op: an eager op may synchronize,
+    allocate on the host or draw random numbers, which a replay would not redo."""
+    if kind != "inference":
+        return f"a {kind} graph (auto-capture takes inference graphs only)"
+    if getattr(cg, "fallback_ops", None):
+        return f"fallback ops {cg.fallback_ops} (eager ops are not replayed)"
+    launches = getattr(cg, "launches_per_call", 0)
+    if launches < AUTO_MIN_LAUNCHES:
+        return (f"{launches} launch(es) per call: a replay and its copies cost more than "
+                f"that under {AUTO_MIN_LAUNCHES}")
+    return static_reason(cg)
+
+
+def _tensor_bytes(t) -> int:
+    return t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
+
+
 def _is_static_input(t: torch.Tensor) -> bool:
     return isinstance(t, torch.nn.Parameter) or \
         getattr(t, "_dynamo_static_input_type", None) is not None
@@ -210,18 +241,28 @@ def _dense(t: torch.Tensor) -> bool:
         return t.is_contiguous()
 
 
+class _AutoDeclined(Exception):
+    """Auto-capture found the graph not worth capturing after all (large outputs)."""
+
+
 class CudaGraphRunner:
     """Runs one compiled graph's boxed wrapper `call(list_of_args)` through a CUDA graph
     (see the module docstring). `kind` is "inference", "forward" or "backward"."""
 
     def __init__(self, call, cg, kind: str = "inference", copy_outputs: bool | None = None,
-                 ledger: OutputLedger | None = None):
+                 ledger: OutputLedger | None = None, auto: bool = False):
         self._call = call
         self.cg = cg
         self.kind = kind
         self.device = torch.device(getattr(cg, "device", "cuda"))
+        #: captured by the default mode (stax.auto_cudagraphs), not by reduce-overhead:
+        #: outputs are always copied, one caller replays at a time, a replay on another
+        #: stream waits for the previous one, and large copies turn capture off
+        self.auto = auto
         # training graphs always copy (see the module docstring); inference on request
-        self.clone_outputs = kind != "inference" or copy_outputs_requested(copy_outputs)
+        self.clone_outputs = auto or kind != "inference" or copy_outputs_requested(copy_outputs)
+        self._lock = threading.Lock() if auto else None
+        self._last_stream = None
         self.ledger = ledger if ledger is not None else OutputLedger()
         # the static buffers go when the runner goes: outputs still held must not read
         # freed memory, so they are invalidated then (the ledger does not refer back)
@@ -239,6 +280,8 @@ class CudaGraphRunner:
         self._graph = None
         self._static: list = []
         self._borrowed: list[bool] = []
+        self._copied_idx: list[int] = []
+        self._borrowed_ptrs: list = []
         self._outs: list = []
         self._out_is_arg: list = []
         self._struct = "tuple"
@@ -252,12 +295,14 @@ class CudaGraphRunner:
 
     def status(self) -> str:
         gid = getattr(self.cg, "graph_id", "?")
+        how = " (auto: default mode, outputs copied)" if self.auto else ""
         if self.reason:
-            return f"{self.kind} graph {gid}: not captured: {self.reason}"
+            return f"{self.kind} graph {gid}: not captured{how}: {self.reason}"
         if self._graph is not None:
-            return (f"{self.kind} graph {gid}: captured in a CUDA graph ({self.replays} "
+            return (f"{self.kind} graph {gid}: captured in a CUDA graph{how} ({self.replays} "
                     f"replays, {self.recaptures} recaptures)")
-        return f"{self.kind} graph {gid}: not captured yet ({self.calls} warm-up call(s))"
+        return (f"{self.kind} graph {gid}: not captured yet{how} ({self.calls} warm-up "
+                "call(s))")
 
     def _note(self, reason: str) -> None:
         notes = getattr(self.cg, "notes", None)
@@ -306,6 +351,18 @@ class CudaGraphRunner:
 
     # ------------------------------------------------------------------ calls
     def __call__(self, args):
+        if self._lock is None:
+            return self._run(args)
+        with self._lock:  # the static buffers are one caller's at a time
+            stream = torch.cuda.current_stream(self.device)
+            if self._last_stream is not None and stream != self._last_stream:
+                # the previous replay (and its copies) ran on another stream: this one
+                # must not overwrite the static buffers before that work is done
+                stream.wait_stream(self._last_stream)
+            self._last_stream = stream
+            return self._run(args)
+
+    def _run(self, args):
         if self.reason is not None or torch.cuda.is_current_stream_capturing():
             return self._call(args)
         if self._graph is None:
@@ -316,8 +373,18 @@ class CudaGraphRunner:
             if self.calls == 0:
                 self.calls += 1
                 return self._call(args)  # warm-up: Triton launchers, cuBLAS, allocator
+            if self.auto:
+                copied = sum(_tensor_bytes(a) for a in args
+                             if isinstance(a, torch.Tensor) and not _is_static_input(a))
+                if copied > AUTO_MAX_COPY_BYTES:
+                    self._disable(f"auto-capture: {copied} bytes of inputs to copy per "
+                                  f"call (more than {AUTO_MAX_COPY_BYTES})")
+                    return self._call(args)
             try:
                 self._capture(args)
+            except _AutoDeclined as e:
+                self._disable(str(e))
+                return self._call(args)
             except Exception as e:  # noqa: BLE001 - recorded, then run uncaptured
                 if type(e).__name__ == "StaxGuardError":
                     raise
@@ -330,8 +397,8 @@ class CudaGraphRunner:
                 return self._call(args)
         else:
             self._check_guards(args)
-            for i, a in enumerate(args):
-                if self._borrowed[i] and a.data_ptr() != self._static[i].data_ptr():
+            for i, ptr in self._borrowed_ptrs:
+                if args[i].data_ptr() != ptr:
                     # a parameter was replaced: capture again for the new pointers (the
                     # old static outputs are freed)
                     self.ledger.invalidate("the graph was captured again for a replaced "
@@ -388,8 +455,19 @@ class CudaGraphRunner:
                                 "would return a view of the static input buffer, not of "
                                 "the caller's tensor")
             out_is_arg.append(hit)
+        if self.auto:
+            out_bytes = sum(_tensor_bytes(o) for o, hit in zip(flat, out_is_arg)
+                            if hit is None)
+            if out_bytes > AUTO_MAX_COPY_BYTES:
+                raise _AutoDeclined(f"auto-capture: {out_bytes} bytes of outputs to copy "
+                                    f"per call (more than {AUTO_MAX_COPY_BYTES})")
         self._graph, self._static, self._borrowed = graph, static, borrowed
         self._outs, self._out_is_arg, self._struct = flat, out_is_arg, struct
+        # per replay: the arguments copied in, the parameters whose pointers must not move
+        self._copied_idx = [i for i, (a, b) in enumerate(zip(static, borrowed))
+                            if isinstance(a, torch.Tensor) and not b]
+        self._borrowed_ptrs = [(i, a.data_ptr()) for i, (a, b) in enumerate(zip(static, borrowed))
+                               if b]
         self._plan = None
         self._describe = self._describer()
         self.captures += 1
@@ -417,18 +495,20 @@ class CudaGraphRunner:
         return describe
 
     def _check_guards(self, args) -> None:
-        """The wrapper's own guards (`check(args)` of its source): a wrong argument
-        raises its StaxGuardError instead of being copied into a static buffer."""
-        check = (getattr(self.cg, "_globals", None) or {}).get("check")
+        """The wrapper's own guards: a wrong argument raises its StaxGuardError instead of
+        being copied into a static buffer. `guard(args)` of the wrapper's source runs the
+        one-C++-call check first and the full `check(args)` only when that says no."""
+        g = getattr(self.cg, "_globals", None) or {}
+        check = g.get("guard") or g.get("check")
         if check is not None:
             check(args)
 
     def _replay(self, args):
-        for i, a in enumerate(args):
-            if not self._borrowed[i] and isinstance(a, torch.Tensor):
-                s = self._static[i]
-                if a.data_ptr() != s.data_ptr():
-                    s.copy_(a)
+        static = self._static
+        for i in self._copied_idx:
+            a, s = args[i], static[i]
+            if a.data_ptr() != s.data_ptr():
+                s.copy_(a)
         self._graph.replay()
         self.replays += 1
         out = []

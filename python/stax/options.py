@@ -69,6 +69,10 @@ DEFAULTS: dict[str, bool | int] = {
     # reduce-overhead: return fresh copies of inference outputs instead of the CUDA
     # graph's static buffers, whose stale reads raise (also STAX_CUDAGRAPH_COPY_OUTPUTS=1)
     "stax.cudagraph_copy_outputs": False,
+    # the GPU default mode replays a small inference graph (3+ launches a call, no
+    # fallback op, little to copy) from a CUDA graph, copying its outputs out, so it
+    # behaves as without (stax.cudagraphs.auto_capture_blocker says when)
+    "stax.auto_cudagraphs": True,
     # graphs with symbolic shapes: at most this many static variants (one per size tuple)
     # are compiled; later sizes run as written (STAX_MAX_SHAPE_VARIANTS when not passed)
     "stax.max_shape_variants": 8,
@@ -85,7 +89,8 @@ MODES: dict[str | None, dict[str, bool]] = {
     "default": {},
     "reduce-overhead": {"stax.cudagraphs": True},
     "max-autotune-no-cudagraphs": {"stax.max_autotune": True,
-                                   "stax.coordinate_descent_tuning": True},
+                                   "stax.coordinate_descent_tuning": True,
+                                   "stax.auto_cudagraphs": False},
     "max-autotune": {"stax.cudagraphs": True, "stax.max_autotune": True,
                      "stax.coordinate_descent_tuning": True},
 }
@@ -117,6 +122,11 @@ class StaxConfig:
     @property
     def cudagraphs(self) -> bool:
         return self.options["stax.cudagraphs"]
+
+    @property
+    def auto_cudagraphs(self) -> bool:
+        """Small inference graphs captured without reduce-overhead (copied outputs)."""
+        return self.options["stax.auto_cudagraphs"]
 
     @property
     def cudagraph_copy_outputs(self) -> bool | None:
@@ -212,7 +222,8 @@ def _cpu_notes(mode, opts: dict[str, bool], explicit: dict[str, bool]) -> list[s
                else f" (from mode {mode!r})")
         notes.append(f"cudagraphs: not applicable on CPU{src}; kernels are launched from "
                      "the Python wrapper")
-    for key in ("stax.cuda_codegen", "stax.triton", "stax.cudagraph_copy_outputs"):
+    for key in ("stax.cuda_codegen", "stax.triton", "stax.cudagraph_copy_outputs",
+                "stax.auto_cudagraphs"):
         if key in explicit:
             notes.append(f"option '{key}'={opts[key]}: not applicable on CPU (the stax-cpu "
                          "target lowers through LLVM)")

@@ -643,8 +643,11 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                      "stax.arena)")
     em.lines = [ln for ln in em.lines if ln is not None]  # the dead views' lines
     em.lines[align_guard_at:align_guard_at] = align_lines + stream_lines + arena_lines
-    # the guards alone, as `check(args)` (the CUDA graph runner calls it before replays)
+    # the guards alone: `check(args)` every one in Python (naming a failing argument),
+    # `guard(args)` the call's own fast path to it (the CUDA graph runner's per replay)
+    guard_lines = em.lines[1:align_guard_at + len(align_lines)]
     em.lines += ["", "def check(args):"] + check_lines + align_lines + ["    return None"]
+    em.lines += ["", "def guard(args):"] + guard_lines + ["    return None"]
     if fast_positions:
         em.lines += ["", f"_fast_guards = _FastTensorGuards({tuple(fast_positions)!r})"]
     header = [f"# stax wrapper for graph {graph_id} (route {route}, device {device})",
