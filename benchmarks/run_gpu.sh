@@ -93,7 +93,8 @@ if [[ "$phase" == "launch" || "$phase" == "all" ]]; then
   # issue 14: the bound launch path (bit-identical to Triton's checked path), the arena
   # and split workspaces under CUDA graphs, then the dispatch benchmark
   timeout "${STAX_GPU_LAUNCH_TIMEOUT:-200}" $PY -m pytest -q -rfE -p no:cacheprovider \
-      test/python/test_launch_path.py test/python/test_cudagraph_outputs.py \
+      test/python/test_launch_path.py test/python/test_auto_cudagraphs.py \
+      test/python/test_cudagraph_outputs.py \
       test/python/test_triton_driver.py > "$OUT/gpu-pytest-launch.log" 2>&1
   echo "launch path tests: $(tail -n 1 "$OUT/gpu-pytest-launch.log")"
   timeout "${STAX_GPU_DISPATCH_TIMEOUT:-240}" $PY benchmarks/dispatch.py --device cuda \
