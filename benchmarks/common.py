@@ -102,8 +102,18 @@ def provenance(device: str = "cpu") -> dict[str, str]:
     had changes: a dirty tree's figure is not the commit's), torch, triton (if
     importable), torch-mlir and the device name. Every results file records it."""
     import torch
-    commit = _git("rev-parse", "HEAD") or "unknown (not a git checkout?)"
-    status = _git("status", "--porcelain")
+    top = _git("rev-parse", "--show-toplevel")
+    snapshot = os.path.join(REPO, "COMMIT")
+    if top is not None and os.path.realpath(top) == os.path.realpath(REPO):
+        commit, status = _git("rev-parse", "HEAD"), _git("status", "--porcelain")
+    elif os.path.exists(snapshot):
+        # a `git archive` snapshot (the device runs one): its COMMIT file says which; a
+        # git repository around it is another tree's, whose HEAD is not this code's
+        commit = open(snapshot).read().strip() + " (snapshot: COMMIT file)"
+        status = ""
+    else:
+        commit, status = None, None
+    commit = commit or "unknown (not a git checkout?)"
     if status is None:
         dirty = "unknown"
     elif status:

@@ -27,7 +27,7 @@ PY="${PYTHON:-python3}"
   nvidia-smi || true
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,power.limit --format=csv || true
   $PY -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, torch.cuda.get_device_name(0))"
-  git rev-parse HEAD 2>/dev/null || true
+  if [[ -f COMMIT ]]; then echo "commit $(cat COMMIT) (snapshot)"; else git rev-parse HEAD 2>/dev/null || true; fi
 } 2>&1 | tee "$OUT/gpu-machine.txt"
 
 if [[ "$phase" == "kernels" || "$phase" == "all" ]]; then
