@@ -526,7 +526,15 @@ def test_bit_views_triton_route_interpreted(fp8, name, legalize, cache_dir, monk
     fn = _bit_views(fp8)[name]
     x = torch.arange(256, dtype=torch.uint8).view(fp8)
     got = _interpreted(fn, x, legalize)
-    _assert_bits_equal(got, fn(x), f"{fp8} {name}", nan_payload=False)
+    ref = fn(x)
+    if name == "f32_bits" and torch.cuda.is_available():
+        # a decoded NaN's payload is the one of the device the graph was compiled for
+        # (legalize_fp8 probes it: canonical on a CUDA machine), not CPU eager's: on the
+        # H200 this compared the CUDA-probed canonical NaN with CPU eager's payload
+        nan = ref.view(torch.float32).isnan()
+        assert torch.equal(got.view(torch.float32).isnan(), nan)
+        got, ref = got[~nan], ref[~nan]
+    _assert_bits_equal(got, ref, f"{fp8} {name}", nan_payload=False)
 
 
 @pytest.mark.parametrize("fp8,name", BIT_VIEWS, ids=_BV_IDS)
