@@ -233,6 +233,12 @@ def record_graph_call(graph, args) -> list:
     for name, k in _kernel_globals(graph).items():
         g[name] = _RecordedKernel(name, k, log)
     g["torch"] = _TorchRecorder(log)
+    linear = g.get("_linear")
+    if linear is not None:   # x @ w.t() as torch's linear (the wrapper's matmul form)
+        def rec_linear(*a):
+            log.append(("torch.nn.functional.linear", linear, a, {}))
+            return linear(*a)
+        g["_linear"] = rec_linear
     exec(compile(graph.source, f"<stax recorded {graph.graph_id}>", "exec"), g)
     with torch.no_grad():
         g["call"](list(args))

@@ -349,5 +349,6 @@ def _base_globals(guards, graph_id, device="cpu") -> dict:
             "as_strided": torch.as_strided, "_stride_ok": _stride_ok,
             "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count,
             "_dev": dev, **gpu, "_BufferArena": BufferArena,
+            "_linear": torch.nn.functional.linear,
             "_FastTensorGuards": FastTensorGuards, **RUNTIME_GLOBALS,
             **_counting_helpers(CopyCounter())}
