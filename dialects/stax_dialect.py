@@ -20,6 +20,8 @@ import types
 from typing import Any
 
 from stax._mlir import ext, ir
+from stax.dialects.symbolic import (SIZES_ATTR, dim_product, dim_sum, dims_of, fmt_dims,
+                                    parse, type_error)
 
 __all__ = ["Stax", "load_into", "OPS", "UNARY_OPS", "BINARY_OPS", "COMPARE_OPS",
            "REDUCE_OPS", "ARG_REDUCE_OPS", "VIEW_OPS", "irdl_text"]
@@ -27,6 +29,12 @@ __all__ = ["Stax", "load_into", "OPS", "UNARY_OPS", "BINARY_OPS", "COMPARE_OPS",
 
 class Stax(ext.Dialect, name="stax"):
     pass
+
+
+class SizesAttr(Stax.Attribute, name="sizes"):
+    """`#stax.sizes<["s0", 768]>`, the encoding of a tensor type with `?` dims: per dim,
+    the static size or the symbol expression of a `?` dim (`stax.dialects.symbolic`)."""
+    sizes: ir.ArrayAttr
 
 
 # The bindings look for a Python module per dialect namespace (`<prefix>.stax`, for
@@ -54,8 +62,23 @@ def _ty(v) -> ir.RankedTensorType:
     return ir.RankedTensorType(v.type)
 
 
-def _fmt_type(t: ir.RankedTensorType) -> str:
-    return f"{list(t.shape)} x {t.element_type}"
+class _Dims(list):
+    """A type's dims (`symbolic.dims_of`: ints, and a `?` dim's symbol expression); prints
+    `[4, 8]` as a list does, `[s0, 768]` with symbols, so messages name the symbols."""
+
+    def __str__(self):
+        return fmt_dims(self)
+
+    __repr__ = __str__
+
+    def __format__(self, spec):
+        return format(str(self), spec)
+
+
+def _D(t) -> _Dims:
+    """The dims of a tensor type; a type whose symbols are ill-formed was rejected by the
+    op's type check (`_with_type_checks`) before its verifier runs."""
+    return _Dims(dims_of(t))
 
 
 def _attr(op, name):
@@ -130,9 +153,9 @@ def _same_shape_and_type(op, names_values, result=True) -> bool:
     t0 = _ty(v0)
     for n, v in rest:
         t = _ty(v)
-        if list(t.shape) != list(t0.shape):
-            return _fail(op, f"operand '{n}' has shape {list(t.shape)} but '{n0}' has "
-                             f"{list(t0.shape)}; elementwise operands need equal shapes "
+        if _D(t) != _D(t0):
+            return _fail(op, f"operand '{n}' has shape {_D(t)} but '{n0}' has "
+                             f"{_D(t0)}; elementwise operands need equal shapes "
                              "(insert stax.broadcast_in_dim)")
         if t.element_type != t0.element_type:
             return _fail(op, f"operand '{n}' has element type {t.element_type} but '{n0}' "
@@ -194,8 +217,8 @@ def _make_unary(name: str, kind: str):
             return _fail(self, f"operand 'input' has element type {et}; expected "
                                f"{_KIND_WORDS[kind]} element type")
         want_et = ir.IntegerType.get_signless(1, context=self.operation.context) if name == "isnan" else et
-        if list(tr.shape) != list(ti.shape) or tr.element_type != want_et:
-            return _fail(self, f"result type {tr} must be tensor of shape {list(ti.shape)} "
+        if _D(tr) != _D(ti) or tr.element_type != want_et:
+            return _fail(self, f"result type {tr} must be tensor of shape {_D(ti)} "
                                f"and element type {want_et}")
         return True
 
@@ -232,9 +255,9 @@ def _make_compare(name: str):
         if not _same_shape_and_type(self, [("lhs", self.lhs), ("rhs", self.rhs)]):
             return False
         tr = _ty(self.result)
-        if list(tr.shape) != list(_ty(self.lhs).shape) or not _is_bool(tr.element_type):
+        if _D(tr) != _D(_ty(self.lhs)) or not _is_bool(tr.element_type):
             return _fail(self, f"result type {tr} must be an i1 tensor of shape "
-                               f"{list(_ty(self.lhs).shape)}")
+                               f"{_D(_ty(self.lhs))}")
         return True
 
     ns = {"__annotations__": {"lhs": ext.Operand[Tensor], "rhs": ext.Operand[Tensor],
@@ -263,9 +286,9 @@ class SelectOp(Stax.Operation, name="select", traits=[ext.Pure]):
             return _fail(self, f"operand 'cond' has element type {tc.element_type}; expected i1")
         if not _same_shape_and_type(self, [("on_true", self.on_true), ("on_false", self.on_false)]):
             return False
-        if list(tc.shape) != list(_ty(self.on_true).shape):
-            return _fail(self, f"operand 'cond' has shape {list(tc.shape)} but 'on_true' has "
-                               f"{list(_ty(self.on_true).shape)}")
+        if _D(tc) != _D(_ty(self.on_true)):
+            return _fail(self, f"operand 'cond' has shape {_D(tc)} but 'on_true' has "
+                               f"{_D(_ty(self.on_true))}")
         if _ty(self.result) != _ty(self.on_true):
             return _fail(self, f"result type {_ty(self.result)} must equal {_ty(self.on_true)}")
         return True
@@ -279,9 +302,9 @@ class ConvertOp(Stax.Operation, name="convert", traits=[ext.Pure]):
 
     def verify_invariants(self):
         ti, tr = _ty(self.input), _ty(self.result)
-        if list(ti.shape) != list(tr.shape):
-            return _fail(self, f"result shape {list(tr.shape)} must equal operand 'input' "
-                               f"shape {list(ti.shape)}")
+        if _D(ti) != _D(tr):
+            return _fail(self, f"result shape {_D(tr)} must equal operand 'input' "
+                               f"shape {_D(ti)}")
         return True
 
 
@@ -292,9 +315,9 @@ class BitcastOp(Stax.Operation, name="bitcast", traits=[ext.Pure]):
 
     def verify_invariants(self):
         ti, tr = _ty(self.input), _ty(self.result)
-        if list(ti.shape) != list(tr.shape):
-            return _fail(self, f"result shape {list(tr.shape)} must equal operand 'input' "
-                               f"shape {list(ti.shape)}")
+        if _D(ti) != _D(tr):
+            return _fail(self, f"result shape {_D(tr)} must equal operand 'input' "
+                               f"shape {_D(ti)}")
         if _bitwidth(ti.element_type) != _bitwidth(tr.element_type):
             return _fail(self, f"cannot bitcast {ti.element_type} ({_bitwidth(ti.element_type)} "
                                f"bits) to {tr.element_type} ({_bitwidth(tr.element_type)} bits)")
@@ -315,6 +338,7 @@ class BroadcastInDimOp(Stax.Operation, name="broadcast_in_dim", traits=[ext.Pure
         if dims is None:
             return False
         ti, tr = _ty(self.input), _ty(self.result)
+        di, dr = _D(ti), _D(tr)
         if len(dims) != ti.rank:
             return _fail(self, f"attribute 'dims' has {len(dims)} entries but operand 'input' "
                                f"has rank {ti.rank}")
@@ -323,9 +347,9 @@ class BroadcastInDimOp(Stax.Operation, name="broadcast_in_dim", traits=[ext.Pure
         if any(b <= a for a, b in zip(dims, dims[1:])):
             return _fail(self, f"attribute 'dims' = {dims} must be strictly increasing")
         for i, d in enumerate(dims):
-            if ti.shape[i] not in (1, tr.shape[d]):
-                return _fail(self, f"operand 'input' dim {i} has size {ti.shape[i]}, which "
-                                   f"cannot broadcast to result dim {d} of size {tr.shape[d]}")
+            if di[i] not in (1, dr[d]):
+                return _fail(self, f"operand 'input' dim {i} has size {di[i]}, which "
+                                   f"cannot broadcast to result dim {d} of size {dr[d]}")
         if ti.element_type != tr.element_type:
             return _fail(self, "result element type must equal the operand's")
         return True
@@ -338,15 +362,11 @@ class ReshapeOp(Stax.Operation, name="reshape", traits=[ext.Pure]):
 
     def verify_invariants(self):
         ti, tr = _ty(self.input), _ty(self.result)
-        n_in = 1
-        for s in ti.shape:
-            n_in *= s
-        n_out = 1
-        for s in tr.shape:
-            n_out *= s
+        # element counts as polynomials of the symbols ([s0, s1, 64] -> [s0*s1, 64])
+        n_in, n_out = dim_product(_D(ti)), dim_product(_D(tr))
         if n_in != n_out:
-            return _fail(self, f"operand 'input' has {n_in} elements {list(ti.shape)} but the "
-                               f"result has {n_out} {list(tr.shape)}")
+            return _fail(self, f"operand 'input' has {n_in} elements {_D(ti)} but the "
+                               f"result has {n_out} {_D(tr)}")
         if ti.element_type != tr.element_type:
             return _fail(self, "result element type must equal the operand's")
         return True
@@ -366,10 +386,13 @@ class PermuteOp(Stax.Operation, name="permute", traits=[ext.Pure]):
         if sorted(perm) != list(range(ti.rank)):
             return _fail(self, f"attribute 'perm' = {perm} is not a permutation of "
                                f"0..{ti.rank - 1} (operand 'input' has rank {ti.rank})")
-        want = [ti.shape[p] for p in perm]
-        if list(tr.shape) != want or ti.element_type != tr.element_type:
+        want = _Dims(_D(ti)[p] for p in perm)
+        if _D(tr) != want or ti.element_type != tr.element_type:
             return _fail(self, f"result type {tr} must have shape {want}")
         return True
+
+
+_INT64_MAX = (1 << 63) - 1
 
 
 class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
@@ -390,13 +413,23 @@ class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
             if len(v) != ti.rank:
                 return _fail(self, f"attribute '{n}' has {len(v)} entries; operand 'input' "
                                    f"has rank {ti.rank}")
-        want = []
+        want = _Dims()
+        di = _D(ti)
         for d, (a, b, s) in enumerate(zip(start, limit, step)):
-            if s <= 0 or not 0 <= a <= b <= ti.shape[d]:
+            if isinstance(di[d], str):
+                # static bounds cannot be proved in range of a symbolic size; the whole
+                # dim is [0:INT64_MAX:1] (torch's "to the end")
+                if (a, b, s) != (0, _INT64_MAX, 1):
+                    return _fail(self, f"dim {d}: slice [{a}:{b}:{s}] of symbolic size "
+                                       f"{di[d]} is not supported (only the whole dim, "
+                                       f"[0:{_INT64_MAX}:1])")
+                want.append(di[d])
+                continue
+            if s <= 0 or not 0 <= a <= b <= di[d]:
                 return _fail(self, f"dim {d}: slice [{a}:{b}:{s}] is out of range for size "
-                                   f"{ti.shape[d]}")
+                                   f"{di[d]}")
             want.append(max(0, (b - a + s - 1) // s))
-        if list(tr.shape) != want or ti.element_type != tr.element_type:
+        if _D(tr) != want or ti.element_type != tr.element_type:
             return _fail(self, f"result type {tr} must have shape {want}")
         return True
 
@@ -416,20 +449,22 @@ class ConcatOp(Stax.Operation, name="concat", traits=[ext.Pure]):
         tr = _ty(self.result)
         if not 0 <= dim < tr.rank:
             return _fail(self, f"attribute 'dim' = {dim} out of range for rank {tr.rank}")
-        total = 0
+        dr, parts = _D(tr), []
         for n, v in (("lhs", self.lhs), ("rhs", self.rhs)):
             t = _ty(v)
+            dt = _D(t)
             if t.rank != tr.rank or t.element_type != tr.element_type:
                 return _fail(self, f"operand '{n}' has type {t}; expected rank {tr.rank} and "
                                    f"element type {tr.element_type}")
             for d in range(tr.rank):
-                if d != dim and t.shape[d] != tr.shape[d]:
-                    return _fail(self, f"operand '{n}' has size {t.shape[d]} in dim {d}; "
-                                       f"the result has {tr.shape[d]}")
-            total += t.shape[dim]
-        if total != tr.shape[dim]:
+                if d != dim and dt[d] != dr[d]:
+                    return _fail(self, f"operand '{n}' has size {dt[d]} in dim {d}; "
+                                       f"the result has {dr[d]}")
+            parts.append(dt[dim])
+        total = dim_sum(parts)
+        if total != dr[dim]:
             return _fail(self, f"operands sum to {total} along dim {dim} but the result has "
-                               f"{tr.shape[dim]}")
+                               f"{dr[dim]}")
         return True
 
 
@@ -451,9 +486,9 @@ class GatherOp(Stax.Operation, name="gather", traits=[ext.Pure]):
             return _fail(self, f"attribute 'dim' = {dim} out of range for rank {ti.rank}")
         if tx.rank != 1 or not _is_int(tx.element_type) or _is_bool(tx.element_type):
             return _fail(self, f"operand 'indices' must be a 1-D integer tensor, got {tx}")
-        want = list(ti.shape)
-        want[dim] = tx.shape[0]
-        if list(tr.shape) != want or tr.element_type != ti.element_type:
+        want = _D(ti)
+        want[dim] = _D(tx)[0]
+        if _D(tr) != want or tr.element_type != ti.element_type:
             return _fail(self, f"result type {tr} must have shape {want} and element type "
                                f"{ti.element_type}")
         return True
@@ -476,8 +511,8 @@ class PadOp(Stax.Operation, name="pad", traits=[ext.Pure]):
             return _fail(self, f"attributes 'low'/'high' need {ti.rank} entries")
         if any(x < 0 for x in low + high):
             return _fail(self, "negative padding is not supported; use stax.slice")
-        want = [s + a + b for s, a, b in zip(ti.shape, low, high)]
-        if list(tr.shape) != want or ti.element_type != tr.element_type:
+        want = _Dims(dim_sum([s, a, b]) for s, a, b in zip(_D(ti), low, high))
+        if _D(tr) != want or ti.element_type != tr.element_type:
             return _fail(self, f"result type {tr} must have shape {want}")
         v = _attr(self, "value")
         if not _is_scalar_attr(v):
@@ -489,8 +524,8 @@ class PadOp(Stax.Operation, name="pad", traits=[ext.Pure]):
 
 def _reduced_shape(shape, dims, keepdim):
     if keepdim:
-        return [1 if i in dims else s for i, s in enumerate(shape)]
-    return [s for i, s in enumerate(shape) if i not in dims]
+        return _Dims(1 if i in dims else s for i, s in enumerate(shape))
+    return _Dims(s for i, s in enumerate(shape) if i not in dims)
 
 
 def _make_reduce(name: str):
@@ -504,10 +539,10 @@ def _make_reduce(name: str):
             return _fail(self, "attribute 'dims' must name at least one dim")
         if not _check_dims(self, "dims", dims, ti.rank):
             return False
-        want = _reduced_shape(list(ti.shape), dims, keep)
-        if list(tr.shape) != want:
-            return _fail(self, f"result shape {list(tr.shape)} must be {want} for operand "
-                               f"'input' {list(ti.shape)} reduced over {dims} "
+        want = _reduced_shape(_D(ti), dims, keep)
+        if _D(tr) != want:
+            return _fail(self, f"result shape {_D(tr)} must be {want} for operand "
+                               f"'input' {_D(ti)} reduced over {dims} "
                                f"(keepdim={keep})")
         if tr.element_type != ti.element_type:
             return _fail(self, f"result element type {tr.element_type} must equal the "
@@ -531,9 +566,9 @@ def _make_arg_reduce(name: str):
         ti, tr = _ty(self.input), _ty(self.result)
         if not 0 <= dim < ti.rank:
             return _fail(self, f"attribute 'dim' = {dim} out of range for rank {ti.rank}")
-        want = _reduced_shape(list(ti.shape), [dim], keep)
-        if list(tr.shape) != want:
-            return _fail(self, f"result shape {list(tr.shape)} must be {want}")
+        want = _reduced_shape(_D(ti), [dim], keep)
+        if _D(tr) != want:
+            return _fail(self, f"result shape {_D(tr)} must be {want}")
         if tr.element_type != ir.IntegerType.get_signless(64, context=self.operation.context):
             return _fail(self, f"result element type must be i64, got {tr.element_type}")
         return True
@@ -560,17 +595,18 @@ class MatmulOp(Stax.Operation, name="matmul", traits=[ext.Pure]):
     def verify_invariants(self):
         a, b, r = _ty(self.lhs), _ty(self.rhs), _ty(self.result)
         if a.rank < 2 or a.rank != b.rank:
-            return _fail(self, f"operands 'lhs' {list(a.shape)} and 'rhs' {list(b.shape)} need "
+            return _fail(self, f"operands 'lhs' {_D(a)} and 'rhs' {_D(b)} need "
                                "equal rank >= 2")
-        if list(a.shape[:-2]) != list(b.shape[:-2]):
-            return _fail(self, f"batch dims differ: 'lhs' {list(a.shape)} vs 'rhs' {list(b.shape)}")
-        if a.shape[-1] != b.shape[-2]:
-            return _fail(self, f"contraction mismatch: 'lhs' {list(a.shape)} has K={a.shape[-1]} "
-                               f"but 'rhs' {list(b.shape)} has K={b.shape[-2]}")
+        da, db = _D(a), _D(b)
+        if da[:-2] != db[:-2]:
+            return _fail(self, f"batch dims differ: 'lhs' {_D(a)} vs 'rhs' {_D(b)}")
+        if da[-1] != db[-2]:
+            return _fail(self, f"contraction mismatch: 'lhs' {da} has K={da[-1]} "
+                               f"but 'rhs' {db} has K={db[-2]}")
         if a.element_type != b.element_type:
             return _fail(self, f"'lhs' is {a.element_type} but 'rhs' is {b.element_type}")
-        want = list(a.shape[:-1]) + [b.shape[-1]]
-        if list(r.shape) != want or r.element_type != a.element_type:
+        want = _Dims(da[:-1] + [db[-1]])
+        if _D(r) != want or r.element_type != a.element_type:
             return _fail(self, f"result type {r} must have shape {want} and element type "
                                f"{a.element_type}")
         return True
@@ -624,143 +660,35 @@ class IotaOp(Stax.Operation, name="iota", traits=[ext.Pure]):
 
 # ----------------------------------------------------------------------------- regions and escapes
 
-# Structural ops. IRDL cannot express an operand or result list whose types differ
-# (a variadic group is one constraint variable, so every element must have the SAME
-# type), and kernels/fallbacks take mixed tensors. So these three live in their own
-# namespace `stax_graph`, parse as unregistered ops, and are verified here, by
-# `verify_module`, which stax-opt and every pipeline run after parsing and after each
-# pass.
-KERNEL = "stax_graph.kernel"
-YIELD = "stax_graph.yield"
-FALLBACK = "stax_graph.fallback"
-STRUCTURAL_OPS = (KERNEL, YIELD, FALLBACK)
+# The structural stax_graph ops (kernel, yield, fallback) and `verify_module` live in
+# structural.py (IRDL cannot express them); re-exported here, where callers import them.
+from stax.dialects.structural import (FALLBACK, KERNEL, STRUCTURAL_OPS, YIELD,  # noqa: E402
+                                      StaxVerificationError, verify_module)
 
 
-class StaxVerificationError(Exception):
-    """A structural op failed verification; `str()` is the located one-line message."""
+def _with_type_checks(cls):
+    """Wrap an op's verifier so that it first checks the symbolic dims of every operand
+    and result type (a `?` needs a symbol, a static dim none, expressions in normal
+    form); the op's own checks then compare dims by value and symbol."""
+    inner = cls.verify_invariants
+    fields = [(f.name, "operand") for f in cls._fields if isinstance(f, ext.OperandDef)] + \
+             [(f.name, "result") for f in cls._fields if isinstance(f, ext.ResultDef)]
+
+    def verify_invariants(self):
+        values = list(self.operation.operands) + list(self.operation.results)
+        for (name, kind), v in zip(fields, values):
+            err = type_error(v.type)
+            if err is not None:
+                return _fail(self, f"{kind} '{name}' type {v.type}: {err}")
+        return inner(self)
+
+    verify_invariants.__doc__ = inner.__doc__
+    cls.verify_invariants = verify_invariants
 
 
-def _loc_prefix(op) -> str:
-    """`file:line:col` of the op when known (for messages like MLIR's)."""
-    text = str(op.location)
-    import re
-    m = re.search(r'"([^"]+)":(\d+):(\d+)', text)
-    return f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else text
-
-
-def _verify_kernel(op):
-    def fail(msg):
-        raise StaxVerificationError(f"{_loc_prefix(op)}: error: '{KERNEL}' op {msg}")
-    if len(op.regions) != 1:
-        fail(f"must have one region, has {len(op.regions)}")
-    blocks = list(op.regions[0].blocks)
-    if len(blocks) != 1:
-        fail(f"body must have exactly one block, has {len(blocks)}")
-    block = blocks[0]
-    args = list(block.arguments)
-    ins = list(op.operands)
-    if len(args) != len(ins):
-        fail(f"body has {len(args)} block arguments for {len(ins)} inputs")
-    for i, (a, v) in enumerate(zip(args, ins)):
-        if a.type != v.type:
-            fail(f"block argument #{i} has type {a.type} but input #{i} is {v.type}")
-    ops = list(block.operations)
-    if not ops or ops[-1].operation.name != YIELD:
-        fail(f"body must end in {YIELD}")
-    yielded = [v.type for v in ops[-1].operation.operands]
-    results = [r.type for r in op.results]
-    if yielded != results:
-        fail(f"{YIELD} gives {[str(t) for t in yielded]} but the kernel results are "
-             f"{[str(t) for t in results]}")
-    inside = set()
-    for a in args:
-        inside.add(a)
-    for o in ops:
-        name = o.operation.name
-        if o is not ops[-1] and (name in STRUCTURAL_OPS or not name.startswith("stax.")):
-            fail(f"body may hold only stax compute ops, found '{name}'")
-        for i, v in enumerate(o.operation.operands):
-            if v not in inside:
-                fail(f"is isolated from above, but '{name}' operand #{i} is defined outside "
-                     "the kernel; pass it as a kernel input")
-        for r in o.operation.results:
-            inside.add(r)
-
-
-def _verify_yield(op):
-    parent = op.parent
-    if parent is None or parent.name != KERNEL:
-        raise StaxVerificationError(
-            f"{_loc_prefix(op)}: error: '{YIELD}' op must be the terminator of a {KERNEL} body")
-
-
-def _verify_fallback(op):
-    import json
-
-    def fail(msg):
-        raise StaxVerificationError(f"{_loc_prefix(op)}: error: '{FALLBACK}' op {msg}")
-    attrs = op.attributes
-    t = attrs["target"] if "target" in attrs else None
-    if t is None or not isinstance(t, ir.StringAttr):
-        fail(f"requires string attribute 'target', got {t}")
-    name = ir.StringAttr(t).value
-    if name.count(".") != 2:
-        fail(f"attribute 'target' = \"{name}\" must be 'namespace.op.overload', "
-             "e.g. \"aten.convolution.default\"")
-    c = attrs["call"] if "call" in attrs else None
-    if c is None or not isinstance(c, ir.StringAttr):
-        fail(f"requires string attribute 'call' (JSON), got {c}")
-    try:
-        json.loads(ir.StringAttr(c).value)
-    except ValueError as e:
-        fail(f"attribute 'call' is not valid JSON: {e}")
-    if "operand_layouts" in attrs:
-        # eager's strides of each operand (null: no layout), read by the driver
-        try:
-            layouts = json.loads(ir.StringAttr(attrs["operand_layouts"]).value)
-        except ValueError as e:
-            fail(f"attribute 'operand_layouts' is not valid JSON: {e}")
-        if not isinstance(layouts, list) or len(layouts) != len(op.operands):
-            fail(f"attribute 'operand_layouts' must list one entry per operand "
-                 f"({len(op.operands)}), got {layouts!r}")
-        for i, (st, v) in enumerate(zip(layouts, op.operands)):
-            try:
-                rank = len(ir.RankedTensorType(v.type).shape)
-            except ValueError:
-                rank = None
-            if st is not None and (not isinstance(st, list) or len(st) != rank or
-                                   not all(isinstance(s, int) for s in st)):
-                fail(f"attribute 'operand_layouts' entry {i} must be null or {rank} integer "
-                     f"strides for operand {i} of type {v.type}, got {st!r}")
-    if len(op.regions) != 0:
-        fail("must not have regions")
-
-
-_STRUCTURAL_VERIFIERS = {KERNEL: _verify_kernel, YIELD: _verify_yield, FALLBACK: _verify_fallback}
-
-
-def verify_module(module) -> None:
-    """Verify a module: MLIR's verifier (stax ops, IRDL constraints, Python verifiers),
-    then the structural stax_graph ops. Raises ir.MLIRError or StaxVerificationError."""
-    module.operation.verify()
-    errors = []
-
-    def visit(op):
-        f = _STRUCTURAL_VERIFIERS.get(op.name)
-        if f is not None:
-            try:
-                f(op)
-            except StaxVerificationError as e:
-                errors.append(str(e))
-        elif op.name.startswith("stax_graph."):
-            errors.append(f"{_loc_prefix(op)}: error: unknown structural op '{op.name}' "
-                          f"(known: {', '.join(STRUCTURAL_OPS)})")
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    if errors:
-        raise StaxVerificationError("\n".join(errors))
-
+for _cls in Stax.operations:
+    if hasattr(_cls, "verify_invariants"):
+        _with_type_checks(_cls)
 
 OPS = [op for op in Stax.operations]
 

@@ -41,6 +41,7 @@ import re
 
 from stax._mlir import ir
 from stax.dialects.stax_dialect import KERNEL, YIELD, StaxVerificationError, verify_module
+from stax.dialects.symbolic import dims_of
 
 __all__ = ["PASS_NAME", "run", "fuse_function", "kernel_name", "FUSIBLE_OPS", "VIEW_OPS",
            "GEN_OPS"]
@@ -103,10 +104,10 @@ def _key(op) -> int:
 
 
 def _shape(v):
-    t = v.type
-    if not isinstance(t, ir.RankedTensorType):
-        return None
-    return tuple(ir.RankedTensorType(t).shape)
+    """A value's dims, or None for a non-tensor: ints, and for a `?` dim its symbol
+    expression in normal form, so equal symbols compare equal and unequal ones do not
+    (the raw shape would give every `?` the same sentinel)."""
+    return dims_of(v.type)
 
 
 def _kind(op) -> str:

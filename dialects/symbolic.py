@@ -1,0 +1,328 @@
+"""Symbolic dims in stax IR: the `#stax.sizes` encoding and its size expressions.
+
+A dim whose size Dynamo left symbolic is `?` in the tensor type, and the type carries
+`#stax.sizes<[...]>` as its encoding: one entry per dim, the static size (an integer
+equal to the type's dim) or, for a `?` dim, a string holding the size expression from
+Dynamo's shape environment, e.g. `tensor<?x768xf32, #stax.sizes<["s0", 768]>>`. A type
+with no `?` dim has no encoding, so static IR prints exactly as before.
+
+Expressions are integer polynomials of symbols (`s0`, `2*s0`, `s0*s1 + 1`, `s0**2`) in
+ONE normal form, the one sympy's `str` prints (terms in descending lex order of their
+exponents over the symbols sorted by name, the constant last). An expression that is
+not written in normal form is an error, so two dims are equal exactly when their
+strings are, and passes compare dims as plain Python values (`dims_of`).
+Non-polynomial sizes (`//`, `Mod`, `Max`) are not supported yet (docs/dynamic-shapes.md).
+
+This module knows no dialect: `stax_dialect` defines the attribute and calls
+`type_error` / `dims_of` from its verifiers; `passes/fuse.py` compares `dims_of`.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from stax._mlir import ir
+
+__all__ = ["SIZES_ATTR", "ExprError", "DimError", "normalize", "parse", "poly_str",
+           "dims_of", "type_error", "fmt_dims", "dim_product", "dim_sum", "dims_equal",
+           "sizes_type", "free_symbols"]
+
+SIZES_ATTR = "stax.sizes"  # the encoding's attribute name (`#stax.sizes<[...]>`)
+
+# A polynomial: {monomial: coefficient}, a monomial a sorted tuple of (symbol, exponent).
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(\*\*|[-+*()]))")
+
+
+class ExprError(ValueError):
+    """A size expression that does not parse or is not a polynomial."""
+
+
+class DimError(ValueError):
+    """A tensor type whose `?` dims and `#stax.sizes` encoding disagree."""
+
+
+def _mul(a: dict, b: dict) -> dict:
+    out: dict = {}
+    for ma, ca in a.items():
+        for mb, cb in b.items():
+            exps = dict(ma)
+            for s, e in mb:
+                exps[s] = exps.get(s, 0) + e
+            m = tuple(sorted(exps.items()))
+            out[m] = out.get(m, 0) + ca * cb
+    return {m: c for m, c in out.items() if c}
+
+
+def _add(a: dict, b: dict, sign: int = 1) -> dict:
+    out = dict(a)
+    for m, c in b.items():
+        out[m] = out.get(m, 0) + sign * c
+    return {m: c for m, c in out.items() if c}
+
+
+def _const(n: int) -> dict:
+    return {(): n} if n else {}
+
+
+@lru_cache(maxsize=4096)
+def parse(text: str) -> tuple:
+    """The polynomial of `text` (any spelling: `s1*s0`, `2*(s0 + 1)`), as a sorted tuple
+    of (monomial, coefficient); raises ExprError."""
+    toks = []
+    pos = 0
+    text_s = text.rstrip()
+    while pos < len(text_s):
+        m = _TOKEN.match(text_s, pos)
+        if not m or m.end() == pos:
+            raise ExprError(f"unexpected '{text_s[pos:].strip()[:10]}' at column {pos}")
+        toks.append(m.group(1) or m.group(2) or m.group(3))
+        pos = m.end()
+    if not toks:
+        raise ExprError("empty expression")
+    i = 0
+
+    def peek():
+        return toks[i] if i < len(toks) else None
+
+    def take():
+        nonlocal i
+        i += 1
+        return toks[i - 1]
+
+    def expr():
+        p = term()
+        while peek() in ("+", "-"):
+            sign = 1 if take() == "+" else -1
+            p = _add(p, term(), sign)
+        return p
+
+    def term():
+        p = unary()
+        while peek() == "*":
+            take()
+            p = _mul(p, unary())
+        return p
+
+    def unary():
+        if peek() == "-":
+            take()
+            return _mul(_const(-1), unary())
+        base = atom()
+        if peek() == "**":
+            take()
+            t = take() if peek() is not None else None
+            if t is None or not t.isdigit():
+                raise ExprError("'**' needs a non-negative integer exponent")
+            p = _const(1)
+            for _ in range(int(t)):
+                p = _mul(p, base)
+            return p
+        return base
+
+    def atom():
+        t = take() if peek() is not None else None
+        if t is None:
+            raise ExprError("expression ends early")
+        if t.isdigit():
+            return _const(int(t))
+        if t == "(":
+            p = expr()
+            if peek() != ")":
+                raise ExprError("unbalanced '('")
+            take()
+            return p
+        if t[0].isalpha() or t[0] == "_":
+            return {((t, 1),): 1}
+        raise ExprError(f"unexpected '{t}'; a size is a polynomial of symbols and integers "
+                        "(+, -, *, **)")
+
+    p = expr()
+    if i != len(toks):
+        raise ExprError(f"unexpected '{toks[i]}'")
+    return tuple(sorted(p.items()))
+
+
+def poly_str(poly) -> str:
+    """The normal form of a polynomial (sympy's `str` order)."""
+    poly = dict(poly)
+    if not poly:
+        return "0"
+    syms = sorted({s for m in poly for s, _ in m})
+
+    def key(m):
+        e = dict(m)
+        return tuple(e.get(s, 0) for s in syms)
+
+    parts = []
+    for m in sorted(poly, key=key, reverse=True):
+        c = poly[m]
+        mono = "*".join(s if e == 1 else f"{s}**{e}" for s, e in m)
+        if not mono:
+            t = str(c)
+        elif c == 1:
+            t = mono
+        elif c == -1:
+            t = "-" + mono
+        else:
+            t = f"{c}*{mono}"
+        if not parts:
+            parts.append(t)
+        elif t.startswith("-"):
+            parts.append(" - " + t[1:])
+        else:
+            parts.append(" + " + t)
+    return "".join(parts)
+
+
+def normalize(text: str) -> str:
+    """The normal-form string of a size expression (raises ExprError)."""
+    return poly_str(parse(text))
+
+
+def free_symbols(text: str) -> set:
+    return {s for m, _ in parse(text) for s, _ in m}
+
+
+# ----------------------------------------------------------------------------- types
+
+def _entries(enc):
+    """The list of entries of a `#stax.sizes<[...]>` encoding, or None if `enc` is not one."""
+    name = getattr(enc, "attr_name", None)
+    if name != SIZES_ATTR:
+        return None
+    (arr,) = enc.params
+    return list(ir.ArrayAttr(arr))
+
+
+def _compute_dims(t):
+    shape = list(t.shape)
+    enc = t.encoding
+    if enc is None:
+        for d, n in enumerate(shape):
+            if t.is_dynamic_dim(d):
+                raise DimError(f"dim {d} is '?' without a symbol (give the type a "
+                               f"#stax.sizes<[...]> encoding)")
+        return tuple(shape)
+    entries = _entries(enc)
+    if entries is None:
+        raise DimError(f"encoding {enc} is not #stax.sizes<[...]>")
+    if not any(t.is_dynamic_dim(d) for d in range(len(shape))):
+        raise DimError("has a #stax.sizes encoding but no '?' dim (a static type carries "
+                       "no encoding)")
+    if len(entries) != len(shape):
+        raise DimError(f"#stax.sizes has {len(entries)} entries for rank {len(shape)}")
+    out = []
+    for d, (n, e) in enumerate(zip(shape, entries)):
+        if t.is_dynamic_dim(d):
+            if not isinstance(e, ir.StringAttr):
+                raise DimError(f"dim {d} is '?' but #stax.sizes gives it {e}, not a symbol "
+                               "expression")
+            text = ir.StringAttr(e).value
+            try:
+                p = parse(text)
+            except ExprError as err:
+                raise DimError(f"dim {d} has malformed size expression \"{text}\": {err}") \
+                    from None
+            canon = poly_str(p)
+            if canon != text:
+                raise DimError(f"dim {d} size expression \"{text}\" is not in normal form; "
+                               f"write \"{canon}\"")
+            if all(m == () for m, _ in p):
+                raise DimError(f"dim {d} size expression \"{text}\" is a constant; make the "
+                               "dim static")
+            out.append(text)
+        else:
+            if isinstance(e, ir.StringAttr):
+                raise DimError(f"dim {d} is static ({n}) but #stax.sizes gives it the symbol "
+                               f"\"{ir.StringAttr(e).value}\"; a symbolic dim is written '?'")
+            if not isinstance(e, ir.IntegerAttr) or ir.IntegerAttr(e).value != n:
+                raise DimError(f"dim {d} is {n} but #stax.sizes gives it {e}")
+            out.append(n)
+    return tuple(out)
+
+
+def dims_of(t) -> tuple | None:
+    """The dims of a ranked tensor type: ints for static dims, the normal-form
+    expression string for a `?` dim; None for a non-tensor. Raises DimError."""
+    if not isinstance(t, ir.RankedTensorType):
+        return None
+    t = ir.RankedTensorType(t)
+    if t.encoding is None and t.has_static_shape:
+        return tuple(t.shape)  # the common case, no symbol work
+    return _compute_dims(t)
+
+
+def type_error(t) -> str | None:
+    """Why a type's symbolic dims are ill-formed, or None."""
+    try:
+        dims_of(t)
+    except DimError as e:
+        return str(e)
+    return None
+
+
+def fmt_dims(dims) -> str:
+    """`[4, 8]` for static dims (as `list` prints), `[s0, 768]` with symbols."""
+    return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+def _as_poly(d) -> tuple:
+    return tuple(sorted(_const(d).items())) if isinstance(d, int) else parse(d)
+
+
+def _to_dim(p):
+    """A polynomial back to a dim: an int when constant, else its normal-form string."""
+    p = dict(p)
+    if all(m == () for m in p):
+        return p.get((), 0)
+    return poly_str(p)
+
+
+def dim_product(dims):
+    """The product of dims (an int, or a normal-form string)."""
+    p = _const(1)
+    for d in dims:
+        p = _mul(p, dict(_as_poly(d)))
+    return _to_dim(p)
+
+
+def dim_sum(dims):
+    """The sum of dims (an int, or a normal-form string)."""
+    p: dict = {}
+    for d in dims:
+        p = _add(p, dict(_as_poly(d)))
+    return _to_dim(p)
+
+
+def dims_equal(a, b) -> bool:
+    return a == b  # normal forms: equal sizes are equal strings (or ints)
+
+
+def sizes_type(dims, element_type, context=None) -> "ir.RankedTensorType":
+    """A tensor type from dims (ints and expression strings, normalized here): `?` and a
+    #stax.sizes encoding where some dim is symbolic, a plain static type otherwise.
+    Needs the stax dialect loaded in the context."""
+    if all(isinstance(d, int) for d in dims):
+        return ir.RankedTensorType.get(list(dims), element_type)
+    dyn = ir.ShapedType.get_dynamic_size()
+    i64 = ir.IntegerType.get_signless(64, context=context)
+    entries = []
+    shape = []
+    for d in dims:
+        if isinstance(d, int):
+            entries.append(ir.IntegerAttr.get(i64, d))
+            shape.append(d)
+        else:
+            d = _to_dim(parse(d))
+            if isinstance(d, int):
+                entries.append(ir.IntegerAttr.get(i64, d))
+                shape.append(d)
+                continue
+            entries.append(ir.StringAttr.get(d, context=context))
+            shape.append(dyn)
+    if all(s != dyn for s in shape):
+        return ir.RankedTensorType.get(shape, element_type)
+    enc = ir.Attribute.parse(f"#{SIZES_ATTR}<{ir.ArrayAttr.get(entries, context=context)}>",
+                             context=context)
+    return ir.RankedTensorType.get(shape, element_type, encoding=enc)

@@ -1,0 +1,80 @@
+// Symbolic dims (docs/dynamic-shapes.md, "Symbols in the IR"): a dim Dynamo left symbolic
+// is `?`, and the type's #stax.sizes encoding holds its size expression in normal form.
+// Static types carry no encoding and print as before. Every form parses, verifies and
+// re-prints identically.
+// RUN: stax-opt %s > %t.once
+// RUN: stax-opt %t.once > %t.twice
+// RUN: diff %t.once %t.twice
+// RUN: stax-opt %s | FileCheck %s
+
+// A symbol argument binds a SymInt placeholder; a tensor dim binds its symbol too.
+// CHECK-LABEL: func.func @forms
+// CHECK-SAME: (%arg0: index {stax.symbol = "s0"}, %arg1: tensor<?x768xf32, #stax.sizes<["s0", 768]>>, %arg2: tensor<?x?xf32, #stax.sizes<["s0", "s1"]>>, %arg3: tensor<4x8xf32>)
+// CHECK-SAME: -> (tensor<?x768xf32, #stax.sizes<["2*s0", 768]>>, tensor<?xf32, #stax.sizes<["s0*s1"]>>, tensor<4x8xf32>)
+func.func @forms(%s0: index {stax.symbol = "s0"}, %x: tensor<?x768xf32, #stax.sizes<["s0", 768]>>,
+                 %y: tensor<?x?xf32, #stax.sizes<["s0", "s1"]>>, %z: tensor<4x8xf32>)
+    -> (tensor<?x768xf32, #stax.sizes<["2*s0", 768]>>, tensor<?xf32, #stax.sizes<["s0*s1"]>>, tensor<4x8xf32>) {
+  // concat of [s0, 768] with itself: 2*s0 rows
+  // CHECK: "stax.concat"(%arg1, %arg1) {dim = 0 : i64} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>, tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["2*s0", 768]>>
+  %c = "stax.concat"(%x, %x) {dim = 0 : i64} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>, tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["2*s0", 768]>>
+  // reshape [s0, s1] -> [s0*s1]: the element counts are equal polynomials
+  // CHECK: "stax.reshape"(%arg2) : (tensor<?x?xf32, #stax.sizes<["s0", "s1"]>>) -> tensor<?xf32, #stax.sizes<["s0*s1"]>>
+  %r = "stax.reshape"(%y) : (tensor<?x?xf32, #stax.sizes<["s0", "s1"]>>) -> tensor<?xf32, #stax.sizes<["s0*s1"]>>
+  // CHECK: "stax.exp"(%arg3) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e = "stax.exp"(%z) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %c, %r, %e : tensor<?x768xf32, #stax.sizes<["2*s0", 768]>>, tensor<?xf32, #stax.sizes<["s0*s1"]>>, tensor<4x8xf32>
+}
+
+// Ops whose result shape is a size take it from the result type's symbol expressions:
+// full, iota, broadcast_in_dim (expand), reshape to [s0*s1, 64].
+// CHECK-LABEL: func.func @sized_results
+// CHECK: "stax.full"() {value = 0.000000e+00 : f32} : () -> tensor<?x64xf32, #stax.sizes<["s0*s1", 64]>>
+// CHECK: "stax.iota"() {dim = 0 : i64} : () -> tensor<?xi64, #stax.sizes<["s1"]>>
+// CHECK: "stax.broadcast_in_dim"(%arg2) {dims = array<i64: 2>} : (tensor<64xf32>) -> tensor<?x?x64xf32, #stax.sizes<["s0", "s1", 64]>>
+// CHECK: "stax.reshape"(%{{.*}}) : (tensor<?x?x64xf32, #stax.sizes<["s0", "s1", 64]>>) -> tensor<?x64xf32, #stax.sizes<["s0*s1", 64]>>
+func.func @sized_results(%s0: index {stax.symbol = "s0"}, %s1: i64 {stax.symbol = "s1"}, %b: tensor<64xf32>)
+    -> (tensor<?x64xf32, #stax.sizes<["s0*s1", 64]>>, tensor<?xi64, #stax.sizes<["s1"]>>, tensor<?x64xf32, #stax.sizes<["s0*s1", 64]>>) {
+  %f = "stax.full"() {value = 0.0 : f32} : () -> tensor<?x64xf32, #stax.sizes<["s0*s1", 64]>>
+  %i = "stax.iota"() {dim = 0 : i64} : () -> tensor<?xi64, #stax.sizes<["s1"]>>
+  %x = "stax.broadcast_in_dim"(%b) {dims = array<i64: 2>} : (tensor<64xf32>) -> tensor<?x?x64xf32, #stax.sizes<["s0", "s1", 64]>>
+  %r = "stax.reshape"(%x) : (tensor<?x?x64xf32, #stax.sizes<["s0", "s1", 64]>>) -> tensor<?x64xf32, #stax.sizes<["s0*s1", 64]>>
+  return %f, %i, %r : tensor<?x64xf32, #stax.sizes<["s0*s1", 64]>>, tensor<?xi64, #stax.sizes<["s1"]>>, tensor<?x64xf32, #stax.sizes<["s0*s1", 64]>>
+}
+
+// Every shape rule compares dims by symbol: permute, pad (s0 + 2), whole-dim slice
+// of a symbolic dim, reductions (keepdim), argmax, matmul (K static, M symbolic),
+// gather (the index count is symbolic), select, compare, convert, bitcast.
+// CHECK-LABEL: func.func @rules
+// CHECK: "stax.permute"{{.*}} -> tensor<768x?xf32, #stax.sizes<[768, "s0"]>>
+// CHECK: "stax.pad"{{.*}} -> tensor<?x768xf32, #stax.sizes<["s0 + 2", 768]>>
+// CHECK: "stax.slice"{{.*}} -> tensor<?x256xf32, #stax.sizes<["s0", 256]>>
+// CHECK: "stax.reduce_sum"{{.*}} -> tensor<?x1xf32, #stax.sizes<["s0", 1]>>
+// CHECK: "stax.argmax"{{.*}} -> tensor<?xi64, #stax.sizes<["s0"]>>
+// CHECK: "stax.matmul"{{.*}} -> tensor<?x16xf32, #stax.sizes<["s0", 16]>>
+// CHECK: "stax.gather"{{.*}} -> tensor<?x768xf32, #stax.sizes<["u0", 768]>>
+func.func @rules(%x: tensor<?x768xf32, #stax.sizes<["s0", 768]>>, %w: tensor<768x16xf32>,
+                 %idx: tensor<?xi64, #stax.sizes<["u0"]>>) {
+  %p = "stax.permute"(%x) {perm = array<i64: 1, 0>} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<768x?xf32, #stax.sizes<[768, "s0"]>>
+  %d = "stax.pad"(%x) {low = array<i64: 1, 0>, high = array<i64: 1, 0>, value = 0.0 : f32} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["s0 + 2", 768]>>
+  %s = "stax.slice"(%x) {start = array<i64: 0, 0>, limit = array<i64: 9223372036854775807, 256>, step = array<i64: 1, 1>} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x256xf32, #stax.sizes<["s0", 256]>>
+  %r = "stax.reduce_sum"(%x) {dims = array<i64: 1>, keepdim = true} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x1xf32, #stax.sizes<["s0", 1]>>
+  %a = "stax.argmax"(%x) {dim = 1 : i64, keepdim = false} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?xi64, #stax.sizes<["s0"]>>
+  %m = "stax.matmul"(%x, %w) : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>, tensor<768x16xf32>) -> tensor<?x16xf32, #stax.sizes<["s0", 16]>>
+  %g = "stax.gather"(%x, %idx) {dim = 0 : i64} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>, tensor<?xi64, #stax.sizes<["u0"]>>) -> tensor<?x768xf32, #stax.sizes<["u0", 768]>>
+  %c = "stax.cmp_gt"(%x, %x) : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>, tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xi1, #stax.sizes<["s0", 768]>>
+  %e = "stax.select"(%c, %x, %x) : (tensor<?x768xi1, #stax.sizes<["s0", 768]>>, tensor<?x768xf32, #stax.sizes<["s0", 768]>>, tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+  %v = "stax.convert"(%e) : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xbf16, #stax.sizes<["s0", 768]>>
+  %b = "stax.bitcast"(%e) : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xi32, #stax.sizes<["s0", 768]>>
+  return
+}
+
+// A fallback's result may introduce a symbol (a data-dependent size such as nonzero's);
+// later ops use it.
+// CHECK-LABEL: func.func @unbacked
+// CHECK: "stax_graph.fallback"{{.*}} -> tensor<?x1xi64, #stax.sizes<["u0", 1]>>
+// CHECK: "stax.neg"{{.*}} -> tensor<?x1xi64, #stax.sizes<["u0", 1]>>
+func.func @unbacked(%x: tensor<8xf32>) -> tensor<?x1xi64, #stax.sizes<["u0", 1]>> {
+  %n = "stax_graph.fallback"(%x) {target = "aten.nonzero.default", call = "{\"args\": [{\"$operand\": 0}], \"kwargs\": {}}"} : (tensor<8xf32>) -> tensor<?x1xi64, #stax.sizes<["u0", 1]>>
+  %m = "stax.neg"(%n) : (tensor<?x1xi64, #stax.sizes<["u0", 1]>>) -> tensor<?x1xi64, #stax.sizes<["u0", 1]>>
+  return %m : tensor<?x1xi64, #stax.sizes<["u0", 1]>>
+}
