@@ -326,3 +326,88 @@ def test_tensor_constants_are_real_tensors(case):
     out, ref = _compile_run(fns[case], x, m, fallback_ops=[])
     _assert_close(out, ref)
     assert out.stride() == ref.stride()
+
+
+# ------------------------------------ integer reductions cast to float in one fused kernel
+
+_INT_REDUCTIONS = {
+    "sum": lambda v: v.sum(1, keepdim=True),
+    "prod": lambda v: v.prod(1, keepdim=True),
+    "amax": lambda v: v.amax(1, keepdim=True),
+    "amin": lambda v: v.amin(1, keepdim=True),
+    "argmax": lambda v: v.argmax(1, keepdim=True),
+    "argmin": lambda v: v.argmin(1, keepdim=True),
+}
+
+
+def _one_fused_kernel():
+    r = B.last_report()
+    assert r.kernel_count == 1, r.summary()   # the reduction, the max and the cast fuse
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 37), (256, 600)], ids=["1x1", "5x37", "256x600"])
+@pytest.mark.parametrize("odt", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("idt,red", [  # argmax/argmin refuse bool in eager
+    pytest.param(dt, red, id=f"{name}-{red}")
+    for dt, name in ((torch.int64, "i64"), (torch.int32, "i32"), (torch.bool, "bool"))
+    for red in _INT_REDUCTIONS if not (dt == torch.bool and red.startswith("arg"))])
+def test_int_reduction_then_float_cast_fused(idt, red, odt, shape):
+    """stax-fuzz seed 9123 (program 9123027381): `v = x.to(int64); maximum(v.sum(1,
+    keepdim=True), v).to(float32)` made MLIR that did not parse ('f32' vs 'i64'): the CPU
+    target stashed the reduced per-element value (the i64 `v`) in the f32 output buffer
+    to read it back in the output loop, a buffer of another type. Every integer
+    reduction, bool included, into an f32 or f64 result, persistent rows and rows of
+    600 over 256 rows."""
+    x = torch.randn(shape) * 4
+
+    def f(x):
+        v = x.to(idt)
+        r = _INT_REDUCTIONS[red](v)
+        m = torch.logical_or(r, v) if r.dtype == torch.bool else torch.maximum(r, v.to(r.dtype))
+        return m.to(odt)
+
+    out, ref = _compile_run(f, x, fallback_ops=[])
+    _assert_close(out, ref, exact=True)   # integers converted to float: bit-exact
+    _one_fused_kernel()
+
+
+@pytest.mark.parametrize("shape", [(5, 37), (256, 600)], ids=["5x37", "256x600"])
+@pytest.mark.parametrize("case", ["i32_amax_to_i64", "i64_amax_to_i32", "i64_sum_and_amax_f32",
+                                  "bool_sum_f32", "u8_sum_f32"])
+def test_int_reduction_stash_needs_the_output_type(case, shape):
+    """Siblings of the seed-9123 kernel: the reduced value and the output differ only in
+    width (i32 vs i64) or signedness, two reductions share the row, a bool or uint8 sum."""
+    x = torch.randn(shape) * 4
+    fns = {
+        "i32_amax_to_i64": lambda x: torch.maximum(x.to(torch.int32).amax(1, keepdim=True),
+                                                   x.to(torch.int32)).to(torch.int64),
+        "i64_amax_to_i32": lambda x: torch.maximum(x.to(torch.int64).amax(1, keepdim=True),
+                                                   x.to(torch.int64)).to(torch.int32),
+        "i64_sum_and_amax_f32": lambda x: (x.to(torch.int64).sum(1, keepdim=True)
+                                           + x.to(torch.int64).amax(1, keepdim=True)
+                                           - x.to(torch.int64)).float(),
+        "bool_sum_f32": lambda x: ((x > 0).sum(1, keepdim=True) - (x > 0).long()).float(),
+        "u8_sum_f32": lambda x: (x.abs().to(torch.uint8).sum(1, keepdim=True)
+                                 - x.abs().to(torch.uint8)).float(),
+    }
+    out, ref = _compile_run(fns[case], x, fallback_ops=[])
+    _assert_close(out, ref, exact=True)
+    _one_fused_kernel()
+
+
+@pytest.mark.parametrize("shape", [(5, 37), (256, 600), (2, 70000)],
+                         ids=["5x37", "256x600", "2x70000"])
+@pytest.mark.parametrize("case", ["softmax", "exp_over_sum"])
+def test_f32_softmax_cast_to_f64_fused(case, shape):
+    """The same stash on floats: softmax in f32 cast to f64 stashed exp(x - max), an f32
+    value, in the f64 output buffer (MLIR that did not parse); 2x70000 reaches the
+    blocked accumulation of long rows."""
+    x = torch.randn(shape) * 3
+    fns = {
+        "softmax": lambda x: torch.softmax(x, 1).to(torch.float64),
+        "exp_over_sum": lambda x: (lambda e: (e / e.sum(1, keepdim=True)).double())(
+            torch.exp(x - x.amax(1, keepdim=True))),
+    }
+    out, ref = _compile_run(fns[case], x, fallback_ops=[])
+    _assert_close(out, ref, rtol=1e-5, atol=1e-7)   # computed in f32, as eager does
+    _one_fused_kernel()

@@ -605,7 +605,10 @@ class _KernelLowering:
         # Stash: in the last reduction phase, the per-element value it reduces (softmax's
         # exp(x - max)) is also written to a full-row output buffer, and the output phase
         # reads it back instead of recomputing it (one exp per element, not two). Only
-        # where the output holds the compute type exactly (f32/f64), so no rounding.
+        # where the output's memory type is the stashed value's compute type exactly
+        # (an f32 output for an f32 value, an i64 output for an i64 value), so the buffer
+        # holds it bit for bit: an i64 sum's operand cannot live in the f32 buffer of
+        # the float cast that follows it, nor an f32 value in an f64 buffer.
         self.stash = None
         self.stash_active = False
         if not column and phases:
@@ -616,6 +619,7 @@ class _KernelLowering:
                     continue
                 for c in last_inputs:
                     if c in self.defining and _shape(c) == S and \
+                            dtype_of(_etype(c)).comp == out.dtype.mem and \
                             self.defining[c].operation.name not in _VIEWS and \
                             self._depends_on(self.yielded[i], c):
                         self.stash = (c, i)
@@ -1086,6 +1090,10 @@ class _KernelLowering:
 
     def _write(self, out: _Arg, val: _Val, idx):
         em = self.em
+        if val.comp != out.dtype.comp:  # a buffer holds only values of its own type
+            raise KernelLoweringError(
+                f"internal error: kernel {self.name} would store a {val.comp} value into "
+                f"{out.name}, a buffer of {out.dtype.mem} (computed as {out.dtype.comp})")
         off = Aff()
         for i, s, st in zip(idx, out.shape, out.strides):
             if s != 1:
