@@ -75,7 +75,9 @@ def parse(text: str) -> tuple:
     while pos < len(text_s):
         m = _TOKEN.match(text_s, pos)
         if not m or m.end() == pos:
-            raise ExprError(f"unexpected '{text_s[pos:].strip()[:10]}' at column {pos}")
+            col = len(text_s) - len(text_s[pos:].lstrip())
+            raise ExprError(f"unexpected '{text_s[col]}' at column {col}; a size is a "
+                            "polynomial of symbols and integers (+, -, *, **)")
         toks.append(m.group(1) or m.group(2) or m.group(3))
         pos = m.end()
     if not toks:
@@ -154,8 +156,12 @@ def poly_str(poly) -> str:
         e = dict(m)
         return tuple(e.get(s, 0) for s in syms)
 
+    order = sorted(poly, key=key, reverse=True)
+    if len(order) == 2 and order[1] == () and poly[()] > 0 and poly[order[0]] < 0 \
+            and len(order[0]) == 1:
+        order.reverse()  # sympy's one exception (as_ordered_terms): `3 - s0`, `1 - 2*s0`
     parts = []
-    for m in sorted(poly, key=key, reverse=True):
+    for m in order:
         c = poly[m]
         mono = "*".join(s if e == 1 else f"{s}**{e}" for s, e in m)
         if not mono:
