@@ -212,7 +212,7 @@ def build_report(results, prov, state, cmdline, copy_gbs, copy_ms, labels,
     L.append("| case | " + " | ".join(f"{lb} ms" for lb in ["eager"] + labels) + " | " +
              " | ".join(f"{s} / {i}" for s, i in pairs) +
              " | stax GB/s (of copy) | inductor GB/s (of copy) |")
-    L.append("|" + " --- |" * (len(labels) + len(pairs) + 3))
+    L.append("|" + " --- |" * (len(labels) + len(pairs) + 4))
 
     def gb_cell(r, lb):
         g = _gbs(r, lb, copy_gbs)
