@@ -411,3 +411,36 @@ def test_f32_softmax_cast_to_f64_fused(case, shape):
     out, ref = _compile_run(fns[case], x, fallback_ops=[])
     _assert_close(out, ref, rtol=1e-5, atol=1e-7)   # computed in f32, as eager does
     _one_fused_kernel()
+
+
+_SIGNED_ZEROS = {
+    "relu": torch.relu,
+    "clamp_min": lambda x: torch.clamp_min(x, 0.0),
+    "clamp": lambda x: torch.clamp(x, 0.0, 6.0),
+    "hardtanh": lambda x: torch.nn.functional.hardtanh(x, 0.0, 1.0),
+    "clamp_max_neg": lambda x: torch.clamp(-x, max=0.0),
+}
+
+
+@pytest.mark.parametrize("n", [7, 4099], ids=["7", "4099"])
+@pytest.mark.parametrize("case", sorted(_SIGNED_ZEROS))
+def test_clamp_keeps_the_sign_of_a_zero_it_returns(case, n):
+    """clamp/relu return x itself when x equals the bound, as eager does at every size:
+    relu(-0.0) is -0.0 (it was maximum(x, 0) = +0.0, and atan2(-0.0, relu(-0.0)) gave
+    -0.0 where eager gives -pi: stax-fuzz --backward seed 9302, program 9302027925).
+    Bit-exact, NaN included."""
+    x = torch.randn(n) * 4
+    x[::5] = -0.0
+    x[1::7] = 0.0
+    x[2::11] = float("nan")
+    out, ref = _compile_run(_SIGNED_ZEROS[case], x, fallback_ops=[])
+    assert torch.equal(out.view(torch.int32), ref.view(torch.int32))
+
+
+def test_atan2_of_relu_of_negative_zero():
+    def fn(x):
+        return torch.atan2(x, torch.relu(x))
+    x = torch.tensor([-0.0, 0.0, 1.0, -1.0] * 1024)
+    out, ref = _compile_run(fn, x, fallback_ops=[])
+    torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)
+    assert out[0].item() == ref[0].item() < -3.14   # -pi (f32), not -0.0
