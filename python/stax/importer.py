@@ -35,6 +35,7 @@ from typing import Any, Callable
 import torch
 import torch.fx
 
+from stax import importer_symbolic as isym
 from stax._mlir import func, ir
 from stax.aliasing import StorageAlias, StorageIndex, storage_source
 from stax.dialects.stax_dialect import FALLBACK, StaxVerificationError, verify_module
@@ -65,7 +66,8 @@ class InputSpec:
     dtype: torch.dtype
     strides: list[int]
     device: str
-    kind: str = "placeholder"  # "placeholder" | "constant" (a get_attr tensor passed as an argument)
+    kind: str = "placeholder"  # "placeholder" | "constant" (a get_attr tensor passed as an
+    # argument) | "symbol" (a SymInt input, symbolic mode only: an index argument)
 
 
 @dataclass
@@ -126,7 +128,8 @@ def _vdtype(v: ir.Value) -> torch.dtype:
 
 
 def _vshape(v: ir.Value) -> list[int]:
-    return list(ir.RankedTensorType(v.type).shape)
+    t = ir.RankedTensorType(v.type)  # a symbolic dim (symbolic mode) is its expression
+    return list(t.shape) if t.encoding is None else list(isym.symbolic.dims_of(t))
 
 
 def _is_float(dtype: torch.dtype) -> bool:
@@ -147,6 +150,8 @@ def _kind_ok(kind: str, dtype: torch.dtype) -> bool:
 def _numel(shape) -> int:
     n = 1
     for s in shape:
+        if not isinstance(s, int):
+            raise _Fallback(f"the size {s} would be a number in the IR")
         n *= s
     return n
 
@@ -262,8 +267,9 @@ def _bind(target, args, kwargs) -> dict:
 # ----------------------------------------------------------------------------- the builder
 
 class _Builder:
-    def __init__(self, gm: torch.fx.GraphModule):
+    def __init__(self, gm: torch.fx.GraphModule, symbolic: bool = False):
         self.gm = gm
+        self.symbolic = symbolic  # symbolic mode (importer_symbolic)
         self.values: dict[torch.fx.Node, Any] = {}
         self.loc: ir.Location = ir.Location.unknown()
         self.fallback_ops: list[str] = []
@@ -277,6 +283,8 @@ class _Builder:
 
     @staticmethod
     def tt(shape, dtype: torch.dtype) -> ir.RankedTensorType:
+        if not all(isinstance(d, int) for d in shape):
+            return isym.tensor_type(shape, torch_dtype_to_mlir(dtype))
         return ir.RankedTensorType.get(list(shape), torch_dtype_to_mlir(dtype))
 
     @staticmethod
@@ -401,6 +409,8 @@ class _Builder:
         passed in its place (an op that reads the storage gets its storage's owner).
         `operand_layouts` records eager's strides of each operand: the driver hands the
         op exactly those (an op may depend on them, e.g. by reading `.view`s)."""
+        if self.symbolic:
+            raise isym.no_fallback(node, None)
         target = node.target
         operands: list[ir.Value] = []
         layouts: list = []
@@ -495,7 +505,7 @@ def _read_positions(node) -> set:
 def _out(node):
     """(shape, dtype) of the node's single tensor result."""
     v = _val(node)
-    return list(v.shape), v.dtype
+    return isym.dims(v.shape), v.dtype
 
 
 # -- elementwise
@@ -1319,7 +1329,7 @@ def _moments(b, x, dims):
 @_reg(aten.native_layer_norm.default)
 def _layer_norm(b, node, a):
     out_t, mean_t, rstd_t = _val(node)
-    shape, dtype = list(out_t.shape), out_t.dtype
+    shape, dtype = isym.dims(out_t.shape), out_t.dtype
     cd = _opmath(dtype)
     x = b.operand(a["input"], shape, cd)
     k = len(a["normalized_shape"])
@@ -1334,8 +1344,8 @@ def _layer_norm(b, node, a):
     if a.get("bias") is not None:
         y = b.binary("add", y, b.operand(a["bias"], shape, cd))
     return (b.convert(y, dtype),
-            b.reshape(b.convert(mean, mean_t.dtype), list(mean_t.shape)),
-            b.reshape(b.convert(rstd, rstd_t.dtype), list(rstd_t.shape)))
+            b.reshape(b.convert(mean, mean_t.dtype), isym.dims(mean_t.shape)),
+            b.reshape(b.convert(rstd, rstd_t.dtype), isym.dims(rstd_t.shape)))
 
 
 def _per_channel(b, v, shape, dtype):
@@ -1441,25 +1451,37 @@ def _dense_attr(t: torch.Tensor, ty: ir.RankedTensorType):
         return None
 
 
-def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context) -> ImportedGraph:
-    """Import an ATen FX graph into a new module with one `func.func @main` of stax ops."""
+def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context, *,
+                 symbolic: bool = False) -> ImportedGraph:
+    """Import an ATen FX graph into a new module with one `func.func @main` of stax ops.
+    `symbolic=True` (tests and tools only, never the compile path) imports symbolic
+    shapes as symbolic IR: `?` dims with #stax.sizes, SymInt inputs as `stax.symbol`
+    index arguments (importer_symbolic); what it cannot say raises UnsupportedGraph."""
     graph = gm.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     example_inputs = list(example_inputs) if example_inputs is not None else []
 
     inputs: list[InputSpec] = []
+    syms: dict[int, str] = {}  # SymInt inputs (symbolic mode): index -> symbol
     for i, n in enumerate(placeholders):
         val = n.meta.get("val")
         if val is None and i < len(example_inputs):
             val = example_inputs[i]
+        if symbolic and isinstance(val, torch.SymInt):
+            syms[i] = isym.symbol_of(n)
+            inputs.append(InputSpec(n.name, [], torch.int64, [], "cpu", kind="symbol"))
+            continue
         if not isinstance(val, torch.Tensor):
             raise UnsupportedGraph(f"input {n.name} is a {type(val).__name__} ({val!r}), not a "
                                    "tensor; stax imports tensor inputs only")
-        _check_static(f"input {n.name}", val)
+        if symbolic:
+            isym.check_tensor(f"input {n.name}", val, _DTYPE_NAMES)
+        else:
+            _check_static(f"input {n.name}", val)
         if val.layout != torch.strided:
             raise UnsupportedGraph(f"input {n.name} has layout {val.layout}")
-        inputs.append(InputSpec(n.name, list(val.shape), val.dtype, list(val.stride()),
-                                str(val.device)))
+        inputs.append(InputSpec(n.name, isym.dims(val.shape), val.dtype,
+                                isym.dims(val.stride()), str(val.device)))
 
     constants: dict[str, torch.Tensor] = {}
     const_args: list[tuple[torch.fx.Node, torch.Tensor]] = []
@@ -1478,10 +1500,11 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context) -> I
 
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
-        b = _Builder(gm)
+        b = _Builder(gm, symbolic)
         for i, n in enumerate(placeholders):
             b.storage.add_input(i, n.meta.get("val", inputs[i]), n)
-        arg_types = [b.tt(s.shape, s.dtype) for s in inputs]
+        arg_types = [ir.IndexType.get() if i in syms else b.tt(s.shape, s.dtype)
+                     for i, s in enumerate(inputs)]
         for n, t in const_args:
             arg_types.append(b.tt(t.shape, t.dtype))
             inputs.append(InputSpec(n.target, list(t.shape), t.dtype, list(t.stride()),
@@ -1489,10 +1512,12 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context) -> I
         with ir.InsertionPoint(module.body):
             f = func.FuncOp("main", ir.FunctionType.get(arg_types, []))
             block = f.add_entry_block()
+        if syms:
+            f.arg_attrs = isym.symbol_arg_attrs(dict(syms, _n=len(arg_types)))
         args = list(block.arguments)
         input_index: dict[torch.fx.Node, int] = {}
         for i, n in enumerate(placeholders):
-            b.values[n] = args[i]
+            b.values[n] = syms.get(i, args[i])
             input_index[n] = i
         for j, (n, _) in enumerate(const_args):
             b.values[n] = args[len(placeholders) + j]
@@ -1553,16 +1578,18 @@ def _output_spec(b: _Builder, out_node, o, input_index, results) -> OutputSpec:
                           list(t.stride()) if t is not None else None)
     if not isinstance(val, torch.Tensor):
         raise UnsupportedGraph(f"graph output {o.name} is a {type(val).__name__}, not a tensor")
-    _check_static(f"output {o.name}", val)
+    if not b.symbolic:
+        _check_static(f"output {o.name}", val)
     v = b.values.get(o)
     if not isinstance(v, ir.Value):
         raise ImporterError(f"output {o.name} has no tensor value (got {v!r})")
-    if _vdtype(v) != val.dtype or _vshape(v) != list(val.shape):
+    if _vdtype(v) != val.dtype or _vshape(v) != isym.dims(val.shape):
         raise ImporterError(f"output {o.name} ({o.target}) was imported as {v.type} but eager "
                             f"gives {tuple(val.shape)} {val.dtype}")
     results.append(v)
-    return OutputSpec("tensor", len(results) - 1, list(val.shape), val.dtype, list(val.stride()),
-                      val.storage_offset(), b.storage.output_alias(val))
+    return OutputSpec("tensor", len(results) - 1, isym.dims(val.shape), val.dtype,
+                      isym.dims(val.stride()), isym.dim(val.storage_offset()),
+                      b.storage.output_alias(val))
 
 
 def _import_node(b: _Builder, node: torch.fx.Node):
@@ -1573,6 +1600,8 @@ def _import_node(b: _Builder, node: torch.fx.Node):
         if not isinstance(vals, (tuple, list)):
             raise ImporterError(f"node {node.name}: getitem on {src.name}, which has one result")
         return vals[idx]
+    if b.symbolic and (r := isym.pre_node(b, node, _DTYPE_NAMES)) is not isym.IMPORT:
+        return r  # a size (sym_size, operator.mul): its dim, no IR
     if not isinstance(target, torch._ops.OpOverload):
         raise UnsupportedGraph(f"node {node.name} calls {target}, which is not an ATen op "
                                "overload")
@@ -1583,7 +1612,7 @@ def _import_node(b: _Builder, node: torch.fx.Node):
     read = _read_positions(node)
     for i, t in enumerate(val if multi else [val]):
         if isinstance(t, torch.Tensor):
-            _check_static(f"node {node.name} ({target})", t)
+            b.symbolic or _check_static(f"node {node.name} ({target})", t)
         elif t is not None and not (multi and i not in read):
             # an unread non-tensor result (the RNG ints of CUDA's fused attention) is
             # dropped by the fallback below; a read one cannot be carried
@@ -1592,11 +1621,12 @@ def _import_node(b: _Builder, node: torch.fx.Node):
     if _touches_complex(node):
         return b.fallback(node)  # no stax op computes on complex numbers: PyTorch runs it
     handler = HANDLERS.get(target)
+    why = None
     if handler is not None:
         try:
             r = handler(b, node, _bind(target, node.args, node.kwargs))
-        except _Fallback:
-            r = None
+        except _Fallback as e:
+            r, why = None, str(e)
         except (UnsupportedGraph, ImporterError):
             raise
         except Exception as e:  # noqa: BLE001 - name the node in the error
@@ -1605,6 +1635,8 @@ def _import_node(b: _Builder, node: torch.fx.Node):
         if r is not None:
             _check_result(node, r)
             return r
+    if b.symbolic:
+        raise isym.no_fallback(node, why)
     return b.fallback(node)
 
 
@@ -1630,7 +1662,7 @@ def _check_result(node, r):
     for i, (t, v) in enumerate(zip(vals, rs)):
         if t is None:
             continue
-        if _vshape(v) != list(t.shape) or _vdtype(v) != t.dtype:
+        if _vshape(v) != isym.dims(t.shape) or _vdtype(v) != t.dtype:
             raise ImporterError(f"node {node.name} ({node.target}): result {i} imported as "
                                 f"{v.type} but eager gives {tuple(t.shape)} {t.dtype}")
 

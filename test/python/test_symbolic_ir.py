@@ -1,6 +1,7 @@
 """Symbolic dims in stax IR (dialects/symbolic.py): the normal form of size expressions
 is sympy's `str` of Dynamo's expressions, and types built from dims round-trip."""
 import random
+import re
 
 import pytest
 import sympy
@@ -59,3 +60,155 @@ def test_sizes_type_round_trips():
         assert str(symbolic.sizes_type([4, "s0 - s0 + 8"], f32)) == "tensor<4x8xf32>"
         bad = ir.Type.parse("tensor<?xf32>")
         assert "without a symbol" in symbolic.type_error(bad)
+
+
+# ----------------------------------------------------------------------------- import
+
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+import torch  # noqa: E402
+
+from stax.dialects.stax_dialect import KERNEL, verify_module  # noqa: E402
+from stax.importer import UnsupportedGraph, import_graph  # noqa: E402
+from stax.passes import fuse  # noqa: E402
+
+SYM = re.compile(r"^s\d+$")
+
+
+def _trace(fn, *args, mode="symbolic"):
+    return make_fx(fn, tracing_mode=mode, _allow_non_fake_inputs=True)(*args)
+
+
+def _import(fn, *args):
+    ctx = new_context()
+    g = import_graph(_trace(fn, *args), None, ctx, symbolic=True)
+    verify_module(g.module)
+    return g, ctx
+
+
+def _func(m):
+    return m.body.operations[0]
+
+
+def _arg_dims(m):
+    return [symbolic.dims_of(a.type) for a in _func(m).regions[0].blocks[0].arguments]
+
+
+def _result_dims(m):
+    return [symbolic.dims_of(t) for t in ir.FunctionType(
+        ir.TypeAttr(_func(m).attributes["function_type"]).value).results]
+
+
+def _kernels(m):
+    return [o for o in _func(m).regions[0].blocks[0].operations if o.operation.name == KERNEL]
+
+
+def _static_kernels(fn, *args):
+    ctx = new_context()
+    g = import_graph(_trace(fn, *args, mode="real"), list(args), ctx)
+    fuse.run(g.module)
+    return len(_kernels(g.module))
+
+
+def _fuse_and_reparse(g, ctx):
+    fuse.run(g.module)
+    verify_module(g.module)
+    text = str(g.module)
+    with ctx:
+        again = ir.Module.parse(text)
+    verify_module(again)
+    assert str(again) == text
+    return text
+
+
+_W, _B, _C = torch.randn(16, 32), torch.randn(32), torch.randn(16)
+
+
+def _mlp(x, r):
+    h = torch.nn.functional.gelu(x @ _W + _B)
+    return torch.nn.functional.layer_norm(h + r, (32,))
+
+
+def test_import_mlp_block():
+    x, r = torch.randn(8, 16), torch.randn(8, 32)
+    g, ctx = _import(_mlp, x, r)
+    (s, k), (s2, n), _w = _arg_dims(g.module)  # x, r, then the weight (a constant argument)
+    assert SYM.match(s) and (k, n) == (16, 32) and s2 == s  # equal batch dims: one symbol
+    assert _result_dims(g.module) == [(s, 32)]
+    assert f'tensor<?x16xf32, #stax.sizes<["{s}", 16]>>' in str(g.module)
+    assert g.inputs[0].shape == [s, 16]
+    text = _fuse_and_reparse(g, ctx)
+    # the matmul, then bias + gelu + residual + layer_norm in one kernel, as static
+    assert len(_kernels(g.module)) == 1 == _static_kernels(_mlp, x, r)
+    assert text.count('"stax.matmul"') == 1
+
+
+def test_import_row_softmax():
+    fn = lambda x: torch.softmax(x, -1)  # noqa: E731
+    g, ctx = _import(fn, torch.randn(8, 16))
+    ((s0, s1),) = _arg_dims(g.module)
+    assert SYM.match(s0) and SYM.match(s1) and s0 != s1
+    assert _result_dims(g.module) == [(s0, s1)]
+    assert f'#stax.sizes<["{s0}", 1]>' in str(g.module)  # the row max / sum
+    _fuse_and_reparse(g, ctx)
+    (k,) = _kernels(g.module)
+    assert ir.StringAttr(k.attributes["kind"]).value == "reduction"
+    assert _static_kernels(fn, torch.randn(8, 16)) == 1
+
+
+def _view2(x):
+    x = x + _C  # specializes the last dim to 16
+    return x.view(x.shape[0] * 2, -1)
+
+
+def test_import_view_of_a_size_expression():
+    g, ctx = _import(_view2, torch.randn(8, 16))
+    ((s, c),) = _arg_dims(g.module)
+    assert SYM.match(s) and c == 16
+    assert _result_dims(g.module) == [(f"2*{s}", 8)]
+    assert f'tensor<?x8xf32, #stax.sizes<["2*{s}", 8]>>' in str(g.module)
+    text = _fuse_and_reparse(g, ctx)
+    assert len(_kernels(g.module)) == 1 == _static_kernels(_view2, torch.randn(8, 16))
+    assert text.count('"stax.reshape"') == 1
+
+
+def test_import_symint_argument_binds_its_symbol():
+    fn = lambda x, n: x.expand(n, -1) * 2  # noqa: E731
+    g, ctx = _import(fn, torch.randn(1, 4), 3)
+    f = _func(g.module)
+    (one, s1), sym_arg = _arg_dims(g.module)
+    assert one == 1 and SYM.match(s1) and sym_arg is None
+    attrs = ir.DictAttr(ir.ArrayAttr(f.attributes["arg_attrs"])[1])
+    n = ir.StringAttr(attrs["stax.symbol"]).value
+    assert SYM.match(n) and n != s1
+    assert str(f.regions[0].blocks[0].arguments[1].type) == "index"
+    assert g.inputs[1].kind == "symbol"
+    assert _result_dims(g.module) == [(n, s1)]
+    _fuse_and_reparse(g, ctx)
+    assert len(_kernels(g.module)) == 1
+
+
+def test_import_distinct_sizes_get_distinct_symbols():
+    fn = lambda x, y: (x.sum(-1), y.amax(-1))  # noqa: E731
+    g, _ = _import(fn, torch.randn(8, 4), torch.randn(5, 4))
+    (a, c), (b, c2) = _arg_dims(g.module)
+    assert a != b and c == c2 and len({a, b, c}) == 3
+    assert _result_dims(g.module) == [(a,), (b,)]
+
+
+@pytest.mark.parametrize("fn,args,node,why", [
+    (lambda x: torch.cat([x, x]), (torch.randn(8, 4),), "cat", "cannot be imported symbolically"),
+    (lambda x, n: x * n, (torch.randn(8, 4), 3), "mul", "as a value"),
+    (lambda x: x.view(x.shape[0] * 2, -1), (torch.randn(8, 4),), "view", "not a polynomial"),
+    (lambda x: x.mean(-1), (torch.randn(8, 4),), "mean", "would be a number"),
+])
+def test_import_unsupported_names_the_node(fn, args, node, why):
+    gm = _trace(fn, *args)
+    with pytest.raises(UnsupportedGraph, match=f"node {node} .*{why}"):
+        import_graph(gm, None, new_context(), symbolic=True)
+
+
+def test_default_mode_still_refuses_symbolic_shapes():
+    gm = _trace(lambda x: torch.softmax(x, -1), torch.randn(8, 16))
+    with pytest.raises(UnsupportedGraph, match="symbolic shape.*shape_specialize"):
+        import_graph(gm, None, new_context())
