@@ -1571,7 +1571,7 @@ def _output_spec(b: _Builder, out_node, o, input_index, results) -> OutputSpec:
         raise UnsupportedGraph(f"graph output {o!r} is not a tensor")
     val = o.meta.get("val")
     if o in input_index:
-        t = val
+        t = val if isinstance(val, torch.Tensor) else None  # or a SymInt input (symbolic)
         return OutputSpec("input", input_index[o],
                           list(t.shape) if t is not None else None,
                           t.dtype if t is not None else None,

@@ -42,8 +42,13 @@ def _names(*packets):
     return out
 
 
+#: creation ops (stax.full reads its sizes from its result type)
+_FULL = (aten.full, aten.zeros, aten.ones, aten.full_like, aten.zeros_like, aten.ones_like,
+         aten.new_zeros, aten.new_ones, aten.new_full)
+
 #: ops whose handlers are shape-generic (elementwise, broadcast, reshape, permute,
-#: reductions over any dim and means over static dims, softmax, layer_norm, matmul)
+#: reductions over any dim and means over static dims, softmax, layer_norm, matmul,
+#: fills)
 SYMBOLIC_OPS = _names(
     aten.neg, aten.abs, aten.sign, aten.exp, aten.exp2, aten.expm1, aten.log, aten.log2,
     aten.log1p, aten.sqrt, aten.rsqrt, aten.sin, aten.cos, aten.tanh, aten.sigmoid,
@@ -57,11 +62,12 @@ SYMBOLIC_OPS = _names(
     aten.permute_copy, aten.t, aten.transpose,
     aten.sum, aten.amax, aten.amin, aten.mean, aten._softmax, aten._log_softmax,
     aten.native_layer_norm, aten.mm, aten.bmm, aten.addmm,
+    aten.scalar_tensor, *_FULL,
 ) - {aten.view.dtype, aten.div.Tensor_mode, aten.div.Scalar_mode}
 
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
-                    aten.expand, aten.expand_copy)
+                    aten.expand, aten.expand_copy, *_FULL)
 
 
 def dim(s, what="a size"):

@@ -212,3 +212,43 @@ def test_default_mode_still_refuses_symbolic_shapes():
     gm = _trace(lambda x: torch.softmax(x, -1), torch.randn(8, 16))
     with pytest.raises(UnsupportedGraph, match="symbolic shape.*shape_specialize"):
         import_graph(gm, None, new_context())
+
+
+def _aot_graphs(fn, x, dynamic):
+    """aot_autograd's forward and backward graphs of fn(x) (x's dim 0 dynamic or not)."""
+    from torch._decomp import core_aten_decompositions
+    from torch._dynamo.backends.common import aot_autograd
+    graphs = []
+
+    def cap(gm, example_inputs):
+        graphs.append((gm, list(example_inputs)))
+        return gm.forward
+
+    torch._dynamo.reset()
+    if dynamic:
+        torch._dynamo.mark_dynamic(x, 0)
+    backend = aot_autograd(fw_compiler=cap, bw_compiler=cap,
+                           decompositions=core_aten_decompositions())
+    torch.compile(fn, backend=backend, fullgraph=True)(x).sum().backward()
+    torch._dynamo.reset()
+    return graphs
+
+
+def test_import_aot_autograd_training_graphs():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 32)
+    fn = lambda x: torch.nn.functional.layer_norm(torch.relu(lin(x)), (32,)).softmax(-1)  # noqa: E731
+    dyn = _aot_graphs(fn, torch.randn(8, 16, requires_grad=True), True)
+    static = _aot_graphs(fn, torch.randn(8, 16, requires_grad=True), False)
+    assert len(dyn) == len(static) == 2
+    for (gm, ex), (sgm, sex) in zip(dyn, static):
+        ctx = new_context()
+        g = import_graph(gm, ex, ctx, symbolic=True)
+        verify_module(g.module)
+        syms = [s.name for s in g.inputs if s.kind == "symbol"]
+        assert len(syms) == 1  # the batch size, an index argument with stax.symbol
+        assert "{stax.symbol = " in str(g.module) and "#stax.sizes<" in str(g.module)
+        _fuse_and_reparse(g, ctx)
+        s = import_graph(sgm, sex, new_context())
+        fuse.run(s.module)
+        assert len(_kernels(g.module)) == len(_kernels(s.module))
