@@ -237,7 +237,8 @@ def _aot_graphs(fn, x, dynamic):
 def test_import_aot_autograd_training_graphs():
     torch.manual_seed(0)
     lin = torch.nn.Linear(16, 32)
-    fn = lambda x: torch.nn.functional.layer_norm(torch.relu(lin(x)), (32,)).softmax(-1)  # noqa: E731
+    def fn(x):
+        return torch.nn.functional.layer_norm(torch.relu(lin(x)), (32,)).softmax(-1)
     dyn = _aot_graphs(fn, torch.randn(8, 16, requires_grad=True), True)
     static = _aot_graphs(fn, torch.randn(8, 16, requires_grad=True), False)
     assert len(dyn) == len(static) == 2
