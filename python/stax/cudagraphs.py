@@ -263,6 +263,8 @@ class CudaGraphRunner:
         self.clone_outputs = auto or kind != "inference" or copy_outputs_requested(copy_outputs)
         self._lock = threading.Lock() if auto else None
         self._last_stream = None
+        self._last_handle = None
+        self._device_index = self.device.index or 0
         self.ledger = ledger if ledger is not None else OutputLedger()
         # the static buffers go when the runner goes: outputs still held must not read
         # freed memory, so they are invalidated then (the ledger does not refer back)
@@ -354,12 +356,15 @@ class CudaGraphRunner:
         if self._lock is None:
             return self._run(args)
         with self._lock:  # the static buffers are one caller's at a time
-            stream = torch.cuda.current_stream(self.device)
-            if self._last_stream is not None and stream != self._last_stream:
-                # the previous replay (and its copies) ran on another stream: this one
-                # must not overwrite the static buffers before that work is done
-                stream.wait_stream(self._last_stream)
-            self._last_stream = stream
+            # the raw handle is an int (cheap); a Stream object only on a switch
+            handle = torch._C._cuda_getCurrentRawStream(self._device_index)
+            if handle != self._last_handle:
+                stream = torch.cuda.current_stream(self.device)
+                if self._last_stream is not None:
+                    # the previous replay (and its copies) ran on another stream: this
+                    # one must not overwrite the static buffers before that work is done
+                    stream.wait_stream(self._last_stream)
+                self._last_stream, self._last_handle = stream, handle
             return self._run(args)
 
     def _run(self, args):

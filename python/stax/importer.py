@@ -672,11 +672,11 @@ def _clamp_apply(b, x, lo, hi, shape, dtype):
     if lo is not None:
         lo_v = b.operand(lo, shape, dtype)
         x = b.select(b.compare("lt", x, lo_v), lo_v, x) if plain(lo) and \
-            (dtype.is_floating_point) else b.binary("maximum", x, lo_v)
+            dtype.is_floating_point else b.binary("maximum", x, lo_v)
     if hi is not None:
         hi_v = b.operand(hi, shape, dtype)
         x = b.select(b.compare("gt", x, hi_v), hi_v, x) if plain(hi) and \
-            (dtype.is_floating_point) else b.binary("minimum", x, hi_v)
+            dtype.is_floating_point else b.binary("minimum", x, hi_v)
     return x
 
 

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import stax.backend as B
+from threads_harness import run_threads
 from stax.cudagraphs import AUTO_MIN_LAUNCHES, auto_capture_blocker
 from stax.options import resolve_config
 
@@ -133,10 +134,7 @@ def test_two_threads_on_two_streams_get_their_own_answers():
             errors.append(e)
 
     ts = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(ts)
     assert not errors, errors[0]
     assert "captured in a CUDA graph (auto" in B.last_report().cudagraphs[0]
 

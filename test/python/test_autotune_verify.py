@@ -23,6 +23,8 @@ import sys
 import pytest
 import torch
 
+from fake_cuda import capture
+
 import stax.autotune as AT
 import stax.backend as B
 import stax.gpu_tuning as T
@@ -163,15 +165,7 @@ def _pointwise(x):
 
 
 def _capture(f, *shapes, dtype=torch.float32):
-    from torch._decomp import core_aten_decompositions
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.proxy_tensor import make_fx
-    mode = FakeTensorMode()
-    with mode:
-        args = [torch.empty(s, dtype=dtype, device="cuda") for s in shapes]
-        gm = make_fx(f, tracing_mode="fake",
-                     decomposition_table=core_aten_decompositions())(*args)
-    return gm, args, mode
+    return capture(f, *shapes, dtype=dtype)
 
 
 def _inject_wrong_config(monkeypatch, index, n=3):

@@ -25,6 +25,7 @@ import torch
 
 import stax.backend as B
 from stax.errors import StaxGuardError
+from threads_harness import run_threads
 
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
@@ -71,8 +72,7 @@ def test_a_call_the_fast_check_refuses_but_the_guards_accept_runs():
     x = torch.randn(1, 4096)
     torch.testing.assert_close(cf(x), f(x))
     cg = _graph()
-    odd = torch.randn(4096, 3)[:, :1].t()  # shape (1, 4096), strides (1, 3): not dense
-    odd = torch.as_strided(torch.randn(4096 * 8), (1, 4096), (7, 1))
+    odd = torch.as_strided(torch.randn(4096 * 8), (1, 4096), (7, 1))  # size-1 dim's stride
     assert odd.stride() != x.stride()
     torch.testing.assert_close(cg(odd)[0], f(odd))
     assert cg._globals["_fast_guards"].check(x) is True  # still armed with the first
@@ -115,12 +115,10 @@ def test_arena_is_one_set_per_concurrent_call():
             errors.append(e)
 
     threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(threads)
     assert not errors, errors[0]
-    assert cg._globals["_arena"].built >= 1
+    # one set per concurrent call at most, not one per call (80 calls here)
+    assert 1 <= cg._globals["_arena"].built <= 5, cg._globals["_arena"].built
 
 
 def test_an_output_that_views_an_intermediate_stays_out_of_the_arena():
@@ -133,7 +131,12 @@ def test_an_output_that_views_an_intermediate_stays_out_of_the_arena():
     cf(x2)
     for got, want in zip(o1, f(x1)):
         torch.testing.assert_close(got, want)
-    assert o1[0]._base is not None or o1[0].stride() == f(x1)[0].stride()
+    arena = _graph()._globals.get("_arena")
+    if arena is not None:   # the viewed intermediate is none of the arena's buffers
+        bufs = arena.take()
+        arena.give(bufs)
+        held = {b.untyped_storage().data_ptr() for b in bufs}
+        assert o1[0].untyped_storage().data_ptr() not in held
 
 
 def test_arena_limit_and_fallback_ops_turn_it_off(monkeypatch):

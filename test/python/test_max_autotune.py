@@ -18,12 +18,12 @@ import time
 import pytest
 import torch
 import torch.nn.functional as F
-from torch._subclasses.fake_tensor import FakeTensorMode
 
 import stax.backend as B
 import stax.driver as D
 import stax.gpu_tuning as T
 from stax.options import resolve_config
+from fake_cuda import capture
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
@@ -47,17 +47,6 @@ def linear_gelu(x, w, b):
     return F.gelu(F.linear(x, w, b))
 
 
-def capture(f, *shapes, dtype=BF16):
-    """make_fx of f over fake CUDA tensors with the core ATen decompositions (what
-    aot_autograd hands the driver)."""
-    from torch._decomp import core_aten_decompositions
-    from torch.fx.experimental.proxy_tensor import make_fx
-    mode = FakeTensorMode()
-    with mode:
-        args = [torch.empty(s, dtype=dtype, device="cuda") for s in shapes]
-        gm = make_fx(f, tracing_mode="fake",
-                     decomposition_table=core_aten_decompositions())(*args)
-    return gm, args, mode
 
 
 def few_candidates(monkeypatch, n_mm=2, n_k=2):

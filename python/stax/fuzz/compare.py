@@ -437,27 +437,43 @@ def _compare(got: Result, eager: Result, prog, device, backward, seed=None):
     return None
 
 
+def _judge_by_second_oracle(got, eager, run_oracle, prec, layouts, skip_kind, explain,
+                            oracle_is_reference=False):
+    """The shared verdict of the judges below: `run_oracle()` gives a second opinion on
+    the program; when stax matches it and it does not match eager, eager is not the
+    oracle to trust here, and the program is a skip of `skip_kind` (never a pass) with
+    `explain(mismatch)` as its reason. None when the oracle cannot run, stax differs
+    from it, or it agrees with eager. `oracle_is_reference`: eager is compared against
+    the oracle (the CPU run), not the oracle against eager (aot_eager)."""
+    try:
+        other = run_oracle()
+    except Exception:  # noqa: BLE001 - the second oracle cannot run it: no verdict
+        return None
+    try:
+        compare_results(got, other, precision=prec, layouts=layouts)
+    except Mismatch:
+        return None
+    try:
+        if oracle_is_reference:
+            compare_results(eager, other, precision=prec, layouts=layouts)
+        else:
+            compare_results(other, eager, precision=prec, layouts=layouts)
+    except Mismatch as m:
+        return Outcome("skip", skip_kind, explain(m))
+    return None
+
+
 def _judge_by_aot_eager(got, eager, prog, device, backward, seed, prec, layouts):
     """Dynamo + aot_autograd can be wrong without stax: the tangent of an overlapping
     `as_strided` output is forced to the output's (overlapping) strides, so the input
     gradient loses terms under `backend="aot_eager"` too (stax-fuzz 8817026542). When
     stax matches aot_eager and aot_eager does not match eager, the frontend is at
     fault: a skip naming it (never a pass). None when that is not the case."""
-    try:
-        aot = run_aot_eager(prog, device, backward, seed=seed)
-    except Exception:  # noqa: BLE001 - aot_eager cannot run it: no verdict
-        return None
-    try:
-        compare_results(got, aot, precision=prec, layouts=layouts)
-    except Mismatch:
-        return None
-    try:
-        compare_results(aot, eager, precision=prec, layouts=layouts)
-    except Mismatch as m:
-        return Outcome("skip", "frontend-wrong",
-                       f"backend='aot_eager' (no stax) gives the same result, which differs "
-                       f"from eager ({m.kind}: {m.message[:160]})")
-    return None
+    return _judge_by_second_oracle(
+        got, eager, lambda: run_aot_eager(prog, device, backward, seed=seed), prec, layouts,
+        "frontend-wrong",
+        lambda m: (f"backend='aot_eager' (no stax) gives the same result, which differs "
+                   f"from eager ({m.kind}: {m.message[:160]})"))
 
 
 def _judge_by_host_eager(got, eager, prog, device, backward, seed, prec, layouts):
@@ -466,21 +482,12 @@ def _judge_by_host_eager(got, eager, prog, device, backward, seed, prec, layouts
     equal the exact products; its backward faults). When stax matches eager run on the
     CPU on the same values, and GPU eager does not, the GPU oracle is the one at fault:
     a skip naming it (never a pass). None when that is not the case."""
-    try:
-        host = _run(prog.function(), prog, device, backward, seed=seed, host=True)
-    except Exception:  # noqa: BLE001 - the CPU cannot run it either: no verdict
-        return None
-    try:
-        compare_results(got, host, precision=prec, layouts=layouts)
-    except Mismatch:
-        return None
-    try:
-        compare_results(eager, host, precision=prec, layouts=layouts)
-    except Mismatch as m:
-        return Outcome("skip", "eager-gpu-wrong",
-                       f"eager on the GPU disagrees with eager on the CPU ({m.kind}: "
-                       f"{m.message[:160]}); stax matches the CPU")
-    return None
+    return _judge_by_second_oracle(
+        got, eager, lambda: _run(prog.function(), prog, device, backward, seed=seed,
+                                 host=True), prec, layouts,
+        "eager-gpu-wrong",
+        lambda m: (f"eager on the GPU disagrees with eager on the CPU ({m.kind}: "
+                   f"{m.message[:160]}); stax matches the CPU"), oracle_is_reference=True)
 
 
 class CudaContextLost(RuntimeError):

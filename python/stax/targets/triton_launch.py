@@ -68,7 +68,6 @@ def bind_launch(compiled, grid):
         c_launch(gx, gy, gz, stream, function, cooperative, pdl, None, None, metadata,
                  None, None, None, *args)
 
-    launch.full_path = full_path
     return launch
 
 
