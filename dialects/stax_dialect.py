@@ -662,7 +662,7 @@ class IotaOp(Stax.Operation, name="iota", traits=[ext.Pure]):
 
 # The structural stax_graph ops (kernel, yield, fallback) and `verify_module` live in
 # structural.py (IRDL cannot express them); re-exported here, where callers import them.
-from stax.dialects.structural import (FALLBACK, KERNEL, STRUCTURAL_OPS, YIELD,  # noqa: E402
+from stax.dialects.structural import (COLLECTIVE, FALLBACK, KERNEL, STRUCTURAL_OPS, YIELD,  # noqa: E402
                                       StaxVerificationError, verify_module)
 
 

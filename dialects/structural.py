@@ -1,5 +1,6 @@
 """The structural ops of stax: `stax_graph.kernel`, `stax_graph.yield`,
-`stax_graph.fallback`, and `verify_module`, which runs MLIR's verifier and then theirs.
+`stax_graph.fallback`, `stax_graph.collective` (verified in collective.py), and
+`verify_module`, which runs MLIR's verifier and then theirs.
 
 They are not IRDL ops (see the comment below); `stax_dialect` re-exports everything here.
 `verify_module` also checks the symbolic dims (`symbolic.py`) of the values no stax op
@@ -12,14 +13,15 @@ from stax.dialects.symbolic import dims_of, free_symbols, parse, type_error
 
 # Structural ops. IRDL cannot express an operand or result list whose types differ
 # (a variadic group is one constraint variable, so every element must have the SAME
-# type), and kernels/fallbacks take mixed tensors. So these three live in their own
+# type), and kernels/fallbacks take mixed tensors. So these live in their own
 # namespace `stax_graph`, parse as unregistered ops, and are verified here, by
 # `verify_module`, which stax-opt and every pipeline run after parsing and after each
 # pass.
 KERNEL = "stax_graph.kernel"
 YIELD = "stax_graph.yield"
 FALLBACK = "stax_graph.fallback"
-STRUCTURAL_OPS = (KERNEL, YIELD, FALLBACK)
+COLLECTIVE = "stax_graph.collective"  # a torch.distributed collective (collective.py)
+STRUCTURAL_OPS = (KERNEL, YIELD, FALLBACK, COLLECTIVE)
 
 
 class StaxVerificationError(Exception):
@@ -122,7 +124,16 @@ def _verify_fallback(op):
         fail("must not have regions")
 
 
-_STRUCTURAL_VERIFIERS = {KERNEL: _verify_kernel, YIELD: _verify_yield, FALLBACK: _verify_fallback}
+def _verify_collective(op):
+    from stax.dialects.collective import verify_collective
+
+    def fail(msg):
+        raise StaxVerificationError(f"{_loc_prefix(op)}: error: '{COLLECTIVE}' op {msg}")
+    verify_collective(op, fail)
+
+
+_STRUCTURAL_VERIFIERS = {KERNEL: _verify_kernel, YIELD: _verify_yield, FALLBACK: _verify_fallback,
+                         COLLECTIVE: _verify_collective}
 
 
 def _where(loc) -> str:

@@ -369,6 +369,15 @@ def _as_traced(t, shape, dtype, target):
     return t.to(dtype)
 
 
+def _collective_layout_error(target, t, strides):
+    """A collective returned another layout than the traced one: its data may still be in
+    flight (async ops complete at wait_tensor), so no copy can fix it here."""
+    raise RuntimeError(f"stax: {target} returned strides {tuple(t.stride())} where the graph "
+                       f"was traced with {tuple(strides)}; the compiled code reads the traced "
+                       "layout. Run this function with backend='eager' and report the op")
+
+
 RUNTIME_GLOBALS = {"_as_traced": _as_traced, "_storage_view": _storage_view,
                    "_exact_layout": _exact_layout, "_relayout": _relayout,
-                   "_scatter_to_storage": _scatter_to_storage}
+                   "_scatter_to_storage": _scatter_to_storage,
+                   "_collective_layout_error": _collective_layout_error}

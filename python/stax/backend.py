@@ -44,7 +44,10 @@ and so does the report's short name `last_report().route`); `stax.explain(...)` 
                           that target, "fallback" when any whole graph fell back
     stax_fallback_reason  None, or the reason(s) text
     stax_fallback_ops     ATen ops PyTorch runs inside otherwise compiled graphs
-    stax_library_calls    matmuls run by the library (torch.mm/bmm with out=)
+    stax_library_calls    matmuls run by the library (torch.mm/bmm with out=), output
+                          layout copies, and torch.distributed collectives
+    stax_collectives      the collectives alone ("collective all_reduce sum group '0'
+                          [8, 64] f32"), in graph order; this process's, so this rank's
     stax_tuned            under max-autotune (triton target): one dict per search, in
                           compile order: kernel (name), kind ("kernel" / "matmul"),
                           route (for a matmul: "cublas + stax epilogue kernel ..." or
@@ -95,7 +98,7 @@ class StaxFallbackWarning(UserWarning):
 #: the report names, each readable as `<callable>.stax_<name>` and `<report>.stax_<name>`
 REPORT_NAMES = ("route", "fallback_reason", "fallback_ops", "library_calls", "notes",
                 "kernel_count", "graphs", "launches_per_call", "cudagraphs", "tuned",
-                "variants")
+                "variants", "collectives")
 
 # graphs that fell back in this process, and whether the one warning has been given;
 # the count is not cleared by clear(): the warning's "how many" is per process
@@ -269,6 +272,12 @@ class StaxReport:
         return [c for g in self.graphs for c in g.library_calls]
 
     @property
+    def collectives(self) -> list[str]:
+        """The torch.distributed collectives its graphs call (library calls in graph
+        order; the report is this process's, so this rank's)."""
+        return [c for g in self.graphs for c in getattr(g, "collectives", ())]
+
+    @property
     def tuned(self) -> list[dict]:
         return [dict(t, graph=g.graph_id) for g in self.graphs for t in getattr(g, "tuned", ())]
 
@@ -298,6 +307,7 @@ class StaxReport:
     stax_cudagraphs = property(lambda self: self.cudagraphs)
     stax_tuned = property(lambda self: self.tuned)
     stax_variants = property(lambda self: self.variants)
+    stax_collectives = property(lambda self: self.collectives)
 
     def explain(self) -> str:
         """A readable multi-line account: each graph with its route, its kernels (name,
@@ -402,6 +412,7 @@ class StaxCompiled:
     stax_cudagraphs = property(lambda self: self.report.cudagraphs)
     stax_tuned = property(lambda self: self.report.tuned)
     stax_variants = property(lambda self: self.report.variants)
+    stax_collectives = property(lambda self: self.report.collectives)
 
     def explain(self) -> str:
         return self.report.explain()

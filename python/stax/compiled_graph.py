@@ -11,8 +11,12 @@ from stax.aliasing import RUNTIME_GLOBALS, fresh_copy, non_overlapping
 from stax.arena import BufferArena
 from stax.errors import StaxUnsupportedError
 from stax.guards import FastTensorGuards, _stride_ok, guard_count, guard_failure
+from stax.script_objects import object_class_name
 
 from stax.routes import CPU_ROUTE, ROUTE, TRITON_ROUTE  # noqa: F401 - re-exported
+
+#: how a collective's library call starts (wrapper.py writes them)
+COLLECTIVE_CALL = "collective "
 
 __all__ = ["CompiledGraph", "CPU_ROUTE", "TRITON_ROUTE", "kernel_launches", "CopyCounter"]
 
@@ -136,6 +140,11 @@ class CompiledGraph:
     @property
     def kernel_count(self) -> int:
         return len(self.kernels)
+
+    @property
+    def collectives(self) -> list[str]:
+        """The torch.distributed collectives one call makes, in order (library calls)."""
+        return [c for c in self.library_calls if c.startswith(COLLECTIVE_CALL)]
 
     @property
     def launch_counts(self) -> dict[str, int]:
@@ -350,5 +359,6 @@ def _base_globals(guards, graph_id, device="cpu") -> dict:
             "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count,
             "_dev": dev, **gpu, "_BufferArena": BufferArena,
             "_linear": torch.nn.functional.linear,
-            "_FastTensorGuards": FastTensorGuards, **RUNTIME_GLOBALS,
+            "_FastTensorGuards": FastTensorGuards, "_object_class_name": object_class_name,
+            **RUNTIME_GLOBALS,
             **_counting_helpers(CopyCounter())}

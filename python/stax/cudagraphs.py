@@ -186,6 +186,10 @@ _FALLBACK_LINE = re.compile(r"^\s*\w+ = f\d+\((.*)\)  # (\S+)$")
 def static_reason(cg) -> str | None:
     """Why the wrapper of `cg` cannot be captured, decided from what it calls (None when
     nothing rules capture out)."""
+    if getattr(cg, "collectives", None):
+        return (f"it calls torch.distributed collectives ({', '.join(cg.collectives)}); "
+                "stax does not capture communication (every rank would have to capture "
+                "and replay alike)")
     for target in getattr(cg, "fallback_ops", []):
         base = ".".join(target.split(".")[:2])
         if base in UNCAPTURABLE_OPS:

@@ -99,14 +99,12 @@ def _needs_fp8_legalization(route, device, config) -> bool:
 UNFUSED_PIPELINE = ["canonicalize", "cse"]
 
 VIEW_OPS = ("stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice")
-try:  # the structural ops live in `stax_graph` (IRDL variadics must be homogeneous)
-    from stax.dialects.stax_dialect import KERNEL, YIELD, FALLBACK
-except ImportError:  # an older dialect module
-    KERNEL, YIELD, FALLBACK = "stax.kernel", "stax.yield", "stax.fallback"
+# the structural ops live in `stax_graph` (IRDL variadics must be homogeneous)
+from stax.dialects.stax_dialect import COLLECTIVE, FALLBACK, KERNEL, YIELD  # noqa: F401
 KERNEL_OPS = (KERNEL, "stax.kernel")
 FALLBACK_OPS = (FALLBACK, "stax.fallback")
 # top-level ops the wrapper handles itself (everything else goes into a kernel)
-_WRAPPER_OPS = KERNEL_OPS + FALLBACK_OPS + ("stax.matmul", "stax.constant",
+_WRAPPER_OPS = KERNEL_OPS + FALLBACK_OPS + (COLLECTIVE, "stax.matmul", "stax.constant",
                                             "func.return") + VIEW_OPS
 
 

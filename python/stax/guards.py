@@ -11,6 +11,7 @@ import torch
 
 from stax.errors import StaxGuardError
 from stax.routes import ALIGN, CPU_ROUTE, TRITON_ROUTE
+from stax.script_objects import object_class_name
 
 __all__ = ["ArgGuard", "FastTensorGuards", "guard_failure", "guard_count", "_guards_for"]
 
@@ -30,7 +31,7 @@ def _dtype_src(dt: torch.dtype) -> str:
 class ArgGuard:
     position: int
     name: str
-    kind: str                 # "tensor", "int", "other"
+    kind: str                 # "tensor", "int", "object" (value: its class name), "other"
     shape: tuple | None = None
     dtype: Any = None
     device: str | None = None
@@ -90,6 +91,11 @@ def guard_failure(guards: list[ArgGuard], graph_id: str, position: int, value) -
         return StaxGuardError(
             f"{head} was the integer {g.value} when the graph was compiled, but {value!r} "
             f"came; {_ADVICE_RECOMPILE}.")
+    if g.kind == "object":
+        return StaxGuardError(
+            f"{head} was a {g.value} when the graph was compiled, but a "
+            f"{object_class_name(value) or type(value).__name__} came; pass the same kind "
+            f"of object (the graph's library calls take it), or {_ADVICE_RECOMPILE}.")
     return StaxGuardError(f"{head} failed its guard: got {value!r}.")
 
 
@@ -121,6 +127,8 @@ def _guard_src(g: ArgGuard, var: str) -> str | None:
         return " and ".join(parts)
     if g.kind == "int":
         return f"{var} == {g.value!r}"
+    if g.kind == "object":
+        return f"_object_class_name({var}) == {g.value!r}"
     return None
 
 
@@ -178,6 +186,8 @@ def _guards_for(example_inputs, names, device="cpu") -> list[ArgGuard]:
                                    x.dtype, dev, tuple(int(s) for s in x.stride())))
         elif isinstance(x, (int, bool)) and not isinstance(x, torch.SymInt):
             guards.append(ArgGuard(i, names[i], "int", value=x))
+        elif object_class_name(x) is not None:  # a DeviceMesh, a ProcessGroup, ...
+            guards.append(ArgGuard(i, names[i], "object", value=object_class_name(x)))
         else:
             guards.append(ArgGuard(i, names[i], "other", value=x))
     return guards

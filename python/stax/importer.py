@@ -38,7 +38,9 @@ import torch.fx
 from stax import importer_symbolic as isym
 from stax._mlir import func, ir
 from stax.aliasing import StorageAlias, StorageIndex, storage_source
-from stax.dialects.stax_dialect import FALLBACK, StaxVerificationError, verify_module
+from stax.dialects.collective import is_collective_target
+from stax.script_objects import object_class_name
+from stax.dialects.stax_dialect import COLLECTIVE, FALLBACK, StaxVerificationError, verify_module
 
 __all__ = ["import_graph", "ImportedGraph", "InputSpec", "OutputSpec", "UnsupportedGraph",
            "ImporterError", "HANDLERS", "torch_dtype_to_mlir"]
@@ -67,7 +69,9 @@ class InputSpec:
     strides: list[int]
     device: str
     kind: str = "placeholder"  # "placeholder" | "constant" (a get_attr tensor passed as an
-    # argument) | "symbol" (a SymInt input, symbolic mode only: an index argument)
+    # argument) | "symbol" (a SymInt input, symbolic mode only: an index argument) |
+    # "object" (a script or opaque object such as a DeviceMesh: a `none` argument that
+    # only library ops read and outputs return; `dtype` holds its class name)
 
 
 @dataclass
@@ -89,6 +93,7 @@ class ImportedGraph:
     inputs: list[InputSpec]
     outputs: list[OutputSpec]
     fallback_ops: list[str] = field(default_factory=list)  # targets of stax_graph.fallback ops
+    collectives: list[str] = field(default_factory=list)  # of stax_graph.collective ops
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
@@ -273,6 +278,7 @@ class _Builder:
         self.values: dict[torch.fx.Node, Any] = {}
         self.loc: ir.Location = ir.Location.unknown()
         self.fallback_ops: list[str] = []
+        self.collectives: list[str] = []  # targets of stax_graph.collective ops
         self.storage = StorageIndex()  # eager's storage of every value so far
 
     # -- raw emission
@@ -404,7 +410,12 @@ class _Builder:
                          {"perm": ir.DenseI64ArrayAttr.get(perm)})
 
     # -- fallback
-    def fallback(self, node: torch.fx.Node, substitute=None):
+    def collective(self, node: torch.fx.Node):
+        """`node`, a `_c10d_functional` collective, as a stax_graph.collective op: a
+        library call the wrapper makes through PyTorch, in graph order (collective.py)."""
+        return self.fallback(node, op_name=COLLECTIVE)
+
+    def fallback(self, node: torch.fx.Node, substitute=None, op_name=FALLBACK):
         """`node` as a stax_graph.fallback op. `substitute` maps an FX operand to the node
         passed in its place (an op that reads the storage gets its storage's owner).
         `operand_layouts` records eager's strides of each operand: the driver hands the
@@ -471,9 +482,12 @@ class _Builder:
                  "operand_layouts": ir.StringAttr.get(json.dumps(layouts))}
         if multi:
             attrs["result_positions"] = ir.DenseI64ArrayAttr.get(positions)
-        op = ir.Operation.create(FALLBACK, results=types, operands=operands,
+        if op_name == COLLECTIVE:  # eager's strides: no meta run can predict them
+            attrs["result_layouts"] = ir.StringAttr.get(json.dumps(
+                [list(vals[p].stride()) for p in positions]))
+        op = ir.Operation.create(op_name, results=types, operands=operands,
                                  attributes=attrs, loc=self.loc)
-        self.fallback_ops.append(name)
+        (self.collectives if op_name == COLLECTIVE else self.fallback_ops).append(name)
         if not multi:
             return op.results[0]
         out = [None] * len(vals)
@@ -1471,9 +1485,14 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context, *,
             syms[i] = isym.symbol_of(n)
             inputs.append(InputSpec(n.name, [], torch.int64, [], "cpu", kind="symbol"))
             continue
+        if object_class_name(val) is not None:
+            inputs.append(InputSpec(n.name, [], object_class_name(val), [], "cpu",
+                                    kind="object"))
+            continue
         if not isinstance(val, torch.Tensor):
             raise UnsupportedGraph(f"input {n.name} is a {type(val).__name__} ({val!r}), not a "
-                                   "tensor; stax imports tensor inputs only")
+                                   "tensor; stax imports tensor inputs, SymInts (symbolic "
+                                   "mode) and script objects only")
         if symbolic:
             isym.check_tensor(f"input {n.name}", val, _DTYPE_NAMES)
         else:
@@ -1503,7 +1522,8 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context, *,
         b = _Builder(gm, symbolic)
         for i, n in enumerate(placeholders):
             b.storage.add_input(i, n.meta.get("val", inputs[i]), n)
-        arg_types = [ir.IndexType.get() if i in syms else b.tt(s.shape, s.dtype)
+        arg_types = [ir.IndexType.get() if i in syms else ir.NoneType.get()
+                     if s.kind == "object" else b.tt(s.shape, s.dtype)
                      for i, s in enumerate(inputs)]
         for n, t in const_args:
             arg_types.append(b.tt(t.shape, t.dtype))
@@ -1561,7 +1581,8 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context, *,
             raise ImporterError(f"stax importer produced invalid IR (bug): {e}") from e
 
     return ImportedGraph(module=module, func_name="main", inputs=inputs, outputs=outputs,
-                         fallback_ops=b.fallback_ops, constants=constants)
+                         fallback_ops=b.fallback_ops, collectives=b.collectives,
+                         constants=constants)
 
 
 def _output_spec(b: _Builder, out_node, o, input_index, results) -> OutputSpec:
@@ -1618,6 +1639,8 @@ def _import_node(b: _Builder, node: torch.fx.Node):
             # dropped by the fallback below; a read one cannot be carried
             raise UnsupportedGraph(f"node {node.name} ({target}) produces a "
                                    f"{type(t).__name__}, not a tensor")
+    if is_collective_target(str(target)):
+        return b.collective(node)
     if _touches_complex(node):
         return b.fallback(node)  # no stax op computes on complex numbers: PyTorch runs it
     handler = HANDLERS.get(target)

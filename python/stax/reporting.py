@@ -90,10 +90,21 @@ def fallback_op_reason(target: str) -> str:
     return "stax has no lowering for this ATen op"
 
 
+def _rank() -> str:
+    """` (rank r of w)` in a torch.distributed process, else empty."""
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return f" (rank {dist.get_rank()} of {dist.get_world_size()})"
+    except Exception:  # noqa: BLE001 - a report never fails for this
+        pass
+    return ""
+
+
 def explain_report(report) -> str:
     """The text of `explain` for one StaxReport."""
     cfg = report.config
-    head = [f"stax report: route {report.route}, target {cfg.target}, "
+    head = [f"stax report{_rank()}: route {report.route}, target {cfg.target}, "
             f"{report.kernel_count} kernel(s) in {len(report.graphs)} graph(s), "
             f"launches per call {report.launches_per_call}"]
     body = []

@@ -17,7 +17,8 @@ import torch
 
 from stax.aliasing import emit_outputs, non_overlapping
 from stax.arena import ARENA_MAX_BUFFER_BYTES, ARENA_MAX_BYTES
-from stax.compiled_graph import CompiledGraph, _base_globals
+from stax.compiled_graph import COLLECTIVE_CALL, CompiledGraph, _base_globals
+from stax.dialects.collective import COLLECTIVE, collective_summary
 from stax.driver import (FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8, output_structure,
                          wrap_op_in_kernel)
 from stax.errors import StaxUnsupportedError
@@ -313,6 +314,11 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     next_ph = 0
     constants = getattr(imported, "constants", {}) or {}
     for barg, spec in zip(block_args, in_specs):
+        if getattr(spec, "kind", "placeholder") == "object":  # library ops read it as is
+            pos = pos_of.get(spec.name, next_ph)
+            next_ph = pos + 1
+            vals[barg] = _Val(argvars[pos], (), None, (), argvars[pos], 0, True)
+            continue
         shape, dtype = _tensor_type(barg)
         if getattr(spec, "kind", "placeholder") == "constant":
             with real_tensors():
@@ -350,6 +356,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     keep = set(ret_vals)
 
     kernels, kernel_mlir, library_calls, fallback_ops = [], [], [], []
+    collectives = 0
     kernel_sources: list[list[str]] = []  # per kernel: the user's lines it computes
     # max-autotune: matmul -> its fusable epilogue kernel; kernels compiled (or fused
     # away) while handling their matmul
@@ -547,6 +554,11 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         elif name in FALLBACK_OPS:
             em.lines += srcmap.comment(op)
             _emit_fallback(op, em, vals, define, fallback_ops)
+        elif name == COLLECTIVE:  # a library call, in graph order
+            em.lines += srcmap.comment(op)
+            _emit_fallback(op, em, vals, define, fallback_ops, collective=True)
+            library_calls.append(COLLECTIVE_CALL + collective_summary(op.operation))
+            collectives += 1
         elif name == "stax.constant":
             r = op.operation.results[0]
             shape, dtype = _tensor_type(r)
@@ -611,8 +623,10 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         exprs = [vals[v].var for v in ret_vals]
     for var in _drop_dead_views(em.lines, exprs):
         arena_views.pop(var, None)
+    # (no arena around collectives: their buffers are in flight until wait_tensor)
     arena = _plan_arena(arena_allocs, arena_views,
-                        {vals[v].root for v in ret_vals if v in vals}, fallback_ops)
+                        {vals[v].root for v in ret_vals if v in vals},
+                        bool(fallback_ops) or collectives > 0)
     if arena:
         em.emit(f"_arena.give({'_s, ' if gpu else ''}_bufs)")
     struct, count = output_structure(gm)
@@ -728,12 +742,13 @@ def _drop_dead_views(lines: list, extra_uses) -> list[str]:
     return dropped
 
 
-def _plan_arena(allocs: dict, views: dict, output_roots: set, fallback_ops) -> dict:
+def _plan_arena(allocs: dict, views: dict, output_roots: set, eager_ops: bool) -> dict:
     """The buffers the arena holds: var -> the wrapper line that makes it. Every
     allocated intermediate that no output is or views, with the fixed views of them,
-    unless the graph has a fallback op; a buffer above ARENA_MAX_BUFFER_BYTES, or
-    beyond ARENA_MAX_BYTES in all, is allocated per call (see stax.arena for why)."""
-    if fallback_ops:
+    unless the graph calls eager ops (`eager_ops`: a fallback op or a collective); a
+    buffer above ARENA_MAX_BUFFER_BYTES, or beyond ARENA_MAX_BYTES in all, is allocated
+    per call (see stax.arena for why)."""
+    if eager_ops:
         return {}
     bufs, total = {}, 0
     for v, (line, nbytes) in allocs.items():

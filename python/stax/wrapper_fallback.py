@@ -75,11 +75,17 @@ def _call_to_src(obj, operand_src, operand_meta):
     return _py_literal(obj), obj
 
 
-def _meta(v) -> torch.Tensor:  # v: a stax.wrapper._Val
+def _meta(v):  # v: a stax.wrapper._Val (dtype None: a script object, passed as is)
+    if v.dtype is None:
+        return None
     return torch.empty_strided(v.shape, v.strides, dtype=v.dtype, device="meta")
 
 
-def _emit_fallback(op, em, vals, define, fallback_ops):  # em: a stax.wrapper._Emitter
+def _emit_fallback(op, em, vals, define, fallback_ops, collective=False):
+    """Emit the call of one stax_graph.fallback (or, `collective`, stax_graph.collective)
+    op; `em` is a stax.wrapper._Emitter. A collective's result strides are eager's
+    (`result_layouts`), and an async one's data is complete only after its wait_tensor,
+    so a different layout at run time is an error, never a copy of unfinished data."""
     attrs = op.operation.attributes
     target = str(attrs["target"]).strip('"')
     from stax._mlir import ir
@@ -93,7 +99,7 @@ def _emit_fallback(op, em, vals, define, fallback_ops):  # em: a stax.wrapper._E
     layouts = (json.loads(ir.StringAttr(attrs["operand_layouts"]).value)
                if "operand_layouts" in attrs else [None] * len(ins))
     for i, (v, st) in enumerate(zip(ins, layouts)):
-        if st is not None and tuple(st) != tuple(v.strides):
+        if v.dtype is not None and st is not None and tuple(st) != tuple(v.strides):
             var = em.new_var()
             em.emit(f"{var} = _relayout({v.var}, {tuple(v.shape)!r}, {tuple(st)!r})")
             srcs[i] = var
@@ -112,12 +118,17 @@ def _emit_fallback(op, em, vals, define, fallback_ops):  # em: a stax.wrapper._E
     arg_src = ", ".join([s for s, _ in args] + [f"{k}={s}" for k, (s, _) in kwargs.items()])
     # strides eager gives the results: run the op on meta tensors now
     predicted = None
-    try:
-        with torch.no_grad():
-            m = overload(*[x for _, x in args], **{k: x for k, (_, x) in kwargs.items()})
-        predicted = list(m) if isinstance(m, (tuple, list)) else [m]
-    except Exception:
-        predicted = None
+    if collective:  # (no meta run: it would need the process group)
+        predicted = [torch.empty_strided(_tensor_type(r)[0], tuple(st), device="meta")
+                     for r, st in zip(op.operation.results,
+                                      json.loads(ir.StringAttr(attrs["result_layouts"]).value))]
+    else:
+        try:
+            with torch.no_grad():
+                m = overload(*[x for _, x in args], **{k: x for k, (_, x) in kwargs.items()})
+            predicted = list(m) if isinstance(m, (tuple, list)) else [m]
+        except Exception:
+            predicted = None
     results = list(op.operation.results)
     # Where each result sits in what the op returns (tuple results; None entries have
     # no result). Without the attribute the op returns one tensor.
@@ -141,7 +152,7 @@ def _emit_fallback(op, em, vals, define, fallback_ops):  # em: a stax.wrapper._E
             em.emit(f"{var} = {tmp}[{pos}]")
         if str(i) in fp8_views.get("results", {}):
             em.emit(f"{var} = {var}.view(torch.uint8)")
-        else:
+        elif not collective:  # (a collective keeps its operand's dtype: verified)
             # torch's meta kernel (the fake tensor the graph was traced with) and its
             # eager kernel can disagree on a result's dtype (CPU bf16 batch-norm's new
             # running stats: f32 fake, bf16 eager): the kernels downstream read the
@@ -150,10 +161,14 @@ def _emit_fallback(op, em, vals, define, fallback_ops):  # em: a stax.wrapper._E
             em.emit(f"{var} = _as_traced({var}, {shape!r}, {_dtype_src(dtype)}, {target!r})", 2)
         # the kernels downstream were compiled for `st`: make sure that is what we have
         em.emit(f"if {var}.stride() != {st!r}:")
-        em.emit(f"{var} = _restride({var}, {shape!r}, {st!r})", 2)
+        if collective:
+            em.emit(f"_collective_layout_error({target!r}, {var}, {st!r})", 2)
+        else:
+            em.emit(f"{var} = _restride({var}, {shape!r}, {st!r})", 2)
         # a result that is a view of an operand (schema `Tensor(a)`) is not this call's own
         ret = overload._schema.returns[pos if pos is not None else 0]
         define(r, var, st, root_dynamic=True, fresh=ret.alias_info is None)
     if positions is not None:
         em.emit(f"del {tmp}")
-    fallback_ops.append(target)
+    if not collective:
+        fallback_ops.append(target)
