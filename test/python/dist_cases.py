@@ -12,7 +12,10 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from models import ShardableGPT
+
 STEPS = 3
+DEVICE = "cpu"  # set by dist_harness: "cpu" (gloo) or "cuda" (NCCL, one GPU per rank)
 
 
 class MLP(nn.Module):
@@ -23,48 +26,6 @@ class MLP(nn.Module):
 
     def forward(self, x):
         return self.down(F.gelu(self.up(x)))
-
-
-class GPTBlock(nn.Module):
-    """A GPT-2 style block with separate q/k/v projections, so tensor parallelism can
-    shard the heads (a rank's view(B, T, -1, head_dim) holds its share of them)."""
-
-    def __init__(self, dim=512, heads=8):
-        super().__init__()
-        self.head_dim = dim // heads
-        self.ln_1 = nn.LayerNorm(dim)
-        self.q = nn.Linear(dim, dim)
-        self.k = nn.Linear(dim, dim)
-        self.v = nn.Linear(dim, dim)
-        self.proj = nn.Linear(dim, dim)
-        self.ln_2 = nn.LayerNorm(dim)
-        self.fc = nn.Linear(dim, 4 * dim)
-        self.fc_proj = nn.Linear(4 * dim, dim)
-
-    def forward(self, x):
-        B, T, _ = x.shape
-        h = self.ln_1(x)
-        q = self.q(h).view(B, T, -1, self.head_dim).transpose(1, 2)
-        k = self.k(h).view(B, T, -1, self.head_dim).transpose(1, 2)
-        v = self.v(h).view(B, T, -1, self.head_dim).transpose(1, 2)
-        att = (q @ k.transpose(-1, -2)) * (self.head_dim ** -0.5)
-        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, -1)
-        x = x + self.proj(y)
-        return x + self.fc_proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
-
-
-class GPT(nn.Module):
-    def __init__(self, dim=512, heads=8, blocks=2):
-        super().__init__()
-        self.blocks = nn.ModuleList([GPTBlock(dim, heads) for _ in range(blocks)])
-        self.ln_f = nn.LayerNorm(dim)
-
-    def forward(self, x):
-        for b in self.blocks:
-            x = b(x)
-        return self.ln_f(x)
 
 
 def _local(t):
@@ -161,14 +122,14 @@ def _tensor_parallel(model_name: str, rank: int, world: int) -> dict:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import parallelize_module
     _fresh()
-    mesh = init_device_mesh("cpu", (world,))
+    mesh = init_device_mesh(DEVICE, (world,))
     torch.manual_seed(0)
-    base = MLP() if model_name == "mlp" else GPT()
+    base = (MLP() if model_name == "mlp" else ShardableGPT()).to(DEVICE)
     eager = parallelize_module(copy.deepcopy(base), mesh, _tp_plan(base))
     comp = parallelize_module(copy.deepcopy(base), mesh, _tp_plan(base))
     g = torch.Generator().manual_seed(1)  # the same inputs on every rank (TP)
     shape = (256, 512) if model_name == "mlp" else (4, 64, 512)
-    inputs = [torch.randn(*shape, generator=g) for _ in range(STEPS)]
+    inputs = [torch.randn(*shape, generator=g).to(DEVICE) for _ in range(STEPS)]
     return _train(eager, comp, inputs, _loss)
 
 
@@ -182,16 +143,30 @@ def tp_gpt(rank, world):
 
 def _data_inputs(rank, shape):
     g = torch.Generator().manual_seed(100 + rank)  # each rank its own batch
-    return [torch.randn(*shape, generator=g) for _ in range(STEPS)]
+    return [torch.randn(*shape, generator=g).to(DEVICE) for _ in range(STEPS)]
 
 
 def ddp_gpt(rank, world):
     from torch.nn.parallel import DistributedDataParallel as DDP
     _fresh()
     torch.manual_seed(0)
-    base = GPT()
+    base = ShardableGPT().to(DEVICE)
     eager, comp = DDP(copy.deepcopy(base)), DDP(copy.deepcopy(base))
     return _train(eager, comp, _data_inputs(rank, (2, 64, 512)), _loss)
+
+
+def fsdp_gpt_traced(rank, world):
+    """fsdp_gpt with FSDP2's hooks traced into the graphs, where the installed torch can
+    (its all-gathers and reduce-scatters are then collectives in the graphs)."""
+    import torch._dynamo.config as dynamo_config
+    if not hasattr(dynamo_config, "skip_fsdp_hooks"):
+        return {"skipped": f"torch {torch.__version__} cannot trace FSDP2's hooks (no "
+                           "torch._dynamo.config.skip_fsdp_hooks; FSDP2 has no compiled path)"}
+    dynamo_config.skip_fsdp_hooks = False
+    try:
+        return fsdp_gpt(rank, world)
+    finally:
+        dynamo_config.skip_fsdp_hooks = True
 
 
 def fsdp_gpt(rank, world):
@@ -199,7 +174,7 @@ def fsdp_gpt(rank, world):
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     _fresh()
     torch.manual_seed(0)
-    base = GPT()
+    base = ShardableGPT().to(DEVICE)
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     models = []
     for policy in (mp, mp, MixedPrecisionPolicy()):  # eager, stax, the f32 reference
@@ -231,9 +206,9 @@ def functional_collectives(rank, world):
         return bcast - 1, gathered, ints % 7
 
     g = torch.Generator().manual_seed(7 + rank)
-    x = torch.randn(256, 512, generator=g)
-    w = torch.randn(world * 256, 512, generator=g)
-    n = torch.randint(-1000, 1000, (256, 512), generator=g)
+    x = torch.randn(256, 512, generator=g).to(DEVICE)
+    w = torch.randn(world * 256, 512, generator=g).to(DEVICE)
+    n = torch.randint(-1000, 1000, (256, 512), generator=g).to(DEVICE)
     import warnings
     with warnings.catch_warnings():  # (all_gather_tensor's deprecation: 2.11 has no other)
         warnings.simplefilter("ignore", FutureWarning)

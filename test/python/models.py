@@ -7,6 +7,8 @@ Stable API (the benchmarks import this module too):
     LlamaBlock(dim=64, n_heads=4, hidden=None, max_seq=128, rope_theta=10000.0,
                eps=1e-6, use_sdpa=False)
     ConvBnRelu(in_channels=3, out_channels=16, kernel_size=3)
+    ShardableGPT(dim=512, heads=8, blocks=2)  (blocks with separate q/k/v projections, for
+                                      tensor parallelism and FSDP)
 
     MODEL_NAMES                       ("mlp", "gpt2", "gpt2_sdpa", "llama", "conv_bn_relu")
     make_model(name, dtype=torch.float32, **kwargs) -> nn.Module   (eval mode for
@@ -29,7 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 __all__ = ["MLP", "GPT2Block", "LlamaBlock", "ConvBnRelu", "RMSNorm", "MODEL_NAMES",
-           "DEFAULT_KWARGS", "make_model", "make_inputs"]
+           "DEFAULT_KWARGS", "make_model", "make_inputs", "ShardableGPTBlock", "ShardableGPT"]
 
 
 class MLP(nn.Module):
@@ -192,6 +194,51 @@ class ConvBnRelu(nn.Module):
 
 
 MODEL_NAMES = ("mlp", "gpt2", "gpt2_sdpa", "llama", "conv_bn_relu")
+
+class ShardableGPTBlock(nn.Module):
+    """A GPT-2 style block with separate q/k/v projections, so tensor parallelism can
+    shard the heads (a rank's view(B, T, -1, head_dim) holds its share of them): the
+    distributed tests and benchmarks/distributed.py."""
+
+    def __init__(self, dim=512, heads=8):
+        super().__init__()
+        self.head_dim = dim // heads
+        self.ln_1 = nn.LayerNorm(dim)
+        self.q = nn.Linear(dim, dim)
+        self.k = nn.Linear(dim, dim)
+        self.v = nn.Linear(dim, dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln_2 = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, 4 * dim)
+        self.fc_proj = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        h = self.ln_1(x)
+        q = self.q(h).view(B, T, -1, self.head_dim).transpose(1, 2)
+        k = self.k(h).view(B, T, -1, self.head_dim).transpose(1, 2)
+        v = self.v(h).view(B, T, -1, self.head_dim).transpose(1, 2)
+        att = (q @ k.transpose(-1, -2)) * (self.head_dim ** -0.5)
+        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, -1)
+        x = x + self.proj(y)
+        return x + self.fc_proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+
+
+class ShardableGPT(nn.Module):
+    """`blocks` ShardableGPTBlocks and a final LayerNorm ([B, T, dim] -> [B, T, dim])."""
+
+    def __init__(self, dim=512, heads=8, blocks=2):
+        super().__init__()
+        self.blocks = nn.ModuleList([ShardableGPTBlock(dim, heads) for _ in range(blocks)])
+        self.ln_f = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.ln_f(x)
+
 
 DEFAULT_KWARGS = {
     "mlp": dict(in_features=64, hidden=128, out_features=64),

@@ -14,9 +14,9 @@ pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_avai
                                 reason="torch.distributed with gloo is not available")
 
 
-def _check_native(results, *, collectives: bool):
+def _check_native(results, *, collectives: bool, route: str = "stax-cpu"):
     for r, res in enumerate(results):
-        assert res["routes"] == ["stax-cpu"], (r, res["routes"], res["fallback_reasons"])
+        assert res["routes"] == [route], (r, res["routes"], res["fallback_reasons"])
         assert res["graphs"] > 0 and res["kernels"] > 0, (r, res)
         assert res["fallback_ops"] == [], (r, res["fallback_ops"])
         if collectives:
@@ -54,9 +54,7 @@ def test_ddp_gpt():
     _check_training(results, 1e-4)
 
 
-def test_fsdp2_mixed_precision_gpt():
-    results = run_ranks("fsdp_gpt", 2)
-    _check_native(results, collectives=False)  # FSDP2's hooks stay outside the graphs
+def _check_fsdp(results):
     for r, res in enumerate(results):
         # bf16 parameters: stax is as close to the f32 reference as eager is
         stax_err, eager_err = res["ref_grad_diff"]
@@ -66,10 +64,22 @@ def test_fsdp2_mixed_precision_gpt():
         assert res["grad_layouts_equal"], r
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_functional_collectives_in_graph(world):
-    results = run_ranks("functional_collectives", world)
-    _check_native(results, collectives=True)
+def test_fsdp2_mixed_precision_gpt():
+    results = run_ranks("fsdp_gpt", 2)
+    _check_native(results, collectives=False)  # FSDP2's hooks stay outside the graphs
+    _check_fsdp(results)
+
+
+def test_fsdp2_traced_hooks_gpt():
+    results = run_ranks("fsdp_gpt_traced", 2)
+    if "skipped" in results[0]:
+        pytest.skip(results[0]["skipped"])
+    _check_native(results, collectives=True)  # all-gathers / reduce-scatters in graphs
+    _check_fsdp(results)
+
+
+def _check_functional(results, route="stax-cpu"):
+    _check_native(results, collectives=True, route=route)
     kinds = {c.split()[1] for c in results[0]["collectives"]}  # "collective <op> ..."
     assert {"all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce",
             "all_to_all_single", "broadcast", "wait_tensor"} <= kinds, kinds
@@ -77,6 +87,35 @@ def test_functional_collectives_in_graph(world):
         assert res["float_diff"] <= 1e-5, (r, res["float_diff"])
         assert res["ints_equal"], r
         assert res["layouts_equal"] and res["fresh"], (r, res)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_functional_collectives_in_graph(world):
+    _check_functional(run_ranks("functional_collectives", world))
+
+
+# --- the same on GPUs (NCCL, one GPU per rank; as many ranks as GPUs, up to 2)
+def _gpu_world() -> int:
+    if not torch.cuda.is_available() or not dist.is_nccl_available():
+        pytest.skip("needs CUDA GPUs and NCCL")
+    return min(torch.cuda.device_count(), 2)
+
+
+def test_gpu_tensor_parallel_gpt_block():
+    results = run_ranks("tp_gpt", _gpu_world(), device="cuda")
+    _check_native(results, collectives=True, route="triton")
+    _check_training(results, 1e-4)
+
+
+def test_gpu_fsdp2_mixed_precision_gpt():
+    results = run_ranks("fsdp_gpt", _gpu_world(), device="cuda")
+    _check_native(results, collectives=False, route="triton")
+    _check_fsdp(results)
+
+
+def test_gpu_functional_collectives_in_graph():
+    _check_functional(run_ranks("functional_collectives", _gpu_world(), device="cuda"),
+                      route="triton")
 
 
 def test_collective_op_verifier_and_report_names():
