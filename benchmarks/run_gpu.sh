@@ -14,6 +14,8 @@
 #   fuzz:  stax-fuzz --device cuda, FUZZ_PROCS processes in parallel (seeds 100.., half
 #          forward, half --backward), FUZZ_COUNT graphs each; counts in gpu-fuzz.txt
 #   opinfo: benchmarks/opinfo_sweep.py --device cuda (OPINFO_DTYPES, default f32)
+#   distributed (not in all): test/python/test_distributed.py (gloo CPU ranks on this
+#          torch, and NCCL with one rank per GPU), then benchmarks/distributed.py --device cuda
 # STAX_GPU_TEST_TIMEOUT / STAX_GPU_BENCH_TIMEOUT bound each part (seconds).
 set -u
 phase="${1:-all}"
@@ -60,6 +62,15 @@ if [[ "$phase" == "tests" || "$phase" == "all" ]]; then
   timeout "${STAX_GPU_TRAIN_TIMEOUT:-300}" $PY -m pytest -q -rfE -s -p no:cacheprovider \
       test/python/test_gpu_training_sizes.py > "$OUT/gpu-pytest-training-sizes.log" 2>&1
   echo "training at real sizes: $(tail -n 1 "$OUT/gpu-pytest-training-sizes.log")"
+fi
+
+if [[ "$phase" == "distributed" ]]; then
+  timeout "${STAX_GPU_DIST_TIMEOUT:-360}" $PY -m pytest -q -rfEs -p no:cacheprovider \
+      test/python/test_distributed.py > "$OUT/gpu-pytest-distributed.log" 2>&1
+  echo "test_distributed: $(tail -n 1 "$OUT/gpu-pytest-distributed.log")"
+  timeout "${STAX_GPU_DIST_BENCH_TIMEOUT:-420}" $PY benchmarks/distributed.py --device cuda \
+      --out "$OUT" > "$OUT/gpu-distributed-bench.log" 2>&1
+  echo "distributed.py exit $?: $(grep -E 'checks|\| (eager|inductor|stax) ' "$OUT/gpu-distributed-bench.log" | tr '\n' ' ')"
 fi
 
 if [[ "$phase" == "fuzz" || "$phase" == "all" ]]; then
