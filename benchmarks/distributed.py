@@ -73,6 +73,8 @@ def _measure(rank, world, args) -> dict:
     bf16 = args.device == "cuda"
     policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
               if bf16 else MixedPrecisionPolicy())
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh(args.device, (world,))  # (FSDP2's default is CUDA if present)
     torch.manual_seed(0)
     base = ShardableGPT(dim, heads, blocks).to(device)
     g = torch.Generator().manual_seed(100 + rank)
@@ -86,8 +88,8 @@ def _measure(rank, world, args) -> dict:
         stax.backend.clear()
         model = copy.deepcopy(base)
         for b in model.blocks:
-            fully_shard(b, mp_policy=policy)
-        fully_shard(model, mp_policy=policy)
+            fully_shard(b, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
         fn = model if backend == "eager" else torch.compile(model, backend=backend)
         times, first_loss = [], None

@@ -171,17 +171,20 @@ def fsdp_gpt_traced(rank, world):
 
 def fsdp_gpt(rank, world):
     """FSDP2 on every block and the root, bf16 parameters with f32 gradient reduction."""
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     _fresh()
     torch.manual_seed(0)
     base = ShardableGPT().to(DEVICE)
+    # (an explicit mesh: FSDP2's default one is on CUDA wherever CUDA is available)
+    mesh = init_device_mesh(DEVICE, (world,))
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     models = []
     for policy in (mp, mp, MixedPrecisionPolicy()):  # eager, stax, the f32 reference
         m = copy.deepcopy(base)
         for b in m.blocks:
-            fully_shard(b, mp_policy=policy)
-        fully_shard(m, mp_policy=policy)
+            fully_shard(b, mesh=mesh, mp_policy=policy)
+        fully_shard(m, mesh=mesh, mp_policy=policy)
         models.append(m)
     inputs = [x.to(torch.bfloat16) for x in _data_inputs(rank, (2, 64, 512))]
     return _train(models[0], models[1], inputs, _loss, reference=models[2])
