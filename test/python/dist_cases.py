@@ -77,6 +77,11 @@ def _train(eager: nn.Module, compiled_model: nn.Module, inputs, loss_fn,
             loss.backward()
             losses.append(loss)
         loss_diff = max(loss_diff, _max_rel(_local(losses[1]), _local(losses[0])))
+        for label, m in zip(("eager", "stax", "reference"), models):
+            for name, p in m.named_parameters():  # a DTensor parameter's grad is one too
+                if type(p.grad) is not type(p.data):
+                    raise AssertionError(f"{label} model: {name} is a {type(p.data).__name__}"
+                                         f" but its grad is a {type(p.grad).__name__}")
         grads = [[_local(p.grad) for p in m.parameters()] for m in models]
         # a gradient that is zero in exact arithmetic (a key bias under softmax) is
         # compared on the scale of the model's gradients, not its own rounding noise
