@@ -63,7 +63,9 @@ def _train(eager: nn.Module, compiled_model: nn.Module, inputs, loss_fn,
     With a `reference` (the same model in f32), a low-precision run is judged by how far
     stax and eager each are from it: `ref_grad_diff` = (stax's, eager's)."""
     models = [eager, compiled_model] + ([reference] if reference is not None else [])
-    opts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in models]
+    # (foreach=False: torch 2.11's foreach SGD fails on a 1-rank CUDA mesh's DTensors, in
+    # eager too: "got mixed torch.Tensor and DTensor")
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05, foreach=False) for m in models]
     compiled = torch.compile(compiled_model, backend="stax")
     calls = [eager, compiled] + models[2:]
     loss_diff, grad_diff, worst = 0.0, 0.0, None
