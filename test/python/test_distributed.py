@@ -102,8 +102,10 @@ def _gpu_world() -> int:
 
 
 def test_gpu_tensor_parallel_gpt_block():
-    results = run_ranks("tp_gpt", _gpu_world(), device="cuda")
-    _check_native(results, collectives=True, route="triton")
+    world = _gpu_world()
+    results = run_ranks("tp_gpt", world, device="cuda")
+    # (on one rank DTensor has nothing to reduce: no collective in the graphs)
+    _check_native(results, collectives=world > 1, route="triton")
     _check_training(results, 1e-4)
 
 
