@@ -1641,6 +1641,12 @@ def _import_node(b: _Builder, node: torch.fx.Node):
                                    f"{type(t).__name__}, not a tensor")
     if is_collective_target(str(target)):
         return b.collective(node)
+    if str(target).startswith(("_c10d_functional.", "c10d.")):
+        # an async result must not be copied before its wait: no fallback for these
+        raise UnsupportedGraph(f"node {node.name} calls the collective {target}, which stax "
+                               "does not support (supported: all_reduce, "
+                               "all_gather_into_tensor, reduce_scatter_tensor, "
+                               "all_to_all_single, broadcast, wait_tensor)")
     if _touches_complex(node):
         return b.fallback(node)  # no stax op computes on complex numbers: PyTorch runs it
     handler = HANDLERS.get(target)

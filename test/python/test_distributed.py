@@ -135,3 +135,22 @@ func.func @main(%x: tensor<8x4xf32>) -> tensor<16x4xf32> {
         with pytest.raises(StaxVerificationError, match=r"expected shape \[24, 4\]"):
             verify_module(m)
     assert torch.ops._c10d_functional.all_gather_into_tensor.default is not None
+
+
+def test_unsupported_collective_is_refused_by_name():
+    """A collective stax does not support makes the graph run as written, with the op
+    named; it never becomes a fallback op whose in-flight result could be copied."""
+    from stax._mlir import new_context
+    from stax.importer import UnsupportedGraph, import_graph
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = torch.empty(4, 8)
+    op = torch.ops._c10d_functional.all_reduce_coalesced.default
+    r = g.call_function(op, ([x], "sum", "0"))
+    r.meta["val"] = [torch.empty(4, 8)]
+    item = g.call_function(__import__("operator").getitem, (r, 0))
+    item.meta["val"] = torch.empty(4, 8)
+    g.output((item,))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    with pytest.raises(UnsupportedGraph, match="all_reduce_coalesced.*does not support"):
+        import_graph(gm, [torch.empty(4, 8)], new_context())
