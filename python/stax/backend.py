@@ -84,6 +84,7 @@ from stax.compiled_graph import _bind
 from stax.driver import (CompiledGraph, StaxCompileError, StaxGuardError,
                          StaxUnsupportedError, compile_graph, select_target)
 from stax.options import StaxConfig, resolve_config
+from stax.recompiles import announce, new_dynamo_recompile_reasons
 from stax.shape_specialize import ShapeSpecializer, has_symbolic_inputs
 
 __all__ = ["stax", "StaxCompileError", "StaxGuardError", "StaxCompiled", "StaxReport",
@@ -211,6 +212,8 @@ class StaxReport:
     extra_notes: list = dataclasses.field(default_factory=list)
 
     runners: list = dataclasses.field(default_factory=list)
+    #: the guard failures that made Dynamo compile this graph (empty for a first compile)
+    recompile_reasons: list = dataclasses.field(default_factory=list)
     #: the ShapeSpecializer of a graph with symbolic shapes (None for a static graph)
     specializer: Any = None
 
@@ -525,6 +528,9 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
     strict = bool(strict_native) or debug.strict_enabled()
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     report = StaxReport(config=config, graph_names=names)
+    report.recompile_reasons = new_dynamo_recompile_reasons()
+    for r in report.recompile_reasons:
+        announce(f"Dynamo: {r}")
     for n in report.notes:
         debug.log(f"note: {n}")
 

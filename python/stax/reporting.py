@@ -107,7 +107,8 @@ def explain_report(report) -> str:
     head = [f"stax report{_rank()}: route {report.route}, target {cfg.target}, "
             f"{report.kernel_count} kernel(s) in {len(report.graphs)} graph(s), "
             f"launches per call {report.launches_per_call}"]
-    body = []
+    body = [f"compiled because Dynamo recompiled: {r}"
+            for r in getattr(report, "recompile_reasons", ())]
     for g in report.graphs:
         body += _graph_lines(g)
     if not report.graphs:

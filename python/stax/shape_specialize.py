@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from stax import debug
+from stax.recompiles import announce
 
 __all__ = ["has_symbolic_inputs", "specialize_graph", "ShapeVariant", "ShapeSpecializer"]
 
@@ -194,6 +195,7 @@ class ShapeVariant:
     graphs: list = dataclasses.field(default_factory=list)
     compile_s: float = 0.0
     calls: int = 0
+    reason: str = ""             # why it was compiled: what no earlier variant matched
 
     @property
     def route(self) -> str:
@@ -285,7 +287,10 @@ class ShapeSpecializer:
         variant = ShapeVariant(
             index=len(self.variants), key=key, sizes=self._sizes(args),
             shapes={self.names[i]: tuple(args[i].shape) for i in self.tensor_positions
-                    if isinstance(args[i], torch.Tensor)})
+                    if isinstance(args[i], torch.Tensor)},
+            reason=self._new_variant_reason(key, args))
+        announce(f"graph with symbolic shapes ({self.symbol_list()}): new stax variant "
+                 f"{len(self.variants) + 1}: {variant.reason}")
         gm = specialize_graph(self.gm, {i: args[i] for i in self.scalar_positions},
                               {i: args[i].item() for i in self.wrapped_positions})
         example = [args[i] for i in self.kept_positions]
@@ -308,6 +313,47 @@ class ShapeSpecializer:
                   f"{variant.describe()} in {variant.compile_s:.2f} s (route "
                   f"{variant.route}; the backward, if any, compiles on its first call)")
         return variant
+
+    def _new_variant_reason(self, key, args) -> str:
+        """What about this call no compiled variant matches: per argument, the dims whose
+        size no variant had (with the symbol and the sizes compiled so far), else the
+        strides or the alignment; the first call says so."""
+        if not self.variants:
+            return f"the first call ({self._describe_call(args)})"
+        olds = [v.key for v in self.variants.values()]
+        nodes = _placeholders(self.gm)
+        parts, named = [], set()
+        for j, i in enumerate(self.tensor_positions):
+            t = args[i]
+            if not isinstance(t, torch.Tensor):
+                continue
+            shape, strides, aligned = key[j]
+            seen = [k[j] for k in olds]
+            head = f"argument {i} ('{self.names[i]}')"
+            for d, size in enumerate(shape):
+                had = sorted({s[0][d] for s in seen if len(s[0]) > d})
+                if size not in had:
+                    fake = _dynamo_value(nodes[i])
+                    sym = str(fake.shape[d]) if isinstance(fake, torch.Tensor) and \
+                        fake.dim() > d and not isinstance(fake.shape[d], int) else None
+                    named.add(sym)
+                    parts.append(f"{head} dim {d} is {size}" + (f" ({sym})" if sym else "") +
+                                 f"; the variants were compiled for {had}")
+            if not parts and all(s[0] == shape for s in seen) and \
+                    all(s[1] != strides for s in seen):
+                parts.append(f"{head} has strides {strides}; no variant of shape "
+                             f"{shape} was compiled for them")
+            if not parts and all(s[:2] == (shape, strides) and s[2] != aligned for s in seen):
+                parts.append(f"{head} is {'' if aligned else 'not '}16-byte aligned, "
+                             "unlike the variant of its shape")
+        for j, i in enumerate(self.scalar_positions, start=len(self.tensor_positions)):
+            had = sorted({k[j][1] for k in olds}, key=repr)
+            if str(_dynamo_value(nodes[i])) in named:
+                continue  # the symbol a tensor dim above already shows
+            if key[j][1] not in had:
+                parts.append(f"argument {i} ('{self.names[i]}') is {key[j][1]!r}; the "
+                             f"variants were compiled for {had}")
+        return "; ".join(parts) or f"a new combination of sizes ({self._describe_call(args)})"
 
     def _as_written_for(self, variant, gm, e: Exception, record):
         """The variant's callable where its static compile raised before stax saw a
@@ -380,7 +426,7 @@ class ShapeSpecializer:
             ids = ", ".join(g.graph_id for g in v.graphs) or "none"
             out.append(f"variant {v.index + 1}: specialized for {v.describe()}: route "
                        f"{v.route}, {v.calls} call(s), compiled in {v.compile_s:.2f} s, "
-                       f"graphs {ids}")
+                       f"graphs {ids}; compiled because {v.reason}")
         if self.calls_as_written:
             out.append(f"{self.calls_as_written} call(s) beyond the cap ran as written by "
                        "PyTorch")

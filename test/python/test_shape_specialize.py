@@ -385,3 +385,33 @@ def test_kv_cache_decode_loop():
         calls.check(lengths[-1], static_ok=(len(lengths) == 1))
     # length 3 static, 4..9 one variant each
     assert calls.variants() == len(calls.symbolic_sizes) == 6
+
+
+def test_recompile_and_variant_reasons(monkeypatch, capfd):
+    """Why each compile happened: Dynamo's failed guards on the report of the graph it
+    recompiled (automatic dynamic at the 2nd size; a transposed input fails the
+    symbolic graph's stride guard), and per stax variant what no earlier variant
+    matched; STAX_EXPLAIN=1 prints both as they happen."""
+    monkeypatch.setenv("STAX_EXPLAIN", "1")
+    f = _mlp_fn()
+    cf = torch.compile(f, backend="stax")
+    for x in (torch.randn(5, 16), torch.randn(9, 16), torch.randn(3, 16),
+              torch.randn(16, 3).t()):
+        _close(cf(x), f(x))
+    first, second, third = B.reports()
+    assert first.recompile_reasons == []
+    (reason,) = second.recompile_reasons
+    assert "size mismatch at index 0. expected 5, actual 9" in reason, reason
+    assert any("stride mismatch at index 0. expected 16, actual 1" in r
+               for r in third.recompile_reasons), third.recompile_reasons
+    spec = second.specializer
+    sym = _sym(spec)[0]
+    reasons = [v.reason for v in spec.variants.values()]
+    assert reasons == [f"the first call ({sym}=9)", f"argument {spec.tensor_positions[0]} "
+                       f"('{spec.names[spec.tensor_positions[0]]}') dim 0 is 3 ({sym}); "
+                       "the variants were compiled for [9]"], reasons
+    text = second.explain()
+    assert "compiled because Dynamo recompiled:" in text
+    assert "compiled because the first call" in text
+    err = capfd.readouterr().err
+    assert "[stax] explain: Dynamo:" in err and "new stax variant 2:" in err
