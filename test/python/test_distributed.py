@@ -154,3 +154,16 @@ def test_unsupported_collective_is_refused_by_name():
     gm = torch.fx.GraphModule(torch.nn.Module(), g)
     with pytest.raises(UnsupportedGraph, match="all_reduce_coalesced.*does not support"):
         import_graph(gm, [torch.empty(4, 8)], new_context())
+
+
+def test_graphs_with_collectives_are_never_captured():
+    """A CUDA graph replays one rank's device work only: reduce-overhead and the default
+    mode's auto-capture refuse a graph with collectives, saying why."""
+    from types import SimpleNamespace
+
+    from stax.cudagraphs import auto_capture_blocker, static_reason
+    cg = SimpleNamespace(collectives=["collective all_reduce sum group '0' [8, 64] f32"],
+                         fallback_ops=[], launches_per_call=6, source="")
+    why = static_reason(cg)
+    assert why is not None and "torch.distributed collectives" in why and "all_reduce" in why
+    assert auto_capture_blocker(cg, "inference") == why
