@@ -109,7 +109,7 @@ def _load(store: CacheDir, art, key: str, graph_id: str):
         return None
     header, payload = got
     try:
-        cg = art.load_compiled_graph(payload)
+        cg = art.load_compiled_graph(payload, where="its payload")
     except art.StaxArtifactError as e:
         store.discard(key, f"the serializer refuses its compiled graph ({e})")
         STATS["rebuilt"] += 1

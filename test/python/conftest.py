@@ -1,8 +1,16 @@
 """Fixtures shared by the numerics test files."""
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 import torch
+
+# The tests' compile cache, Triton kernels and autotune records go to one folder of this
+# session, never the user's (~/.cache/stax); tests that need an empty one set their own.
+os.environ["STAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="stax-test-cache-")
+atexit.register(shutil.rmtree, os.environ["STAX_CACHE_DIR"], True)
 
 #: STAX_TEST_DEVICE=cuda re-runs the numerics files on the GPU (the triton target)
 TEST_DEVICE = os.environ.get("STAX_TEST_DEVICE", "cpu")
