@@ -142,13 +142,15 @@ def graph_record(cg, prefix: str = "") -> tuple[dict, dict[str, bytes]]:
     g = cg._globals
     parts: dict[str, bytes] = {}
     kernels = []
+    from stax.runtime.cpu_kernel import KernelLoadError, kernel_text
     for i, k in enumerate(cg.kernels):
-        module = getattr(k, "llvm_dialect_module", None)
-        if module is None:
-            raise StaxUnsupportedError(f"stax: kernel {i} of graph {cg.graph_id} has no lowered "
-                                       "LLVM-dialect module to save")
+        try:
+            text = kernel_text(k)
+        except (KernelLoadError, AttributeError) as e:
+            raise StaxUnsupportedError(f"stax: graph {cg.graph_id} cannot be saved: {e}") \
+                from None
         part = f"{prefix}kernel{i}.mlir"
-        parts[part] = str(module).encode()
+        parts[part] = text.encode()
         kernels.append({"name": k.name, "part": part, "format": KERNEL_FORMAT,
                         "n_args": k.n_args, "vector_width": k.vector_width,
                         "splittable": bool(k.splittable), "work": int(k.work)})
@@ -314,29 +316,29 @@ def resolve_fallback(name, where: str):
     return obj
 
 
-def _kernel_from(obj, parts, where, i):
-    from stax.runtime.cpu_kernel import KernelLoadError, kernel_arity, load_cpu_kernel
-    f = _Fields(obj, where, f"kernels[{i}]")
-    if f.get("format", str) != KERNEL_FORMAT:
-        raise _field_error(where, f"kernels[{i}].format", KERNEL_FORMAT, obj.get("format"))
-    name = f.get("name", str)
-    if not re.match(r"^[A-Za-z_][\w.$]*$", name):
-        raise _field_error(where, f"kernels[{i}].name", "a symbol name", name)
-    n_args = f.get("n_args", int)
+def _kernels_from(kernel_meta, parts, where):
+    """The graph's kernels, JIT-ed together from their stored LLVM dialect."""
+    from stax.runtime.cpu_kernel import KernelLoadError, load_cpu_kernels
+    specs = []
+    for i, obj in enumerate(kernel_meta):
+        f = _Fields(obj, where, f"kernels[{i}]")
+        if f.get("format", str) != KERNEL_FORMAT:
+            raise _field_error(where, f"kernels[{i}].format", KERNEL_FORMAT, obj.get("format"))
+        name = f.get("name", str)
+        if not re.match(r"^[A-Za-z_][\w.$]*$", name):
+            raise _field_error(where, f"kernels[{i}].name", "a symbol name", name)
+        try:
+            text = _part(parts, f.get("part", str), where).decode("utf-8")
+        except UnicodeDecodeError:
+            raise StaxArtifactPlanError(f"stax: {where}: kernel {name} is not UTF-8 text") \
+                from None
+        specs.append({"name": name, "text": text, "n_args": f.get("n_args", int),
+                      "vector_width": f.get("vector_width", int),
+                      "splittable": f.get("splittable", bool), "work": f.get("work", int)})
     try:
-        text = _part(parts, f.get("part", str), where).decode("utf-8")
-    except UnicodeDecodeError:
-        raise StaxArtifactPlanError(f"stax: {where}: kernel {name} is not UTF-8 text") from None
-    try:
-        k = load_cpu_kernel(text, name, n_args=n_args, vector_width=f.get("vector_width", int),
-                            splittable=f.get("splittable", bool), work=f.get("work", int))
+        return load_cpu_kernels(specs)
     except KernelLoadError as e:
         raise StaxArtifactPlanError(f"stax: {where}: {e}") from None
-    got = kernel_arity(k.llvm_dialect_module, name)
-    if got != n_args:
-        raise StaxArtifactPlanError(f"stax: {where}: kernel {name} takes {got} tensors, but "
-                                    f"the metadata says {n_args}; the file is inconsistent")
-    return k
 
 
 def graph_from_record(meta, parts: dict[str, bytes], where: str):
@@ -364,7 +366,7 @@ def graph_from_record(meta, parts: dict[str, bytes], where: str):
     code, tree = code_from_plan(f.get("plan", list), where=where, n_kernels=len(kernel_meta),
                                 n_constants=len(constants), n_fallbacks=len(fallbacks),
                                 kernel_arity=arity)
-    kernels = [_kernel_from(k, parts, where, i) for i, k in enumerate(kernel_meta)]
+    kernels = _kernels_from(kernel_meta, parts, where)
     g = _base_globals(guards, graph_id, "cpu")
     g.update({f"k{i}": k for i, k in enumerate(kernels)})
     g.update({f"c{i}": c for i, c in enumerate(constants)})

@@ -8,8 +8,8 @@ import ctypes
 
 import torch
 
-__all__ = ["CpuKernel", "cpu_parallelism", "PARALLEL_MIN_ELEMENTS", "load_cpu_kernel",
-           "KernelLoadError"]
+__all__ = ["CpuKernel", "cpu_parallelism", "PARALLEL_MIN_ELEMENTS", "load_cpu_kernels",
+           "kernel_text", "KernelLoadError"]
 
 
 class KernelLoadError(Exception):
@@ -130,44 +130,99 @@ class CpuKernel:
             slots.append(slot)
 
 
-def load_cpu_kernel(llvm_dialect_text: str, name: str, *, n_args: int, vector_width: int,
-                    splittable: bool, work: int) -> CpuKernel:
-    """JIT a kernel from its LLVM-dialect MLIR (`CpuKernel.llvm_dialect`): parse and hand it
-    to the ExecutionEngine, which translates it to LLVM IR and generates native code. No
-    MLIR pass runs. Raises KernelLoadError when the text does not parse or lacks `name`."""
+
+#: functions a kernel may call outside itself (the code generator's math falls back to
+#: these libm names); any other external symbol would be resolved from the process
+_EXTERNAL_OK = frozenset({"expf", "exp", "logf", "log", "tanhf", "tanh", "erff", "erf",
+                          "powf", "pow", "sqrtf", "sqrt", "fmodf", "fmod", "log1pf", "log1p",
+                          "expm1f", "expm1", "sinf", "sin", "cosf", "cos", "atan2f", "atan2"})
+
+
+def _check_module(module, name: str) -> int:
+    """Tensors the kernel `name` takes (its `llvm.func` has one pointer per tensor, then
+    the part index and part count, both i64). Refuses a module that declares an external
+    function outside `_EXTERNAL_OK` (the JIT would bind it to any symbol of the process)."""
+    from torch_mlir import ir
+    arity = None
+    for op in module.body.operations:
+        o = op.operation
+        if o.name != "llvm.func":
+            continue
+        fname = ir.StringAttr(o.attributes["sym_name"]).value
+        blocks = list(o.regions[0].blocks)
+        if not blocks:
+            if fname not in _EXTERNAL_OK:
+                raise KernelLoadError(f"kernel {name} declares the external function "
+                                      f"{fname!r}, which no stax kernel calls")
+            continue
+        if fname == name:
+            types = [str(a.type) for a in blocks[0].arguments]
+            ok = len(types) >= 2 and types[-2:] == ["i64", "i64"] and \
+                all(t == "!llvm.ptr" for t in types[:-2])
+            arity = len(types) - 2 if ok else -1
+    if arity is None:
+        raise KernelLoadError(f"kernel {name}: its module has no function {name!r}")
+    return arity
+
+
+def load_cpu_kernels(specs) -> list[CpuKernel]:
+    """JIT the kernels of one graph from their LLVM-dialect MLIR (`str()` of
+    `CpuKernel.llvm_dialect_module`): each text is parsed (which verifies it) and checked
+    (`_check_module`: no inline assembly, no unknown external function, the declared
+    arity), then go into as few modules as their symbols allow, one ExecutionEngine each, which translates it to LLVM
+    IR and generates native code. No MLIR pass runs. `specs` are dicts with `text`, `name`,
+    `n_args`, `vector_width`, `splittable`, `work`. Raises KernelLoadError."""
     from torch_mlir import ir
     from torch_mlir.execution_engine import ExecutionEngine
+    specs = list(specs)
+    if not specs:
+        return []
     ctx = ir.Context()
+    groups = []   # [(module, defined symbols)]: a kernel joins the first it shares no symbol with
+    owner = []
     with ctx, ir.Location.unknown():
-        try:
-            module = ir.Module.parse(llvm_dialect_text)
-        except ir.MLIRError as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise KernelLoadError(f"kernel {name}: its LLVM-dialect MLIR does not parse "
-                                  f"({first})") from None
-        engine = ExecutionEngine(module, opt_level=3)
-    k = CpuKernel(name, None, None, engine, n_args, vector_width, splittable, work)
-    k._context = ctx
-    k.llvm_dialect_module = module
-    return k
+        for spec in specs:
+            name, text = spec["name"], spec["text"]
+            if "llvm.inline_asm" in text:
+                raise KernelLoadError(f"kernel {name} contains inline assembly")
+            try:
+                module = ir.Module.parse(text)
+            except ir.MLIRError as e:
+                first = (str(e).splitlines() or [type(e).__name__])[0]
+                raise KernelLoadError(f"kernel {name}: its LLVM-dialect MLIR does not parse "
+                                      f"({first[:160]})") from None
+            got = _check_module(module, name)
+            if got != spec["n_args"]:
+                raise KernelLoadError(f"kernel {name} takes {got} tensors, but the metadata "
+                                      f"says {spec['n_args']}")
+            ops = [op.operation for op in module.body.operations]
+            syms = {ir.StringAttr(o.attributes["sym_name"]).value for o in ops
+                    if "sym_name" in o.attributes}
+            group = next((g for g in groups if not g[1] & syms), None)
+            if group is None:
+                group = (ir.Module.create(), set())
+                groups.append(group)
+            for o in ops:
+                group[0].body.append(o)
+            group[1].update(syms)
+            owner.append(len(groups) - 1 if group is groups[-1] else groups.index(group))
+        engines = [ExecutionEngine(m, opt_level=3) for m, _ in groups]
+    kernels = []
+    for spec, g in zip(specs, owner):
+        k = CpuKernel(spec["name"], None, None, engines[g], spec["n_args"],
+                      spec["vector_width"], spec["splittable"], spec["work"])
+        k._context = ctx
+        k.llvm_dialect_text = spec["text"]
+        kernels.append(k)
+    return kernels
 
 
-def kernel_arity(module, name: str) -> int:
-    """Tensors the kernel `name` of an LLVM-dialect module takes: its `llvm.func` has one
-    pointer per tensor, then the part index and part count (i64); -1 when there is no such
-    function or its signature is not of that form."""
-    from torch_mlir import ir
-    for op in module.body.operations:
-        if op.operation.name != "llvm.func":
-            continue
-        if ir.StringAttr(op.operation.attributes["sym_name"]).value != name:
-            continue
-        blocks = list(op.operation.regions[0].blocks)
-        if not blocks:
-            return -1
-        types = [str(a.type) for a in blocks[0].arguments]
-        if len(types) < 2 or types[-2:] != ["i64", "i64"] or \
-                any(t != "!llvm.ptr" for t in types[:-2]):
-            return -1
-        return len(types) - 2
-    return -1
+def kernel_text(k) -> str:
+    """The LLVM-dialect MLIR of a kernel, as an artifact stores it."""
+    text = getattr(k, "llvm_dialect_text", None)
+    if text is None:
+        module = getattr(k, "llvm_dialect_module", None)
+        if module is None:
+            raise KernelLoadError(f"kernel {k.name} has no lowered LLVM-dialect module")
+        text = str(module)
+    return text

@@ -48,8 +48,12 @@ from stax.targets.kernel_ir import lowest as _lowest
 from stax.targets.kernel_ir import numel as _numel
 from stax.targets.kernel_ir import shape as _shape
 # the kernel object and its launch are runtime code (a loaded artifact needs them)
-from stax.runtime.cpu_kernel import (PARALLEL_MIN_ELEMENTS, CpuKernel, _ArgSlot,  # noqa: F401
-                                     _worker_pool, cpu_parallelism)
+from stax.runtime import cpu_kernel as _cpu_kernel
+from stax.runtime.cpu_kernel import CpuKernel
+
+PARALLEL_MIN_ELEMENTS = _cpu_kernel.PARALLEL_MIN_ELEMENTS   # the names tests and tools read here
+cpu_parallelism = _cpu_kernel.cpu_parallelism
+_worker_pool = _cpu_kernel._worker_pool
 
 VECTOR_WIDTH = 16
 
@@ -1569,5 +1573,5 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", ctx=
     work = max([_numel(a.shape) for a in low.inputs + low.outputs] + [0])
     k = CpuKernel(name, text, llvm_ir, engine, len(low.inputs) + len(low.outputs), width,
                   low.splittable, work)
-    k.llvm_dialect_module = m  # printed only when the kernel is saved (stax.runtime.artifact)
+    k.llvm_dialect_module = m  # printed only when the kernel is saved (runtime.cpu_kernel.kernel_text)
     return k
