@@ -115,18 +115,23 @@ class PrecompiledFunction:
         if not isinstance(m, torch.nn.Module):
             raise _fail(self.name, 2, path, "an nn.Module", type(m).__name__)
         got = module_facts(m)
+        # names first, over the whole module: a structurally different model is named by
+        # its first differing name, not by a shape that differs because of it
+        for kind in ("parameters", "buffers"):
+            want_rows, got_rows = rec[kind], got[kind]
+            for j in range(max(len(want_rows), len(got_rows))):
+                w = want_rows[j][0] if j < len(want_rows) else None
+                g = got_rows[j][0] if j < len(got_rows) else None
+                if w != g:
+                    raise _fail(self.name, 3, f"{path} {kind} #{j}",
+                                repr(w) if w else f"no more {kind} (it has {len(want_rows)})",
+                                repr(g) if g else f"no more {kind} (it has {len(got_rows)})")
         tensors = {}
         for kind in ("parameters", "buffers"):
             want_rows, got_rows = rec[kind], got[kind]
             items = list(m.named_parameters(remove_duplicate=False) if kind == "parameters"
                          else m.named_buffers(remove_duplicate=False))
-            for j in range(max(len(want_rows), len(got_rows))):
-                w = want_rows[j] if j < len(want_rows) else None
-                g = got_rows[j] if j < len(got_rows) else None
-                if w is None or g is None or w[0] != g[0]:
-                    raise _fail(self.name, 3, f"{path} {kind[:-1]} #{j}",
-                                repr(w[0]) if w else f"no {kind[:-1]} (it has {len(want_rows)})",
-                                repr(g[0]) if g else f"no {kind[:-1]} (it has {len(got_rows)})")
+            for j, (w, g) in enumerate(zip(want_rows, got_rows)):
                 subject = f"{path} {kind[:-1]} {w[0]!r}"
                 if w[1:5] != g[1:5]:
                     raise _fail(self.name, 4, subject, _facts_str(w[1:5]), _facts_str(g[1:5]))
