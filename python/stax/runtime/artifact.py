@@ -283,7 +283,8 @@ def _constant_from(obj, parts, where, i) -> torch.Tensor:
     if len(shape) != len(strides) or n != extent(shape, strides, 0) or \
             len(raw) != n * dt.itemsize:
         raise StaxArtifactPlanError(
-            f"stax: {where}: constant c{i} has {len(raw)} bytes for {n} {dt} elements of "
+            f"stax: {where}: constant c{i} has {len(raw)} bytes for {n} "
+            f"{str(dt).removeprefix('torch.')} elements of "
             f"shape {shape} strides {strides}; the file is inconsistent: save it again")
     flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dt) if n else \
         torch.empty((0,), dtype=dt)
