@@ -21,6 +21,9 @@ def __getattr__(name):
     if name == "load":  # runtime only: no importer, no passes
         from stax.runtime.precompiled import load
         return load
+    if name in ("StaxError", "StaxArtifactError", "StaxInvariantError", "StaxGuardError"):
+        from stax.runtime import errors
+        return getattr(errors, name)
     if name == "explain":  # stax.explain(compiled_fn_or_report): see stax.reporting
         from stax.reporting import explain
         return explain

@@ -241,3 +241,14 @@ def test_unsupported_requests_are_refused_clearly():
         stax.precompile(_forward, (_trainable_mlp(), x), training=True)
     with pytest.raises(StaxUnsupportedError, match=r"args\[1\] is a object"):
         stax.precompile(_forward, (m, object()))
+
+
+def test_readme_precompile_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    import re
+    text = open(os.path.join(HERE, "..", "..", "README.md"), encoding="utf-8").read()
+    (code,) = [b for b in re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+               if "stax.precompile" in b]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == ["True", "4 args[0] parameter '0.weight'"]
+    assert (tmp_path / "mlp.stax").is_file()
