@@ -38,6 +38,7 @@ resolved from `torch.ops` and required to be OpOverloads of allowed namespaces).
 """
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import pathlib
@@ -373,7 +374,6 @@ def graph_from_record(meta, parts: dict[str, bytes], where: str):
     g.update({f"c{i}": c for i, c in enumerate(constants)})
     g.update({f"f{i}": op for i, op in enumerate(fallbacks)})
     g["__builtins__"] = safe_builtins()
-    import ast
     sources = f.get("kernel_sources", list)
     if not all(isinstance(s, list) and all(isinstance(x, str) for x in s) for s in sources):
         raise _field_error(where, "graph.kernel_sources", "lists of strings", sources)

@@ -110,7 +110,7 @@ class PrecompiledFunction:
                         f"{spec.num_leaves} leaves as {_spec_str(spec)}")
         return leaves
 
-    def _module_tensors(self, i, rec, m) -> dict:
+    def _module_tensors(self, rec, m) -> dict:
         path = rec["path"]
         if not isinstance(m, torch.nn.Module):
             raise _fail(self.name, 2, path, "an nn.Module", type(m).__name__)
@@ -169,7 +169,7 @@ class PrecompiledFunction:
         for i, (rec, x) in enumerate(zip(self._leaves, leaves)):
             kind = rec["kind"]
             if kind == "module":
-                per_leaf[i] = self._module_tensors(i, rec, x)
+                per_leaf[i] = self._module_tensors(rec, x)
             elif kind == "tensor":
                 self._check_tensor(rec, x)
             else:
