@@ -10,6 +10,9 @@ with an optional `prepare_<name>` that runs once, untimed, in its own process):
 
     stax_cold            torch.compile(backend="stax"), stax's compile cache off
     stax_artifact        stax.load of a saved stax.precompile artifact, then the call
+    stax_cache           torch.compile(backend="stax") in a fresh process whose compile
+                         cache (STAX_CACHE_DIR) a previous process filled: it must load
+                         every graph from the cache and compile none
     inductor_cold        torch.compile(backend="inductor"), every Inductor cache off/empty
     inductor_warm_fx     Inductor with its FX-graph (and AOT autograd) cache warmed by a
                          previous process
@@ -59,6 +62,7 @@ def _forward(model, x):
 
 def case_stax_cold(model, x, workdir):
     import torch
+    _instrument_stax()
     return torch.compile(model, backend="stax", fullgraph=True, dynamic=False)(x)
 
 
@@ -70,6 +74,68 @@ def prepare_stax_artifact(model, x, workdir):
 def case_stax_artifact(model, x, workdir):
     import stax
     return stax.load(os.path.join(workdir, "gpt2.stax"))(model, x)
+
+
+# stax's compile cache: where the backend's time goes (per process, summed over graphs):
+# backend_s in compile_cached (a compile, or a cache load), load_s in the serializer's
+# load, jit_s in the ExecutionEngine (creating engines and looking symbols up: LLVM's
+# optimizer and code generator, what loading object code instead would save at most)
+_DETAILS: dict = {}
+
+
+def _instrument_stax():
+    import stax.backend
+    import stax.cache_compile as C
+    import stax._mlir
+    import stax.targets.llvm
+    import torch_mlir.execution_engine as EE
+    _DETAILS.update(backend_s=0.0, load_s=0.0, jit_s=0.0)
+
+    def timed(fn, key):
+        def run(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                _DETAILS[key] += time.perf_counter() - t
+        return run
+
+    stax.backend.compile_cached = timed(C.compile_cached, "backend_s")
+    art = C.serializer()
+    if art is not None:
+        art.load_compiled_graph = timed(art.load_compiled_graph, "load_s")
+
+    class TimedEngine(EE.ExecutionEngine):
+        def __init__(self, *a, **k):
+            t = time.perf_counter()
+            super().__init__(*a, **k)
+            _DETAILS["jit_s"] += time.perf_counter() - t
+
+        def raw_lookup(self, name):
+            t = time.perf_counter()
+            try:
+                return super().raw_lookup(name)
+            finally:
+                _DETAILS["jit_s"] += time.perf_counter() - t
+
+    EE.ExecutionEngine = stax._mlir.ExecutionEngine = stax.targets.llvm.ExecutionEngine = \
+        TimedEngine
+
+
+def prepare_stax_cache(model, x, workdir):
+    import torch
+    torch.compile(model, backend="stax", fullgraph=True, dynamic=False)(x)
+
+
+def case_stax_cache(model, x, workdir):
+    import torch
+    from stax.cache_compile import STATS
+    _instrument_stax()
+    out = torch.compile(model, backend="stax", fullgraph=True, dynamic=False)(x)
+    if STATS["misses"] or not STATS["hits"]:
+        raise RuntimeError(f"stax from its cache compiled something: {STATS}")
+    _DETAILS["graphs_loaded"] = STATS["hits"]
+    return out
 
 
 def case_inductor_cold(model, x, workdir):
@@ -101,9 +167,10 @@ def case_inductor_mega_cache(model, x, workdir):
     return case_inductor_cold(model, x, workdir)
 
 
-CASES = ["stax_cold", "stax_artifact", "inductor_cold", "inductor_warm_fx",
+CASES = ["stax_cold", "stax_cache", "stax_artifact", "inductor_cold", "inductor_warm_fx",
          "inductor_mega_cache"]
 LABELS = {"stax_cold": "stax cold (compile cache off)",
+          "stax_cache": "stax from its compile cache, fresh process",
           "stax_artifact": "stax from a saved artifact (stax.load)",
           "inductor_cold": "Inductor cold (caches off)",
           "inductor_warm_fx": "Inductor, warm FX-graph cache",
@@ -114,6 +181,8 @@ def case_env(case: str, workdir: str, phase: str) -> dict:
     """The environment of a case's process: its own Inductor cache folder (shared by the
     prepare and timed runs where the case is about a warm cache), stax's cache off."""
     env = dict(os.environ, STAX_STRICT="1", STAX_CACHE="0")
+    if case == "stax_cache":  # the cache that its prepare run filled
+        env.update(STAX_CACHE="1", STAX_CACHE_DIR=os.path.join(workdir, "stax-cache"))
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
     if case == "inductor_warm_fx":
         env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(workdir, "inductor-warm")
@@ -142,7 +211,8 @@ def worker(case: str, phase: str, workdir: str, quick: bool) -> None:
         want = model(x)
     err = (out - want).abs().max().item()
     print(json.dumps({"case": case, "first_result_s": first, "max_abs_err": err,
-                      "ok": bool(torch.allclose(out, want, rtol=1e-3, atol=1e-3))}))
+                      "ok": bool(torch.allclose(out, want, rtol=1e-3, atol=1e-3)),
+                      "details": _DETAILS}))
 
 
 def _run(case, phase, workdir, quick) -> dict:
@@ -172,6 +242,10 @@ def measure(cases, runs: int, quick: bool) -> dict:
                 "runs": [round(r["first_result_s"], 3) for r in recs],
                 "max_abs_err": max(r["max_abs_err"] for r in recs),
                 "ok": all(r["ok"] for r in recs)}
+            details = recs[0].get("details") or {}
+            if details:   # medians of the instrumented stax cases' breakdown
+                results[case]["details"] = {
+                    k: statistics.median(r["details"][k] for r in recs) for k in details}
             r = results[case]
             print(f"{LABELS.get(case, case):45s} first result {r['first_result_s']:7.3f} s  "
                   f"(process {r['process_s']:6.2f} s; runs {r['runs']}; "
@@ -200,6 +274,17 @@ def write_markdown(path: str, results: dict, runs: int, label: str, quick: bool)
                      f"({r['max_abs_err']:.1e}) |" if base and warm else
                      f"| {LABELS.get(case, case)} | {s:.3f} | | | {r['process_s']:.2f} | "
                      f"{r['runs']} | {'ok' if r['ok'] else 'WRONG'} |")
+    detailed = {c: r["details"] for c, r in results.items() if r.get("details")}
+    if detailed:
+        lines += ["", "Where stax's time goes (medians, seconds, summed over the graphs): "
+                  "`backend` in the compile cache hook (a compile, or a load), `load` in "
+                  "the serializer's load_compiled_graph, `jit` in the ExecutionEngine "
+                  "(engine creation and symbol lookups: LLVM's optimizer and code "
+                  "generator).", "",
+                  "| case | backend (s) | load (s) | jit (s) |", "| --- | ---: | ---: | ---: |"]
+        for case, d in detailed.items():
+            lines.append(f"| {LABELS.get(case, case)} | {d.get('backend_s', 0):.3f} | "
+                         f"{d.get('load_s', 0):.3f} | {d.get('jit_s', 0):.3f} |")
     lines += ["", "Machine and provenance:", ""] + common.provenance_lines(prov) + \
         [f"- load average: {common.load_average()}"]
     with open(path, "w") as f:
