@@ -184,6 +184,15 @@ def test_invariants_name_what_differs():
             .transpose(0, 1))                                          # strides
     refused(8, "args[1]", m, torch.randn(2, 8, 64))                    # shape
     refused(8, "args[1]", m, x.double())                               # dtype
+    # the same module object, changed after calls that passed (the fast path's check
+    # must see it): a weight with other strides, then the original one back
+    torch.testing.assert_close(f(m, x), m(x).detach())
+    w = m.net[0].weight
+    m.net[0].weight = torch.nn.Parameter(w.detach().t().contiguous().t())
+    msg = refused(4, "args[0] parameter 'net.0.weight'", m, x)
+    assert "strides (64, 1)" in msg and "strides (1, 128)" in msg, msg
+    m.net[0].weight = w
+    torch.testing.assert_close(f(m, x), m(x).detach())
 
 
 def test_tied_weights_and_constants_are_guarded():

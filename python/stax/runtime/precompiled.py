@@ -95,6 +95,14 @@ class PrecompiledFunction:
         self._leaves = meta["leaves"]
         self._flat = meta["flat_inputs"]          # [leaf index, "parameters"/"buffers"/"tensor", row]
         self._n_user = int(meta["n_outputs"])
+        # the fast path of the checks (`_fast_flat_inputs`): per module leaf the traced
+        # names, tying and requires_grad as tuples; the tensors' layouts in one C++ check
+        self._module_keys = {i: _module_key_of_rows(rec) for i, rec in enumerate(self._leaves)
+                             if rec["kind"] == "module"}
+        self._tensor_leaves = [i for i, rec in enumerate(self._leaves) if rec["kind"] == "tensor"]
+        self._scalar_leaves = [(i, rec["value"]) for i, rec in enumerate(self._leaves)
+                               if rec["kind"] == "constant"]
+        self._layout_check = None   # torch's TensorGuards over the flat inputs, once armed
 
     def __repr__(self):
         kind = "training" if self.training else "inference"
@@ -182,9 +190,53 @@ class PrecompiledFunction:
             flat.append(leaves[leaf] if kind == "tensor" else per_leaf[leaf][(kind, row)])
         return flat
 
+    def _fast_flat_inputs(self, args, kwargs):
+        """The flat inputs when everything is as the last fully checked call had it, else
+        None (then `_flat_inputs` checks every invariant and names what differs). Names,
+        tying and requires_grad are compared as tuples; shapes, dtypes, devices, strides
+        (and requires_grad, dispatch keys) of all tensors in one TensorGuards call."""
+        check = self._layout_check
+        if check is None:
+            return None
+        leaves, spec = pytree.tree_flatten((tuple(args), dict(kwargs)))
+        if spec != self._in_spec:
+            return None
+        per_leaf = {}
+        for i, key in self._module_keys.items():
+            m = leaves[i]
+            if not isinstance(m, torch.nn.Module):
+                return None
+            got, tensors = _module_key(m)
+            if got != key:
+                return None
+            per_leaf[i] = tensors
+        for i, value in self._scalar_leaves:
+            x = leaves[i]
+            if type(x) is not type(value) or x != value:
+                return None
+        flat = [leaves[leaf] if kind == "tensor" else per_leaf[leaf][kind][row]
+                for leaf, kind, row in self._flat]
+        if not all(isinstance(t, torch.Tensor) for t in flat) or not check(*flat):
+            return None
+        if self.training and any(t.requires_grad and not t.is_leaf for t in flat):
+            return None
+        return flat
+
+    def _arm(self, flat) -> None:
+        try:
+            from torch._C._dynamo.guards import TensorGuards
+            tg = TensorGuards(*flat, dynamic_dims_sizes=[list(t.shape) for t in flat],
+                              dynamic_dims_strides=[list(t.stride()) for t in flat])
+        except Exception:  # noqa: BLE001 - no fast check: every call runs the full one
+            return
+        self._layout_check = tg.check
+
     # -- calls ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        flat = self._flat_inputs(args, kwargs)
+        flat = self._fast_flat_inputs(args, kwargs)
+        if flat is None:
+            flat = self._flat_inputs(args, kwargs)
+            self._arm(flat)
         with torch.no_grad():
             if not self.training:
                 outs = self.graphs["inference"]._call(list(flat))
@@ -197,6 +249,31 @@ class PrecompiledFunction:
                 if g is not None and isinstance(x, torch.Tensor) and x.requires_grad:
                     _accumulate(x, g)
         return pytree.tree_unflatten(user, self._out_spec)
+
+
+def _module_key(m: torch.nn.Module):
+    """(names, tying and requires_grad of a module's parameters and buffers, as one tuple;
+    {"parameters"/"buffers": tensors in that order})."""
+    key, tensors = [], {}
+    for kind, items in (("parameters", m.named_parameters(remove_duplicate=False)),
+                        ("buffers", m.named_buffers(remove_duplicate=False))):
+        first, ts = {}, []
+        for j, (name, t) in enumerate(items):
+            tied = first.setdefault(id(t), j)
+            key.append((name, None if tied == j else tied, t.requires_grad))
+            ts.append(t)
+        key.append(kind)
+        tensors[kind] = ts
+    return tuple(key), tensors
+
+
+def _module_key_of_rows(rec) -> tuple:
+    """`_module_key`'s tuple of the traced module, from its metadata rows."""
+    key = []
+    for kind in ("parameters", "buffers"):
+        key += [(r[0], r[6], r[5]) for r in rec[kind]]
+        key.append(kind)
+    return tuple(key)
 
 
 def _accumulate(x: torch.Tensor, g: torch.Tensor) -> None:
