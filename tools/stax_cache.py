@@ -23,6 +23,10 @@ def _human(n: int) -> str:
     return str(n)
 
 
+def _entries(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
+
+
 def main(argv=None) -> int:
     from stax.cache import CacheDir
     p = argparse.ArgumentParser(prog="stax-cache", description=__doc__.split("\n")[0],
@@ -56,10 +60,10 @@ def main(argv=None) -> int:
                 remove_entry(path)
         verdict = "removed" if args.delete else "run `stax-cache verify --delete` or " \
                                                  "`stax-cache clear` to remove them"
-        print(f"{n} entries checked, {len(bad)} bad" + (f" ({verdict})" if bad else ""))
+        print(f"{_entries(n)} checked, {len(bad)} bad" + (f" ({verdict})" if bad else ""))
         return 1 if bad and not args.delete else 0
     count, size = store.clear()
-    print(f"cleared {store.root}: {count} entries, {size} bytes")
+    print(f"cleared {store.root}: {_entries(count)}, {size} bytes")
     return 0
 
 
