@@ -168,10 +168,11 @@ def precompile(fn, example_args, example_kwargs=None, dynamic_shapes=None, *,
     with eager_exact_kernels(), torch.set_grad_enabled(training):
         outs = aot(*examples)
         if training:
-            if len(outs) != 1 or outs[0].numel() != 1 or not outs[0].requires_grad:
+            if not outs or outs[0].numel() != 1 or not outs[0].requires_grad:
                 raise StaxUnsupportedError(
-                    "stax.precompile(training=True): the function must return one scalar "
-                    f"loss that depends on a parameter; it returned {len(outs)} tensors")
+                    "stax.precompile(training=True): the function must return a scalar "
+                    "loss that depends on a parameter (alone, or as the first leaf of what "
+                    "it returns)")
             outs[0].backward()
     kinds = ("forward", "backward") if training else ("inference",)
     missing = [k for k in kinds if k not in graphs]
@@ -179,20 +180,24 @@ def precompile(fn, example_args, example_kwargs=None, dynamic_shapes=None, *,
         raise StaxCompileError(f"stax.precompile: aot_autograd produced no {missing[0]} graph "
                                f"(graphs: {sorted(graphs)})")
     n_user = len(outs)
-    _check_calling_convention(gms, n_user, training, len(examples))
+    # aot_autograd's backward takes one tangent per output that requires grad, in order
+    grad_outputs = [i for i, o in enumerate(outs) if o.requires_grad] if training else []
+    _check_calling_convention(gms, n_user, len(grad_outputs), training, len(examples))
     meta = {"name": name, "training": bool(training),
             "in_spec": pytree.treespec_dumps(spec),
             "out_spec": pytree.treespec_dumps(out_box["spec"]),
-            "leaves": records, "flat_inputs": flat_rows, "n_outputs": n_user}
+            "leaves": records, "flat_inputs": flat_rows, "n_outputs": n_user,
+            "grad_outputs": grad_outputs}
     artifact = PrecompiledArtifact(meta, {k: graphs[k] for k in kinds})
     _self_check(artifact, fn, example_args, kwargs, training)
     return artifact
 
 
-def _check_calling_convention(gms, n_user, training, n_inputs):
+def _check_calling_convention(gms, n_user, n_tangents, training, n_inputs):
     """The runtime calls the graphs as aot_autograd does when no input is mutated and no
     symbolic size is saved: inference(inputs) -> outputs; forward(inputs) -> outputs +
-    saved tensors; backward(saved + one tangent per output) -> one grad per input."""
+    saved tensors; backward(saved + one tangent per output that requires grad) -> one
+    grad per input."""
     if not training:
         got = _outputs_of(gms["inference"])
         if got != n_user:
@@ -205,7 +210,7 @@ def _check_calling_convention(gms, n_user, training, n_inputs):
     tangents = [n for n in bw_inputs if n.name.startswith("tangents")]
     n_saved = len(bw_inputs) - len(tangents)
     got = _outputs_of(gms["forward"])
-    if len(tangents) != n_user or got != n_user + n_saved or \
+    if len(tangents) != n_tangents or got != n_user + n_saved or \
             _outputs_of(gms["backward"]) != n_inputs:
         raise StaxUnsupportedError(
             f"stax.precompile: the forward graph returns {got} values for {n_user} outputs and "
@@ -231,11 +236,10 @@ def _self_check(artifact, fn, args, kwargs, training):
     (a1, k1), (a2, k2) = copies(), copies()
     with torch.set_grad_enabled(training):
         want = fn(*a1, **k1)
-        if training:
-            want.backward()
     got = artifact(*a2, **k2)
     pairs = list(zip(pytree.tree_leaves(want), pytree.tree_leaves(got)))
     if training:
+        pytree.tree_leaves(want)[0].backward()
         grads1 = [t.grad for t in _grad_leaves(a1, k1)]
         grads2 = [t.grad for t in _grad_leaves(a2, k2)]
         pairs += [(g1, g2) for g1, g2 in zip(grads1, grads2)]

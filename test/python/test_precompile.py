@@ -242,11 +242,33 @@ def test_training_accumulates_like_backward_and_keeps_frozen_grads_none():
         f(m3, x, t)
 
 
+def test_training_step_returning_the_loss_and_more():
+    """The loss first, then other outputs: those come back detached, the gradients are the
+    loss's (eager: loss.backward())."""
+    def step(model, x, target):
+        y = model(x)
+        return torch.nn.functional.mse_loss(y, target), {"logits": y, "top": y.argmax(-1)}
+    m1, m2 = _trainable_mlp(2), _trainable_mlp(2)
+    x, t = torch.randn(2, 16, 64), torch.randn(2, 16, 64)
+    f = stax.precompile(step, (m1, x, t), training=True)
+    loss, extra = f(m1, x, t)
+    want_loss, want_extra = step(m2, x, t)
+    want_loss.backward()
+    torch.testing.assert_close(loss, want_loss.detach())
+    torch.testing.assert_close(extra["logits"], want_extra["logits"].detach())
+    assert torch.equal(extra["top"], want_extra["top"]) and not extra["logits"].requires_grad
+    for (n, p1), p2 in zip(m1.named_parameters(), m2.parameters()):
+        if p2.grad is None:
+            assert p1.grad is None, n
+        else:
+            torch.testing.assert_close(p1.grad, p2.grad, rtol=1e-4, atol=1e-5, msg=n)
+
+
 def test_unsupported_requests_are_refused_clearly():
     m, x = _mlp(), torch.randn(2, 16, 64)
     with pytest.raises(StaxUnsupportedError, match="dynamic_shapes"):
         stax.precompile(_forward, (m, x), dynamic_shapes={"x": {0: "batch"}})
-    with pytest.raises(StaxUnsupportedError, match="one scalar loss"):
+    with pytest.raises(StaxUnsupportedError, match="must return a scalar loss"):
         stax.precompile(_forward, (_trainable_mlp(), x), training=True)
     with pytest.raises(StaxUnsupportedError, match=r"args\[1\] is a object"):
         stax.precompile(_forward, (m, object()))

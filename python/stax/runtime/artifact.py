@@ -67,10 +67,12 @@ _OVERLOAD_NAME = re.compile(r"^([A-Za-z_]\w*)\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)$")
 @functools.lru_cache(maxsize=1)
 def _runtime_fingerprint() -> str:
     """sha256 of the runtime package's sources: a saved plan means what this runtime's
-    helpers do, so any change to them (even without a version bump) refuses old files."""
+    helpers do, so any change to them (even without a version bump) refuses old files.
+    (The compile cache's own modules, `cache*.py`, do not run a loaded graph: not hashed.)"""
     h = hashlib.sha256()
     for p in sorted(pathlib.Path(__file__).parent.glob("*.py")):
-        h.update(p.name.encode() + b"\0" + p.read_bytes())
+        if not p.name.startswith("cache"):
+            h.update(p.name.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
 
 

@@ -95,6 +95,7 @@ class PrecompiledFunction:
         self._leaves = meta["leaves"]
         self._flat = meta["flat_inputs"]          # [leaf index, "parameters"/"buffers"/"tensor", row]
         self._n_user = int(meta["n_outputs"])
+        self._grad_outputs = list(meta.get("grad_outputs", []))
         # the fast path of the checks (`_fast_flat_inputs`): per module leaf the traced
         # names, tying and requires_grad as tuples; the tensors' layouts in one C++ check
         self._module_keys = {i: _module_key_of_rows(rec) for i, rec in enumerate(self._leaves)
@@ -243,7 +244,10 @@ class PrecompiledFunction:
                 return pytree.tree_unflatten(list(outs)[:self._n_user], self._out_spec)
             fw = list(self.graphs["forward"]._call(list(flat)))
             user, saved = fw[:self._n_user], fw[self._n_user:]
-            tangents = [torch.ones_like(u) for u in user]
+            # d(loss)/d(inputs): a tangent of one for the loss, zeros for the other
+            # outputs that require grad (aot_autograd's backward takes one per such output)
+            tangents = [torch.ones_like(user[i]) if i == 0 else torch.zeros_like(user[i])
+                        for i in self._grad_outputs]
             grads = self.graphs["backward"]._call(saved + tangents)
             for x, g in zip(flat, grads):
                 if g is not None and isinstance(x, torch.Tensor) and x.requires_grad:
@@ -386,9 +390,14 @@ def _validated_function_meta(m, where: str) -> dict:
     if not isinstance(m, dict):
         raise bad("", "an object", m)
     for key, typ in (("name", str), ("training", bool), ("in_spec", str), ("out_spec", str),
-                     ("leaves", list), ("flat_inputs", list), ("n_outputs", int)):
+                     ("leaves", list), ("flat_inputs", list), ("n_outputs", int),
+                     ("grad_outputs", list)):
         if not isinstance(m.get(key), typ):
             raise bad(key, typ.__name__, m.get(key))
+    g = m["grad_outputs"]
+    if not all(isinstance(i, int) and 0 <= i < m["n_outputs"] for i in g) or \
+            g != sorted(set(g)) or (m["training"] and g[:1] != [0]):
+        raise bad("grad_outputs", "increasing output indices starting at the loss (0)", g)
     for key in ("in_spec", "out_spec"):
         try:
             pytree.treespec_loads(m[key])
