@@ -300,7 +300,7 @@ class CacheDir:
         path = self.path(key)
         try:
             raw = path.read_bytes()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no entry (or no folder at all)
             return None
         except OSError as e:
             self.discard(key, f"it cannot be read ({type(e).__name__}: {e})")

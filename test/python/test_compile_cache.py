@@ -566,3 +566,34 @@ def test_cache_off_by_option_and_env(cache, monkeypatch):
     assert cache.entries() == []
     _compile_mlp(x)
     assert len(cache.entries()) == 1
+
+
+@needs_serializer
+def test_unwritable_cache_folder_warns_once_and_compiles(tmp_path, monkeypatch):
+    import stax.cache_compile as C
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("STAX_CACHE_DIR", str(blocker))
+    monkeypatch.delenv("STAX_CACHE", raising=False)
+    monkeypatch.setattr(C, "_write_warned", False)
+    x = torch.randn(3, 8)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            out, ref = _compile_mlp(x)
+            torch.testing.assert_close(out, ref)
+    (msg,) = _warned(rec)
+    assert str(blocker) in msg and "STAX_CACHE_DIR" in msg and "once per process" in msg
+
+
+@needs_serializer
+def test_debug_dir_compiles_every_graph(cache, tmp_path, monkeypatch):
+    """Under STAX_DEBUG_DIR every graph compiles (and writes its debug files)."""
+    from stax.cache_compile import STATS
+    x = torch.randn(3, 8)
+    _compile_mlp(x)                        # the entry exists now
+    monkeypatch.setenv("STAX_DEBUG_DIR", str(tmp_path / "dbg"))
+    hits = STATS["hits"]
+    _compile_mlp(x)
+    assert STATS["hits"] == hits
+    assert list((tmp_path / "dbg").glob("*/wrapper.py"))
