@@ -177,6 +177,7 @@ def write_folder_entry(dest: Path, files: dict[str, bytes], info: dict) -> bool:
         manifest = dict(info, format=CACHE_FORMAT_VERSION,
                         sha256={n: _sha256(d) for n, d in files.items()},
                         bytes={n: len(d) for n, d in files.items()})
+        manifest["manifest_sha256"] = _manifest_digest(manifest)
         (tmp / _MANIFEST).write_text(json.dumps(manifest, sort_keys=True))
         try:
             os.rename(tmp, dest)
@@ -187,6 +188,12 @@ def write_folder_entry(dest: Path, files: dict[str, bytes], info: dict) -> bool:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _manifest_digest(manifest: dict) -> str:
+    """sha256 of the manifest's fields but this one (an edited field is detected)."""
+    fields = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    return _sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode())
 
 
 def read_folder_entry(d: Path) -> tuple[dict, dict[str, bytes]] | None:
@@ -202,16 +209,26 @@ def read_folder_entry(d: Path) -> tuple[dict, dict[str, bytes]] | None:
         raise BadEntry(f"its manifest cannot be read ({type(e).__name__}: {e})") from None
     try:
         manifest = json.loads(raw)
-        hashes = manifest["sha256"]
-        sizes = manifest["bytes"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise BadEntry(f"its manifest {_MANIFEST} is not what stax writes "
-                       f"({type(e).__name__}: {e})") from None
+    except ValueError as e:
+        raise BadEntry(f"its manifest {_MANIFEST} is not JSON ({e})") from None
+    if not isinstance(manifest, dict):
+        raise BadEntry(f"its manifest {_MANIFEST} is a {type(manifest).__name__}, not a JSON "
+                       "object")
+    want = manifest.get("manifest_sha256")
+    got = _manifest_digest(manifest)
+    if want != got:
+        raise BadEntry(f"its manifest {_MANIFEST} does not match its own sha256 (expected "
+                       f"{str(want)[:16]}..., got {got[:16]}...): edited")
     if manifest.get("format") != CACHE_FORMAT_VERSION:
         raise BadEntry(f"written in cache format {manifest.get('format')!r}; this stax reads "
                        f"format {CACHE_FORMAT_VERSION}")
+    hashes, sizes = manifest.get("sha256"), manifest.get("bytes")
+    if not isinstance(hashes, dict) or not isinstance(sizes, dict):
+        raise BadEntry(f"its manifest {_MANIFEST} has no per-file sha256 and sizes")
     files = {}
     for name, want in hashes.items():
+        if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
+            raise BadEntry(f"its manifest names a file outside the entry ({name!r})")
         try:
             data = (d / name).read_bytes()
         except OSError as e:

@@ -337,7 +337,7 @@ def _entry(T, tk):
 
 
 @pytest.mark.parametrize("damage", ["truncated cubin", "edited ptx", "edited manifest",
-                                    "missing file"])
+                                    "edited signature", "missing file"])
 def test_triton_entry_is_checked_and_rebuilt(cache, probe_kernel, damage):
     from stax.targets import triton as T
     T.clear_memory_cache()
@@ -353,6 +353,11 @@ def test_triton_entry_is_checked_and_rebuilt(cache, probe_kernel, damage):
         m = json.loads((d / "stax.json").read_text())
         m["name"] = "something_else"
         m["sha256"][cubin.name] = "0" * 64
+        (d / "stax.json").write_text(json.dumps(m))
+    elif damage == "edited signature":   # the launcher's argument types, hashes untouched
+        m = json.loads((d / "stax.json").read_text())
+        assert m["signature"]["0"] != "*fp16"
+        m["signature"]["0"] = "*fp16"
         (d / "stax.json").write_text(json.dumps(m))
     else:
         cubin.unlink()
