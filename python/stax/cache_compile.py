@@ -74,7 +74,11 @@ def compile_cached(compile, gm, example_inputs, config, *, kind: str, graph_id: 
     except (Uncacheable, StaxUnsupportedError) as e:
         # (a refused graph: compile raises the driver's own error for the backend)
         return _uncached(compile, gm, example_inputs, config, kind, graph_id, e)
-    store = CacheDir()
+    try:
+        store = CacheDir()
+    except ValueError as e:  # a bad STAX_CACHE_MAX_BYTES: say so, compile without the cache
+        _warn_once(f"stax cache: {e}; the compile cache is not used until it is fixed")
+        return _uncached(compile, gm, example_inputs, config, kind, graph_id, e)
     if not os.environ.get("STAX_DEBUG_DIR"):
         cg = _load(store, art, key, graph_id)
         if cg is not None:
@@ -131,12 +135,16 @@ def _load(store: CacheDir, art, key: str, graph_id: str):
 
 
 def _warn_write(store: CacheDir, e: OSError) -> None:
-    global _write_warned
     debug.log(f"compile cache: could not write under {store.root}: {e}")
+    _warn_once(f"stax cache: could not write an entry under {store.root} "
+               f"({type(e).__name__}: {e}); graphs are compiled as usual but not kept. "
+               "Set STAX_CACHE_DIR to a writable folder, or STAX_CACHE=0 to stop trying.")
+
+
+def _warn_once(message: str) -> None:
+    """One StaxCacheWarning per process about the cache folder's setup."""
+    global _write_warned
     if _write_warned:
         return
     _write_warned = True
-    warnings.warn(f"stax cache: could not write an entry under {store.root} "
-                  f"({type(e).__name__}: {e}); graphs are compiled as usual but not kept. "
-                  "Set STAX_CACHE_DIR to a writable folder, or STAX_CACHE=0 to stop trying. "
-                  "(shown once per process)", StaxCacheWarning, stacklevel=3)
+    warnings.warn(message + " (shown once per process)", StaxCacheWarning, stacklevel=4)

@@ -602,3 +602,17 @@ def test_debug_dir_compiles_every_graph(cache, tmp_path, monkeypatch):
     _compile_mlp(x)
     assert STATS["hits"] == hits
     assert list((tmp_path / "dbg").glob("*/wrapper.py"))
+
+
+@needs_serializer
+def test_bad_max_bytes_warns_and_compiles_without_the_cache(cache, monkeypatch):
+    import stax.cache_compile as C
+    monkeypatch.setenv("STAX_CACHE_MAX_BYTES", "a lot")
+    monkeypatch.setenv("STAX_STRICT", "1")
+    monkeypatch.setattr(C, "_write_warned", False)
+    x = torch.randn(3, 8)
+    with pytest.warns(StaxCacheWarning, match="STAX_CACHE_MAX_BYTES='a lot' must be a byte "
+                                              "count.*not used until it is fixed"):
+        out, ref = _compile_mlp(x)
+    torch.testing.assert_close(out, ref)
+    assert cache.entries() == []

@@ -243,7 +243,7 @@ def compile_ttir(ttir: TTIRKernel, arch: int = 90):
         signature = {int(k): v for k, v in compiled.src.signature.items()}
         try:
             _store_to_disk(d, compiled, signature)
-        except OSError:
+        except (OSError, ValueError):  # (ValueError: a bad STAX_CACHE_MAX_BYTES)
             pass  # the disk cache is best effort
     # Launch through a CompiledKernel whose src carries the signature only (same object
     # kind a disk hit gives), so hits and misses behave identically.
