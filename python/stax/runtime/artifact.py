@@ -309,9 +309,9 @@ def resolve_fallback(name, where: str):
         raise StaxArtifactPlanError(
             f"stax: {where}: fallback op {str(name)[:60]!r} is not an ATen overload name "
             f"(<namespace>.<op>.<overload>, namespace one of {', '.join(_FALLBACK_NAMESPACES)})")
-    ns, op, overload = m.groups()
+    from stax.runtime.compiled_graph import _resolve_overload
     try:
-        obj = getattr(getattr(getattr(torch.ops, ns), op), overload)
+        obj = _resolve_overload(name)
     except (AttributeError, RuntimeError):
         obj = None
     if not isinstance(obj, torch._ops.OpOverload):
