@@ -33,6 +33,8 @@ def init_env(strict: bool = True) -> list[str]:
     os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
     notes.append(f"TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 and a fresh empty "
                  f"TORCHINDUCTOR_CACHE_DIR={cache} (Inductor compiles cold)")
+    os.environ["STAX_CACHE"] = "0"
+    notes.append("STAX_CACHE=0 (stax's compile cache off: stax compiles cold too)")
     return notes
 
 

@@ -158,9 +158,8 @@ def _from_json(d, candidates):
 # ----------------------------------------------------------------------------- cache
 
 def cache_dir() -> str:
-    root = os.environ.get("STAX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
-                                                            "stax")
-    return os.path.join(root, "autotune")
+    from stax.cache import cache_root  # the one cache folder (stax-cache clear empties it)
+    return str(cache_root() / "autotune")
 
 
 def _triton_version() -> str:

@@ -80,6 +80,7 @@ from typing import Any
 import torch
 
 from stax import debug
+from stax.cache_compile import compile_cached
 from stax.compiled_graph import _bind
 from stax.driver import (CompiledGraph, StaxCompileError, StaxGuardError,
                          StaxUnsupportedError, compile_graph, select_target)
@@ -481,7 +482,8 @@ def _make_compiler(kind: str, config: StaxConfig, report: StaxReport, strict: bo
     def compiler(gm: torch.fx.GraphModule, example_inputs):
         graph_id = debug.new_graph_id(kind)
         try:
-            cg = compile_graph(gm, example_inputs, config, kind=kind, graph_id=graph_id)
+            cg = compile_cached(compile_graph, gm, example_inputs, config, kind=kind,
+                                graph_id=graph_id)
         except Exception as e:  # noqa: BLE001 - any lowering failure falls back
             reason = f"{type(e).__name__}: {e}"
             if strict:

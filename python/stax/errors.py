@@ -1,16 +1,7 @@
-"""The errors a compiled graph and the compiler raise. They live on the lowest floor
-(torch only) so the runtime (guards, CompiledGraph) and the compiler share them."""
+"""Moved to `stax.runtime.errors` (the runtime package: what a loaded artifact needs).
+This name is the same module object, kept for the code and tests that import it."""
+import sys
 
-__all__ = ["StaxGuardError", "StaxCompileError", "StaxUnsupportedError"]
+from stax.runtime import errors as _moved
 
-
-class StaxGuardError(RuntimeError):
-    """A compiled graph was called with arguments it was not specialized for."""
-
-
-class StaxCompileError(RuntimeError):
-    """A graph could not be compiled natively (raised in strict mode)."""
-
-
-class StaxUnsupportedError(RuntimeError):
-    """The driver itself refuses the graph (symbolic shapes, non-CPU tensors, ...)."""
+sys.modules[__name__] = _moved

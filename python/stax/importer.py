@@ -39,7 +39,7 @@ from stax import importer_symbolic as isym
 from stax._mlir import func, ir
 from stax.aliasing import StorageAlias, StorageIndex, storage_source
 from stax.dialects.collective import is_collective_target
-from stax.script_objects import object_class_name
+from stax.runtime.script_objects import object_class_name
 from stax.dialects.stax_dialect import COLLECTIVE, FALLBACK, StaxVerificationError, verify_module
 
 __all__ = ["import_graph", "ImportedGraph", "InputSpec", "OutputSpec", "UnsupportedGraph",

@@ -76,6 +76,9 @@ DEFAULTS: dict[str, bool | int] = {
     # graphs with symbolic shapes: at most this many static variants (one per size tuple)
     # are compiled; later sizes run as written (STAX_MAX_SHAPE_VARIANTS when not passed)
     "stax.max_shape_variants": 8,
+    # the persistent compile cache (stax.cache_compile): where not passed, STAX_CACHE=0
+    # turns it off
+    "stax.cache": True,
 }
 #: the options that take a positive int; every other one is a bool
 INT_OPTIONS = ("stax.max_shape_variants",)

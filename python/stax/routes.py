@@ -1,7 +1,7 @@
-"""Route names (which code generator built a graph) and the alignment promise for
-pointers, shared by the compiler and the runtime."""
+"""Moved to `stax.runtime.routes` (the runtime package: what a loaded artifact needs).
+This name is the same module object, kept for the code and tests that import it."""
+import sys
 
-CPU_ROUTE = "stax-cpu"
-TRITON_ROUTE = "triton"
-ROUTE = CPU_ROUTE           # the CPU target's route (kept for compatibility)
-ALIGN = 16                  # bytes: what `aligned` promises for a pointer
+from stax.runtime import routes as _moved
+
+sys.modules[__name__] = _moved

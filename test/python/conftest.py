@@ -1,8 +1,20 @@
 """Fixtures shared by the numerics test files."""
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 import torch
+
+# The tests' compile cache, Triton kernels and autotune records go to one folder of this
+# session, never the user's (~/.cache/stax); tests that need an empty one set their own.
+# The graph cache is off unless asked for (STAX_CACHE=1): a test that patches the
+# compiler (an injected failure, a changed limit) must not be served a graph an earlier
+# test compiled. test_compile_cache.py turns it on for its own tests.
+os.environ["STAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="stax-test-cache-")
+os.environ.setdefault("STAX_CACHE", "0")
+atexit.register(shutil.rmtree, os.environ["STAX_CACHE_DIR"], True)
 
 #: STAX_TEST_DEVICE=cuda re-runs the numerics files on the GPU (the triton target)
 TEST_DEVICE = os.environ.get("STAX_TEST_DEVICE", "cpu")

@@ -339,9 +339,8 @@ def artifact_root() -> str:
     root = os.environ.get("STAX_NEURON_ARTIFACTS")
     if root:
         return root
-    cache = os.environ.get("STAX_CACHE_DIR") or os.path.join(os.path.expanduser("~"),
-                                                             ".cache", "stax")
-    return os.path.join(cache, "neuron")
+    from stax.cache import cache_root  # the one cache folder (stax-cache clear empties it)
+    return str(cache_root() / "neuron")
 
 
 def neuronx_cc_command(target: str = NEURON_TARGET) -> str:

@@ -8,13 +8,18 @@
   `resolve()` or its first launch. triton.compile spends most of its time outside the
   GIL (MLIR passes, ptxas), so a graph's kernels compile in parallel.
 
-Cache: in memory and on disk under `$STAX_CACHE_DIR/triton/` (else
-`~/.cache/stax/triton/`), keyed by sha256 of (TTIR text, num_warps, num_stages,
-triton.__version__, arch). The TTIR text contains the `tt.divisibility` hints, so the
-alignment specialization is part of the key. A disk entry is a folder holding every
-artifact of `CompiledKernel.asm` (ttir, ttgir, llir, ptx, cubin), Triton's metadata JSON
-and the launcher signature, which is all `triton.compiler.CompiledKernel` needs to be
-rebuilt in a fresh process without compiling. `STATS` counts hits and misses.
+Cache: in memory and on disk under `<cache root>/triton/` (`$STAX_CACHE_DIR`, else
+`$XDG_CACHE_HOME/stax`, else `~/.cache/stax`), keyed by sha256 of (TTIR text, num_warps,
+num_stages, triton.__version__, arch). The TTIR text contains the `tt.divisibility`
+hints, so the alignment specialization is part of the key. A disk entry is a folder
+holding every artifact of `CompiledKernel.asm` (ttir, ttgir, llir, ptx, cubin), Triton's
+metadata JSON and a manifest (`stax.json`: the launcher signature and each file's
+sha256), which is all `triton.compiler.CompiledKernel` needs to be rebuilt in a fresh
+process without compiling. A file that does not match its hash (truncated, edited) or
+an entry Triton cannot load is warned about (`StaxCacheWarning`), removed and compiled
+again. triton.compile itself runs with a private cache folder per compile, so Triton's
+own unchecked disk cache never serves a stax kernel. The entries count toward the
+cache's size bound (stax.cache). `STATS` counts hits, misses and rebuilt entries.
 
 Compiling needs no GPU (ptxas ships in the wheel); launching does. Launch with
 `TritonKernel(*inputs, *outputs)` (checked, on the current stream), or, as the generated
@@ -24,9 +29,7 @@ stax.targets.triton_launch).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import shutil
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -35,6 +38,8 @@ from types import SimpleNamespace
 
 import torch
 
+from stax.cache import (BadEntry, CacheDir, cache_root, read_folder_entry, remove_entry,
+                        touch, warn_bad, write_folder_entry)
 from stax.targets.triton_launch import bind_launch, split_launch
 from stax.targets.triton_ttir import (KernelLoweringError, TritonConfig, TTIRKernel,  # noqa: F401
                                       emit_ttir)
@@ -42,7 +47,7 @@ from stax.targets.triton_ttir import (KernelLoweringError, TritonConfig, TTIRKer
 __all__ = ["compile_kernel", "compile_ttir", "TritonKernel", "STATS", "cache_dir", "cache_key",
            "clear_memory_cache", "AlignmentError"]
 
-STATS = {"hits": 0, "misses": 0, "memory_hits": 0, "disk_hits": 0}
+STATS = {"hits": 0, "misses": 0, "memory_hits": 0, "disk_hits": 0, "rebuilt": 0}
 _MEM: dict[str, object] = {}
 _LOCK = threading.Lock()
 _POOL = None
@@ -63,9 +68,9 @@ class AlignmentError(ValueError):
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("STAX_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "stax"
-    return base / "triton"
+    """`<cache root>/triton` (stax.cache.cache_root: $STAX_CACHE_DIR, else
+    $XDG_CACHE_HOME/stax, else ~/.cache/stax)."""
+    return cache_root() / "triton"
 
 
 #: options every kernel is compiled with, beyond its config. libdevice in flush-to-zero
@@ -94,36 +99,104 @@ def _target(arch):
 
 
 def _load_from_disk(d: Path):
-    meta_path = d / "stax.json"
-    if not meta_path.exists():
+    """The CompiledKernel of the disk entry `d`, or None when there is none. Every file
+    is checked against the sha256 its manifest holds, before and after Triton reads it;
+    a damaged entry raises BadEntry."""
+    got = read_folder_entry(d)
+    if got is None:
         return None
+    info, files = got
+    listed = info.get("files")
+    if not isinstance(listed, list) or set(listed) != set(files) or \
+            not any(f.endswith(".json") for f in listed):
+        raise BadEntry(f"its manifest lists files {listed!r} but holds hashes of "
+                       f"{sorted(files)}")
     from triton.compiler.compiler import CompiledKernel
-    info = json.loads(meta_path.read_text())
-    group = {f: str(d / f) for f in info["files"]}
+    group = {f: str(d / f) for f in listed}
     src = SimpleNamespace(signature={int(k): v for k, v in info["signature"].items()},
                           constants={}, name=info["name"])
-    return CompiledKernel(src, group, info["hash"])
+    compiled = CompiledKernel(src, group, info["hash"])
+    for fname, data in files.items():   # what Triton read is what was checked
+        ext = fname.rsplit(".", 1)[-1]
+        loaded = compiled.asm.get(ext) if ext != "json" else data
+        if isinstance(loaded, str):
+            loaded = loaded.encode()
+        if loaded != data:
+            raise BadEntry(f"its file {fname} changed while it was read")
+    touch(d / "stax.json")
+    return compiled
 
 
 def _store_to_disk(d: Path, compiled, signature):
-    """Atomically publish the artifacts: write into a temp folder, then rename."""
-    d.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=d.name + ".tmp", dir=d.parent))
-    try:
-        files = []
-        for fname, path in compiled.metadata_group.items():
-            shutil.copyfile(path, tmp / fname)
-            files.append(fname)
-        info = {"files": files, "signature": {str(k): v for k, v in signature.items()},
-                "name": compiled.name, "hash": compiled.hash}
-        (tmp / "stax.json").write_text(json.dumps(info))
+    """Publish the artifacts atomically (stax.cache.write_folder_entry: a temp folder
+    renamed into place, a manifest with each file's sha256), then keep the cache within
+    its bound."""
+    files = {fname: Path(path).read_bytes() for fname, path in compiled.metadata_group.items()}
+    info = {"files": sorted(files), "signature": {str(k): v for k, v in signature.items()},
+            "name": compiled.name, "hash": compiled.hash}
+    if write_folder_entry(d, files, info):
+        CacheDir(d.parent.parent.parent).evict(keep=d)
+
+
+# Triton's own disk cache (~/.triton/cache) serves its files without a check. While
+# stax compiles a kernel, triton.compile gets a cache manager that writes into the
+# compile's temp folder instead: stax's entries (checked above) are the only disk cache
+# of stax kernels. Other threads (a user's @triton.jit compiling meanwhile) get the
+# manager Triton would have used.
+_TLS = threading.local()
+_PRIVATE_MANAGER = None   # the class, once made (it subclasses Triton's FileCacheManager)
+_PREVIOUS_MANAGER = None  # what knobs.cache.manager_class was before
+
+
+def _private_manager_class():
+    global _PRIVATE_MANAGER
+    if _PRIVATE_MANAGER is not None:
+        return _PRIVATE_MANAGER
+    from triton.runtime.cache import FileCacheManager
+
+    class StaxCompileCacheManager(FileCacheManager):
+        """Triton's file cache manager, in the current stax compile's own folder."""
+
+        def __new__(cls, key, override=False, dump=False):
+            if getattr(_TLS, "dir", None) is None or override or dump:
+                return (_PREVIOUS_MANAGER or FileCacheManager)(key, override=override,
+                                                               dump=dump)
+            return super().__new__(cls)
+
+        def __init__(self, key, override=False, dump=False):
+            self.key = key
+            self.cache_dir = os.path.join(_TLS.dir, key)
+            self.lock_path = os.path.join(self.cache_dir, "lock")
+            os.makedirs(self.cache_dir, exist_ok=True)
+
+    _PRIVATE_MANAGER = StaxCompileCacheManager
+    return _PRIVATE_MANAGER
+
+
+class _private_triton_cache:
+    """Within the block, triton.compile in this thread caches into `folder` only."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+
+    def __enter__(self):
+        global _PREVIOUS_MANAGER
         try:
-            os.rename(tmp, d)
-        except OSError:  # another process published it first
-            shutil.rmtree(tmp, ignore_errors=True)
-    except Exception:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            from triton import knobs
+        except ImportError:  # a Triton without knobs: its own cache stays in use
+            return self
+        with _LOCK:
+            cls = _private_manager_class()
+            current = knobs.cache.manager_class
+            if current is not cls:
+                _PREVIOUS_MANAGER = current
+                knobs.cache.manager_class = cls
+        _TLS.dir = self.folder
+        return self
+
+    def __exit__(self, *exc):
+        _TLS.dir = None
+        return False
 
 
 def compile_ttir(ttir: TTIRKernel, arch: int = 90):
@@ -139,8 +212,13 @@ def compile_ttir(ttir: TTIRKernel, arch: int = 90):
     d = cache_dir() / key[:2] / key
     try:
         got = _load_from_disk(d)
-    except Exception:   # a damaged entry: recompile and replace it
-        shutil.rmtree(d, ignore_errors=True)
+    except Exception as e:  # noqa: BLE001 - a damaged entry: recompile and replace it
+        reason = str(e) if isinstance(e, BadEntry) else \
+            f"Triton could not load it ({type(e).__name__}: {e})"
+        warn_bad(f"Triton kernel entry for {ttir.name}", d, reason)
+        remove_entry(d)
+        with _LOCK:
+            STATS["rebuilt"] += 1
         got = None
     if got is not None:
         with _LOCK:
@@ -153,10 +231,11 @@ def compile_ttir(ttir: TTIRKernel, arch: int = 90):
         with open(path, "w") as f:
             f.write(ttir.text)
         try:
-            compiled = triton.compile(path, target=_target(arch),
-                                      options={"num_warps": ttir.num_warps,
-                                               "num_stages": ttir.num_stages,
-                                               **COMPILE_OPTIONS})
+            with _private_triton_cache(os.path.join(td, "triton-cache")):
+                compiled = triton.compile(path, target=_target(arch),
+                                          options={"num_warps": ttir.num_warps,
+                                                   "num_stages": ttir.num_stages,
+                                                   **COMPILE_OPTIONS})
         except Exception as e:
             raise KernelLoweringError(f"triton.compile failed for kernel {ttir.name} "
                                       f"(sm_{arch}): {e}\n{ttir.text}") from e
@@ -164,7 +243,7 @@ def compile_ttir(ttir: TTIRKernel, arch: int = 90):
         signature = {int(k): v for k, v in compiled.src.signature.items()}
         try:
             _store_to_disk(d, compiled, signature)
-        except OSError:
+        except (OSError, ValueError):  # (ValueError: a bad STAX_CACHE_MAX_BYTES)
             pass  # the disk cache is best effort
     # Launch through a CompiledKernel whose src carries the signature only (same object
     # kind a disk hit gives), so hits and misses behave identically.

@@ -1,0 +1,228 @@
+"""A JIT-compiled CPU kernel and its launch: the argument slots, the thread split over
+the outermost loop, and loading a kernel from its lowered LLVM-dialect MLIR (what an
+artifact stores) without running any pass. Runtime code: imports MLIR's `ir` and the
+ExecutionEngine only (no PassManager, no stax compiler module)."""
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+__all__ = ["CpuKernel", "cpu_parallelism", "PARALLEL_MIN_ELEMENTS", "load_cpu_kernels",
+           "kernel_text", "KernelLoadError"]
+
+
+class KernelLoadError(Exception):
+    """The JIT did not produce the kernel's symbol (or the kernel text does not parse)."""
+
+
+# Work (elements touched) below which a kernel runs on the calling thread only: a
+# hand-off to the worker costs tens of microseconds.
+PARALLEL_MIN_ELEMENTS = 1 << 16
+
+_pool = None
+
+
+def _worker_pool(n):
+    global _pool
+    if _pool is None or _pool._max_workers < n:
+        from concurrent.futures import ThreadPoolExecutor
+        _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="stax-cpu")
+    return _pool
+
+
+def cpu_parallelism() -> int:
+    """How many parts a large kernel is split into: torch's intra-op thread count,
+    so `torch.set_num_threads(1)` makes stax single-threaded too."""
+    return max(1, torch.get_num_threads())
+
+
+_data_ptr = torch.Tensor.data_ptr
+
+
+class _ArgSlot:
+    """One call's argument storage: the tensors' data pointers in one array, and the
+    packed argument arrays (pointers to those pointers, then part and nparts) that the
+    JIT entry takes, built once per (part, nparts) and reused."""
+
+    __slots__ = ("ptrs", "n_args", "parts", "whole")
+
+    def __init__(self, n_args):
+        self.ptrs = (ctypes.c_void_p * max(n_args, 1))()
+        self.n_args = n_args
+        self.parts = {}
+        self.whole = None  # the address of packed(0, 1), set on the slot's first call
+
+    def packed(self, part, nparts):
+        key = (part, nparts)
+        got = self.parts.get(key)
+        if got is None:
+            p, n = ctypes.c_ssize_t(part), ctypes.c_ssize_t(nparts)
+            base, size = ctypes.addressof(self.ptrs), ctypes.sizeof(ctypes.c_void_p)
+            arr = (ctypes.c_void_p * (self.n_args + 2))(
+                *[base + i * size for i in range(self.n_args)],
+                ctypes.addressof(p), ctypes.addressof(n))
+            got = self.parts[key] = (arr, p, n)
+        return got[0]
+
+
+class CpuKernel:
+    """A JIT-compiled kernel. Call it as `k(*inputs, *outputs)` with torch tensors whose
+    shapes, dtypes and strides are the ones it was compiled for (the driver's guards
+    ensure that); it writes the outputs in place.
+
+    Large kernels are split over the outermost loop into `cpu_parallelism()` parts;
+    ctypes releases the GIL during the native call, so the parts run on separate cores.
+
+    A call takes an argument slot (`_ArgSlot`: the pointer array the packed arguments
+    point into) off a free list and gives it back when the native call returns, so
+    concurrent calls from several threads never share one: with one shared array, a
+    second thread overwrote the pointers while the first thread's kernel (the GIL
+    released) was reading them (test_launch_path's threads test).
+    """
+
+    def __init__(self, name, mlir_text, llvm_ir, engine, n_args, vector_width, splittable, work):
+        self.name = name
+        self.mlir = mlir_text
+        self.llvm_ir = llvm_ir
+        self.vector_width = vector_width
+        self.splittable = splittable
+        self.work = work
+        self._engine = engine  # keeps the code alive
+        addr = engine.raw_lookup(name)
+        if not addr:
+            raise KernelLoadError(f"JIT did not produce symbol {name}")
+        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
+        self.n_args = n_args
+        self._all = slice(0, n_args)
+        self._slots = [_ArgSlot(n_args)]
+        # decided once: a kernel under the threshold (or not splittable) always runs
+        # whole on the calling thread, with no thread-count query and no pool wake-up
+        self._may_split = bool(splittable and work >= PARALLEL_MIN_ELEMENTS)
+
+    def _packed(self, slot, part, nparts):
+        # one method, so the thread-split tests can see which parts a call ran
+        return slot.packed(part, nparts)
+
+    def __call__(self, *tensors):
+        slots = self._slots
+        slot = slots.pop() if slots else _ArgSlot(self.n_args)
+        try:
+            if len(tensors) == self.n_args:
+                slot.ptrs[self._all] = tuple(map(_data_ptr, tensors))
+            else:  # as zip() did: the first n_args tensors
+                for i, t in zip(range(self.n_args), tensors):
+                    slot.ptrs[i] = t.data_ptr()
+            if not self._may_split or cpu_parallelism() == 1:
+                whole = slot.whole
+                if whole is None:
+                    whole = slot.whole = ctypes.addressof(self._packed(slot, 0, 1))
+                self._fn(whole)
+                return
+            nparts = cpu_parallelism()
+            pool = _worker_pool(nparts - 1)
+            futures = [pool.submit(self._fn, self._packed(slot, p, nparts))
+                       for p in range(1, nparts)]
+            self._fn(self._packed(slot, 0, nparts))
+            for f in futures:
+                f.result()
+        finally:
+            slots.append(slot)
+
+
+
+#: functions a kernel may call outside itself (the code generator's math falls back to
+#: these libm names); any other external symbol would be resolved from the process
+_EXTERNAL_OK = frozenset({"expf", "exp", "logf", "log", "tanhf", "tanh", "erff", "erf",
+                          "powf", "pow", "sqrtf", "sqrt", "fmodf", "fmod", "log1pf", "log1p",
+                          "expm1f", "expm1", "sinf", "sin", "cosf", "cos", "atan2f", "atan2"})
+
+
+def _check_module(module, name: str) -> int:
+    """Tensors the kernel `name` takes (its `llvm.func` has one pointer per tensor, then
+    the part index and part count, both i64). Refuses a module that declares an external
+    function outside `_EXTERNAL_OK` (the JIT would bind it to any symbol of the process)."""
+    from torch_mlir import ir
+    arity = None
+    for op in module.body.operations:
+        o = op.operation
+        if o.name != "llvm.func":
+            continue
+        fname = ir.StringAttr(o.attributes["sym_name"]).value
+        blocks = list(o.regions[0].blocks)
+        if not blocks:
+            if fname not in _EXTERNAL_OK:
+                raise KernelLoadError(f"kernel {name} declares the external function "
+                                      f"{fname!r}, which no stax kernel calls")
+            continue
+        if fname == name:
+            types = [str(a.type) for a in blocks[0].arguments]
+            ok = len(types) >= 2 and types[-2:] == ["i64", "i64"] and \
+                all(t == "!llvm.ptr" for t in types[:-2])
+            arity = len(types) - 2 if ok else -1
+    if arity is None:
+        raise KernelLoadError(f"kernel {name}: its module has no function {name!r}")
+    return arity
+
+
+def load_cpu_kernels(specs) -> list[CpuKernel]:
+    """JIT the kernels of one graph from their LLVM-dialect MLIR (`str()` of
+    `CpuKernel.llvm_dialect_module`): each text is parsed (which verifies it) and checked
+    (`_check_module`: no inline assembly, no unknown external function, the declared
+    arity), then go into as few modules as their symbols allow, one ExecutionEngine each, which translates it to LLVM
+    IR and generates native code. No MLIR pass runs. `specs` are dicts with `text`, `name`,
+    `n_args`, `vector_width`, `splittable`, `work`. Raises KernelLoadError."""
+    from torch_mlir import ir
+    from torch_mlir.execution_engine import ExecutionEngine
+    specs = list(specs)
+    if not specs:
+        return []
+    ctx = ir.Context()
+    groups = []   # [(module, defined symbols)]: a kernel joins the first it shares no symbol with
+    owner = []
+    with ctx, ir.Location.unknown():
+        for spec in specs:
+            name, text = spec["name"], spec["text"]
+            if "llvm.inline_asm" in text:
+                raise KernelLoadError(f"kernel {name} contains inline assembly")
+            try:
+                module = ir.Module.parse(text)
+            except ir.MLIRError as e:
+                first = (str(e).splitlines() or [type(e).__name__])[0]
+                raise KernelLoadError(f"kernel {name}: its LLVM-dialect MLIR does not parse "
+                                      f"({first[:160]})") from None
+            got = _check_module(module, name)
+            if got != spec["n_args"]:
+                raise KernelLoadError(f"kernel {name} takes {got} tensors, but the metadata "
+                                      f"says {spec['n_args']}")
+            ops = [op.operation for op in module.body.operations]
+            syms = {ir.StringAttr(o.attributes["sym_name"]).value for o in ops
+                    if "sym_name" in o.attributes}
+            group = next((g for g in groups if not g[1] & syms), None)
+            if group is None:
+                group = (ir.Module.create(), set())
+                groups.append(group)
+            for o in ops:
+                group[0].body.append(o)
+            group[1].update(syms)
+            owner.append(len(groups) - 1 if group is groups[-1] else groups.index(group))
+        engines = [ExecutionEngine(m, opt_level=3) for m, _ in groups]
+    kernels = []
+    for spec, g in zip(specs, owner):
+        k = CpuKernel(spec["name"], None, None, engines[g], spec["n_args"],
+                      spec["vector_width"], spec["splittable"], spec["work"])
+        k._context = ctx
+        k.llvm_dialect_text = spec["text"]
+        kernels.append(k)
+    return kernels
+
+
+def kernel_text(k) -> str:
+    """The LLVM-dialect MLIR of a kernel, as an artifact stores it."""
+    text = getattr(k, "llvm_dialect_text", None)
+    if text is None:
+        module = getattr(k, "llvm_dialect_module", None)
+        if module is None:
+            raise KernelLoadError(f"kernel {k.name} has no lowered LLVM-dialect module")
+        text = str(module)
+    return text

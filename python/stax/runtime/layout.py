@@ -1,0 +1,124 @@
+"""Tensor layout helpers that compiled wrappers call at run time (`RUNTIME_GLOBALS`)
+and the compiler shares: storage extents, overlap tests, exact-layout copies. Runtime
+code: torch only (moved out of `stax.aliasing`, which re-exports these names)."""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["extent", "non_overlapping", "fresh_copy", "clone_exact", "RUNTIME_GLOBALS"]
+
+
+def extent(shape, strides, offset: int) -> int:
+    """Elements of storage a tensor of this layout needs (0 for an empty tensor)."""
+    if any(s == 0 for s in shape):
+        return 0
+    return offset + 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+
+
+def _dense(shape, strides) -> bool:
+    """Non-overlapping and dense: the strides are a permutation of contiguous ones."""
+    expect = 1
+    for n, st in sorted(((n, st) for n, st in zip(shape, strides) if n != 1),
+                        key=lambda p: p[1]):
+        if st != expect:
+            return False
+        expect *= n
+    return True
+
+
+def non_overlapping(shape, strides) -> bool:
+    """No two elements share a memory location (sufficient test: each dim, by increasing
+    stride, steps over everything the smaller dims span). Empty tensors never overlap."""
+    if any(n == 0 for n in shape):
+        return True
+    span = 1
+    for n, st in sorted(((n, st) for n, st in zip(shape, strides) if n != 1),
+                        key=lambda p: p[1]):
+        if st < span:
+            return False
+        span = st * (n - 1) + span
+    return True
+
+
+def _agree(a, b, shape) -> bool:
+    """Same memory positions: strides equal wherever the dim has more than one element."""
+    if any(n == 0 for n in shape):
+        return True
+    return all(x == y for x, y, n in zip(a, b, shape) if n != 1)
+
+
+def _storage_view(storage, dtype, shape, strides, offset):
+    """A tensor of `dtype` viewing `storage` (an UntypedStorage) at eager's layout."""
+    return torch.empty((0,), dtype=dtype, device=storage.device).set_(
+        storage, offset, shape, strides)
+
+
+def fresh_copy(t, shape, strides, offset=0):
+    """A fresh tensor with exactly this layout holding `t`'s values. An overlapping
+    layout (an expand, as_strided with a 0 stride) is no copy_ target: its elements are
+    scattered to their storage positions."""
+    flat = torch.empty((extent(shape, strides, offset),), dtype=t.dtype, device=t.device)
+    out = flat.as_strided(shape, strides, offset)
+    if non_overlapping(shape, strides):
+        out.copy_(t)
+    else:
+        _scatter_to_storage(flat, shape, strides, offset, t)
+    return out
+
+
+def _exact_layout(t, shape, strides, offset):
+    """`t` itself when it already has this layout, else a fresh copy that has it."""
+    if t.stride() == strides and t.storage_offset() == offset:
+        return t
+    if offset == 0 and _agree(t.stride(), strides, shape) and t.storage_offset() == 0:
+        return t.as_strided(shape, strides, 0)
+    return fresh_copy(t, shape, strides, offset)
+
+
+def _relayout(t, shape, strides):
+    """`t` with these strides: a view when only size-1 dims differ, else a copy."""
+    if t.stride() == tuple(strides):
+        return t
+    if _agree(t.stride(), strides, shape):
+        return t.as_strided(shape, strides, t.storage_offset())
+    return fresh_copy(t, shape, strides)
+
+
+def clone_exact(t: torch.Tensor) -> torch.Tensor:
+    """A fresh copy of `t` with its size, strides and storage offset (`Tensor.clone`
+    keeps the strides of dense tensors only, and never the offset)."""
+    shape, strides, offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
+    if offset == 0 and _dense(shape, strides):
+        return t.clone(memory_format=torch.preserve_format)
+    return fresh_copy(t, shape, strides, offset)
+
+
+def _scatter_to_storage(flat, shape, strides, offset, src):
+    """flat[offset + sum(i_d * strides_d)] = src[i] for every index i."""
+    pos = torch.arange(flat.numel(), device=flat.device).as_strided(shape, strides, offset)
+    flat.index_put_((pos.reshape(-1),), src.reshape(-1).to(flat.dtype))
+
+
+def _as_traced(t, shape, dtype, target):
+    """A fallback op's result in the dtype the graph was traced with; a shape other than
+    the traced one is an error, not a silent misread."""
+    if tuple(t.shape) != tuple(shape):
+        raise RuntimeError(f"stax: {target} returned shape {tuple(t.shape)} where the graph "
+                           f"was traced with {tuple(shape)} (torch's meta kernel and its eager "
+                           "kernel disagree); run this function with backend='eager' and "
+                           "report the op")
+    return t.to(dtype)
+
+
+def _collective_layout_error(target, t, strides):
+    """A collective returned another layout than the traced one: its data may still be in
+    flight (async ops complete at wait_tensor), so no copy can fix it here."""
+    raise RuntimeError(f"stax: {target} returned strides {tuple(t.stride())} where the graph "
+                       f"was traced with {tuple(strides)}; the compiled code reads the traced "
+                       "layout. Run this function with backend='eager' and report the op")
+
+
+RUNTIME_GLOBALS = {"_as_traced": _as_traced, "_storage_view": _storage_view,
+                   "_exact_layout": _exact_layout, "_relayout": _relayout,
+                   "_scatter_to_storage": _scatter_to_storage,
+                   "_collective_layout_error": _collective_layout_error}
