@@ -40,6 +40,8 @@ from pathlib import Path
 
 import torch
 
+from stax.runtime.script_objects import object_class_name
+
 from stax.cache import CACHE_FORMAT_VERSION
 
 __all__ = ["graph_key", "graph_fingerprint", "input_spec", "versions", "stax_tree_hash",
@@ -118,6 +120,10 @@ def _value(v, storages: _Storages):
         return ["op", str(v)]
     if isinstance(v, type(Ellipsis)):
         return ["..."]
+    if object_class_name(v) is not None:
+        # a DeviceMesh or process group: the compiled code passes it through and its
+        # guard checks the class; which group a collective uses is a string in the graph
+        return ["obj", object_class_name(v)]
     text = repr(v)
     if " at 0x" in text or " object at " in text:
         raise Uncacheable(f"a value of type {type(v).__qualname__} has no stable description "

@@ -47,7 +47,9 @@ def _stax_summary() -> dict:
             "collectives": [c for r in reps for c in r.collectives],
             "fallback_ops": [o for r in reps for o in r.fallback_ops],
             "fallback_reasons": [r.fallback_reason for r in reps if r.fallback_reason],
-            "kernels": sum(r.kernel_count for r in reps)}
+            "kernels": sum(r.kernel_count for r in reps),
+            "cache_hits": sum("loaded from the compile cache" in n for r in reps
+                              for n in r.notes)}
 
 
 def _max_rel(a: torch.Tensor, b: torch.Tensor, floor: float = 1e-6) -> float:

@@ -40,6 +40,20 @@ def test_tensor_parallel_mlp(world):
     assert any("all_reduce sum" in c for c in results[0]["collectives"])
 
 
+def test_tensor_parallel_from_the_compile_cache(monkeypatch, tmp_path):
+    """The graphs of a TP run (a DeviceMesh input, collectives) are cached like any
+    other: a second run of the ranks compiles nothing and still matches eager."""
+    monkeypatch.setenv("STAX_CACHE", "1")
+    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path / "cache"))
+    cold = run_ranks("tp_mlp", 2)
+    warm = run_ranks("tp_mlp", 2)
+    assert all(r["cache_hits"] == 0 for r in cold), cold
+    for results in (cold, warm):
+        _check_native(results, collectives=True)
+        _check_training(results, 1e-4)
+    assert all(r["cache_hits"] >= 2 for r in warm), warm  # forward and backward
+
+
 def test_tensor_parallel_gpt_block():
     results = run_ranks("tp_gpt", 2)
     _check_native(results, collectives=True)
