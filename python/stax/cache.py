@@ -214,14 +214,14 @@ def read_folder_entry(d: Path) -> tuple[dict, dict[str, bytes]] | None:
     if not isinstance(manifest, dict):
         raise BadEntry(f"its manifest {_MANIFEST} is a {type(manifest).__name__}, not a JSON "
                        "object")
+    if manifest.get("format") != CACHE_FORMAT_VERSION:
+        raise BadEntry(f"written in cache format {manifest.get('format')!r}; this stax reads "
+                       f"format {CACHE_FORMAT_VERSION}")
     want = manifest.get("manifest_sha256")
     got = _manifest_digest(manifest)
     if want != got:
         raise BadEntry(f"its manifest {_MANIFEST} does not match its own sha256 (expected "
                        f"{str(want)[:16]}..., got {got[:16]}...): edited")
-    if manifest.get("format") != CACHE_FORMAT_VERSION:
-        raise BadEntry(f"written in cache format {manifest.get('format')!r}; this stax reads "
-                       f"format {CACHE_FORMAT_VERSION}")
     hashes, sizes = manifest.get("sha256"), manifest.get("bytes")
     if not isinstance(hashes, dict) or not isinstance(sizes, dict):
         raise BadEntry(f"its manifest {_MANIFEST} has no per-file sha256 and sizes")
