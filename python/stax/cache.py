@@ -45,7 +45,7 @@ from pathlib import Path
 
 __all__ = ["CACHE_FORMAT_VERSION", "DEFAULT_MAX_BYTES", "CacheDir", "EntryInfo",
            "StaxCacheWarning", "cache_root", "cache_enabled", "max_bytes",
-           "write_folder_entry", "read_folder_entry", "BadEntry", "SUBDIRS"]
+           "write_folder_entry", "read_folder_entry", "BadEntry", "StaleEntry", "SUBDIRS"]
 
 #: the entry file format (this module's framing, not the payload's); bump on a change
 CACHE_FORMAT_VERSION = 1
@@ -66,6 +66,11 @@ class StaxCacheWarning(UserWarning):
 
 class BadEntry(Exception):
     """Why an entry cannot be used: a one-line reason naming expected and got."""
+
+
+class StaleEntry(BadEntry):
+    """An entry in the layout stax wrote before entries carried hashes: not damaged, just
+    old; it is replaced without a warning."""
 
 
 def cache_root() -> Path:
@@ -214,6 +219,8 @@ def read_folder_entry(d: Path) -> tuple[dict, dict[str, bytes]] | None:
     if not isinstance(manifest, dict):
         raise BadEntry(f"its manifest {_MANIFEST} is a {type(manifest).__name__}, not a JSON "
                        "object")
+    if "format" not in manifest and "sha256" not in manifest and "files" in manifest:
+        raise StaleEntry("written by a stax before entries carried hashes")
     if manifest.get("format") != CACHE_FORMAT_VERSION:
         raise BadEntry(f"written in cache format {manifest.get('format')!r}; this stax reads "
                        f"format {CACHE_FORMAT_VERSION}")
