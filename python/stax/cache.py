@@ -45,7 +45,7 @@ from pathlib import Path
 
 __all__ = ["CACHE_FORMAT_VERSION", "DEFAULT_MAX_BYTES", "CacheDir", "EntryInfo",
            "StaxCacheWarning", "cache_root", "cache_enabled", "max_bytes",
-           "write_folder_entry", "read_folder_entry", "BadEntry", "SUBDIRS"]
+           "write_folder_entry", "read_folder_entry", "BadEntry", "StaleEntry", "SUBDIRS"]
 
 #: the entry file format (this module's framing, not the payload's); bump on a change
 CACHE_FORMAT_VERSION = 1
@@ -66,6 +66,11 @@ class StaxCacheWarning(UserWarning):
 
 class BadEntry(Exception):
     """Why an entry cannot be used: a one-line reason naming expected and got."""
+
+
+class StaleEntry(BadEntry):
+    """An entry in the layout stax wrote before entries carried hashes: not damaged, just
+    old; it is replaced without a warning."""
 
 
 def cache_root() -> Path:
@@ -214,14 +219,16 @@ def read_folder_entry(d: Path) -> tuple[dict, dict[str, bytes]] | None:
     if not isinstance(manifest, dict):
         raise BadEntry(f"its manifest {_MANIFEST} is a {type(manifest).__name__}, not a JSON "
                        "object")
+    if "format" not in manifest and "sha256" not in manifest and "files" in manifest:
+        raise StaleEntry("written by a stax before entries carried hashes")
+    if manifest.get("format") != CACHE_FORMAT_VERSION:
+        raise BadEntry(f"written in cache format {manifest.get('format')!r}; this stax reads "
+                       f"format {CACHE_FORMAT_VERSION}")
     want = manifest.get("manifest_sha256")
     got = _manifest_digest(manifest)
     if want != got:
         raise BadEntry(f"its manifest {_MANIFEST} does not match its own sha256 (expected "
                        f"{str(want)[:16]}..., got {got[:16]}...): edited")
-    if manifest.get("format") != CACHE_FORMAT_VERSION:
-        raise BadEntry(f"written in cache format {manifest.get('format')!r}; this stax reads "
-                       f"format {CACHE_FORMAT_VERSION}")
     hashes, sizes = manifest.get("sha256"), manifest.get("bytes")
     if not isinstance(hashes, dict) or not isinstance(sizes, dict):
         raise BadEntry(f"its manifest {_MANIFEST} has no per-file sha256 and sizes")

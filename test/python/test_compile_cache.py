@@ -336,6 +336,22 @@ def _entry(T, tk):
     return T.cache_dir() / T.cache_key(tk, 90)[:2] / T.cache_key(tk, 90)
 
 
+def test_triton_entry_of_the_layout_before_hashes_is_replaced_quietly(cache, probe_kernel):
+    from stax.targets import triton as T
+    T.clear_memory_cache()
+    T.compile_ttir(probe_kernel, 90)
+    d = _entry(T, probe_kernel)
+    m = json.loads((d / "stax.json").read_text())
+    old = {k: m[k] for k in ("files", "signature", "name", "hash")}   # what it held then
+    (d / "stax.json").write_text(json.dumps(old))
+    T.clear_memory_cache()
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        _, hit = T.compile_ttir(probe_kernel, 90)
+    assert not hit and _warned(rec) == []
+    assert read_folder_entry(d)[0]["format"] == CACHE_FORMAT_VERSION
+
+
 @pytest.mark.parametrize("damage", ["truncated cubin", "edited ptx", "edited manifest",
                                     "edited signature", "missing file"])
 def test_triton_entry_is_checked_and_rebuilt(cache, probe_kernel, damage):

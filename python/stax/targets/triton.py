@@ -38,8 +38,8 @@ from types import SimpleNamespace
 
 import torch
 
-from stax.cache import (BadEntry, CacheDir, cache_root, read_folder_entry, remove_entry,
-                        touch, warn_bad, write_folder_entry)
+from stax.cache import (BadEntry, CacheDir, StaleEntry, cache_root, read_folder_entry,
+                        remove_entry, touch, warn_bad, write_folder_entry)
 from stax.targets.triton_launch import bind_launch, split_launch
 from stax.targets.triton_ttir import (KernelLoweringError, TritonConfig, TTIRKernel,  # noqa: F401
                                       emit_ttir)
@@ -212,6 +212,9 @@ def compile_ttir(ttir: TTIRKernel, arch: int = 90):
     d = cache_dir() / key[:2] / key
     try:
         got = _load_from_disk(d)
+    except StaleEntry:  # an entry of the layout before hashes: replaced quietly
+        remove_entry(d)
+        got = None
     except Exception as e:  # noqa: BLE001 - a damaged entry: recompile and replace it
         reason = str(e) if isinstance(e, BadEntry) else \
             f"Triton could not load it ({type(e).__name__}: {e})"
