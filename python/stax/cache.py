@@ -43,6 +43,8 @@ import time
 import warnings
 from pathlib import Path
 
+from stax.runtime.compiled_graph import write_atomically
+
 __all__ = ["CACHE_FORMAT_VERSION", "DEFAULT_MAX_BYTES", "CacheDir", "EntryInfo",
            "StaxCacheWarning", "cache_root", "cache_enabled", "max_bytes",
            "write_folder_entry", "read_folder_entry", "BadEntry", "StaleEntry", "SUBDIRS"]
@@ -109,19 +111,10 @@ def _sha256(data: bytes) -> str:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to a temp file beside `path`, then rename it over `path`."""
+    """Write `data` to a temp file beside `path` (named so `clear` and `info` know it),
+    then rename it over `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomically(path, data, temp_prefix=f"{_TMP_PREFIX}{os.getpid()}-")
 
 
 # ----------------------------------------------------------------------------- entry files

@@ -200,13 +200,14 @@ class CompiledGraph:
         return load_compiled_graph(read_artifact_file(path), where=str(path))
 
 
-def write_atomically(path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename,
-    so a reader sees the old file or the whole new one, never a part."""
+def write_atomically(path, data: bytes, temp_prefix: str = ".stax-") -> None:
+    """Write `data` to `path` through a temporary file in the same folder (named
+    `temp_prefix...`) and a rename, so a reader sees the old file or the whole new one,
+    never a part."""
     import os
     import tempfile
     path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=".stax-", dir=os.path.dirname(os.path.abspath(path)))
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix, dir=os.path.dirname(os.path.abspath(path)))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
