@@ -41,36 +41,15 @@ from stax.runtime.errors import (StaxArtifactError, StaxArtifactIntegrityError, 
                                  StaxArtifactPlanError, StaxArtifactVersionError,
                                  StaxUnsupportedError)
 from fake_cuda import capture  # noqa: E402
+from poison import poison  # noqa: E402
+from test_artifact_safety import _repacked  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
 
 #: the compiler blocked, triton.compile poisoned (Triton's CompiledKernel class stays)
-POISON = """
-import importlib.abc, sys
-BLOCKED = ("stax.importer", "stax.importer_symbolic", "stax.passes", "stax.driver",
-           "stax.wrapper", "stax.wrapper_fallback", "stax.targets.llvm",
-           "stax.targets.triton", "stax.targets.triton_ttir", "stax.targets.triton_matmul",
-           "stax.backend", "stax.precompiler", "stax.gpu_tuning")
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name in BLOCKED or name.startswith(tuple(b + "." for b in BLOCKED)):
-            raise ImportError(f"poisoned: {name} must not be imported to load an artifact")
-sys.meta_path.insert(0, Block())
-import torch_mlir.passmanager as pm
-class PoisonedPassManager:
-    @staticmethod
-    def parse(*a, **k):
-        raise AssertionError("poisoned: PassManager.parse")
-    def run(self, *a, **k):
-        raise AssertionError("poisoned: PassManager.run")
-pm.PassManager = PoisonedPassManager
-import triton, triton.compiler, triton.compiler.compiler as tcc
-def _no_compile(*a, **k):
-    raise AssertionError("poisoned: triton.compile")
-triton.compile = triton.compiler.compile = tcc.compile = _no_compile
-"""
+POISON = poison(gpu=True)
 
 
 def run_fresh(body: str, timeout=300) -> subprocess.CompletedProcess:
@@ -202,19 +181,16 @@ def test_loaded_kernels_equal_the_originals_in_process(built):
 # ----------------------------------------------------------------------------- corruption
 
 def _refused(data, kind, pattern):
-    with pytest.raises(kind) as e:
-        load_compiled_graph(data, where="gpu.stax")
-    msg = str(e.value)
-    assert "\n" not in msg and isinstance(e.value, StaxArtifactError), msg
+    """The one-line StaxArtifactError of `kind` loading `data` raises, matching `pattern`."""
     import re
-    assert re.search(pattern, msg), msg
-    return msg
-
-
-def _repacked(b, edit):
-    meta, parts = copy.deepcopy(b["meta"]), dict(b["parts"])
-    edit(meta, parts)
-    return C.pack(meta, parts)
+    try:
+        load_compiled_graph(data, where="gpu.stax")
+    except kind as e:
+        msg = str(e)
+        assert isinstance(e, StaxArtifactError) and "\n" not in msg, msg
+        assert re.search(pattern, msg), msg
+        return msg
+    raise AssertionError(f"loaded, but {kind.__name__} matching {pattern!r} was expected")
 
 
 def _kmeta(meta, i=0):

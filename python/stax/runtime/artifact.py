@@ -4,7 +4,8 @@ artifacts and the persistent compile cache share.
 Stable API (the compile cache calls exactly this):
 
     ARTIFACT_FORMAT_VERSION                 (int; stax.runtime.container)
-    dump_compiled_graph(cg) -> bytes        a CPU (`stax-cpu`) CompiledGraph as one container
+    dump_compiled_graph(cg) -> bytes        a CPU (`stax-cpu`) or GPU (`triton`) CompiledGraph
+                                            as one container
     load_compiled_graph(data, where="...") -> CompiledGraph
                                             raises stax.runtime.errors.StaxArtifactError
                                             (a StaxError) with a one-line message on any
@@ -22,7 +23,8 @@ graphs of a precompiled function):
   a syntax tree of a closed vocabulary; never source text), each kernel's name and launch
   facts (arguments, vector width, thread split), each constant's dtype/shape/strides, the
   fallback ops by ATen overload name, the report (library calls, notes, source lines);
-* parts: each kernel's LLVM-dialect MLIR (lowered by stax's pass pipeline at compile time;
+* a GPU graph's kernels: their cubins and Triton metadata (stax.runtime.artifact_triton);
+* parts: each CPU kernel's LLVM-dialect MLIR (lowered by stax's pass pipeline at compile time;
   loading parses it and hands it to the ExecutionEngine, which runs LLVM's code generator
   but no MLIR pass) and each constant's raw bytes (its storage extent, little-endian).
 
@@ -138,7 +140,7 @@ def _constant_bytes(t: torch.Tensor) -> tuple[dict, bytes]:
 
 
 def graph_record(cg, prefix: str = "") -> tuple[dict, dict[str, bytes]]:
-    """(metadata, parts) of one CPU CompiledGraph; part names start with `prefix`."""
+    """(metadata, parts) of one CPU or GPU CompiledGraph; part names start with `prefix`."""
     from stax.runtime.plan import plan_from_source
     if cg.route not in (CPU_ROUTE, TRITON_ROUTE):
         raise StaxUnsupportedError(
@@ -204,7 +206,7 @@ def pack_artifact(kind: str, meta: dict, parts: dict[str, bytes]) -> bytes:
 
 
 def dump_compiled_graph(cg) -> bytes:
-    """One CPU CompiledGraph as artifact bytes (see the module docstring)."""
+    """One CompiledGraph as artifact bytes (see the module docstring)."""
     meta, parts = graph_record(cg)
     return pack_artifact("compiled-graph", {"graph": meta}, parts)
 
@@ -368,8 +370,9 @@ def _kernels_from(kernel_meta, parts, where):
 
 def graph_from_record(meta, parts: dict[str, bytes], where: str):
     """The CompiledGraph of `graph_record`'s output, every field validated; the wrapper is
-    rebuilt from the plan by this stax (stax.runtime.plan), with its kernels re-JITted from
-    their LLVM dialect and the fallback ops resolved by name."""
+    rebuilt from the plan by this stax (stax.runtime.plan), with its CPU kernels re-JITted
+    from their LLVM dialect (GPU kernels rebuilt from their cubins) and the fallback ops
+    resolved by name."""
     from stax.runtime.compiled_graph import CompiledGraph, _base_globals
     from stax.runtime.plan import code_from_plan, safe_builtins
     f = _Fields(meta, where, "graph")
