@@ -178,6 +178,29 @@ def test_loaded_kernels_equal_the_originals_in_process(built):
             dump_compiled_graph(g)
 
 
+def test_the_compile_cache_keeps_a_gpu_graph(monkeypatch, tmp_path):
+    """A triton graph's cache entry is this artifact: the second lookup compiles nothing
+    and gives the same cubins."""
+    from stax.cache_compile import STATS, compile_cached
+    monkeypatch.setenv("STAX_TRITON_ARCH", "90")
+    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("STAX_CACHE", "1")
+    fn, shapes = CASES["colsum"]
+    gm, args, mode = capture(fn, *shapes, dtype=torch.float32)
+    cfg = resolve_config(target="triton")
+    before = dict(STATS)
+    first = compile_cached(D.compile_graph, gm, args, cfg, kind="inference", graph_id="g1")
+
+    def no_compile(*a, **k):
+        raise AssertionError("compiled although the cache holds the graph")
+    second = compile_cached(no_compile, gm, args, cfg, kind="inference", graph_id="g2")
+    assert STATS["writes"] == before["writes"] + 1 and STATS["hits"] == before["hits"] + 1
+    assert "loaded from the compile cache" in second.notes[-1]
+    assert [_cubins(k) for k in second.kernels] == [_cubins(k) for k in first.kernels]
+    assert second.launches_per_call == first.launches_per_call == 2   # the split's 2 kernels
+    del mode
+
+
 # ----------------------------------------------------------------------------- corruption
 
 def _refused(data, kind, pattern):
