@@ -1,6 +1,13 @@
-"""Time to first result of a GPT-2 block on the CPU, each case in fresh processes.
+"""Time to first result of a GPT-2 block on the CPU or a GPU, each case in fresh processes.
 
-    python benchmarks/cold_start.py [--runs 3] [--quick] [--out benchmarks/results/cold-start-cpu.md]
+    python benchmarks/cold_start.py [--device cpu|cuda] [--runs 3] [--quick]
+                                    [--out benchmarks/results/cold-start-<device>.md]
+
+`--device cuda` runs the same cases on the GPU (stax's triton route; the artifact holds
+cubins). There the first output is synchronized before the clock stops; stax cold gets
+an empty stax cache folder (no Triton kernel entries) and an empty Triton cache folder;
+the stax cache and artifact cases keep the Triton cache folder (its C launcher build)
+of their prepare run, as Inductor's warm cases keep theirs.
 
 Every timed run is a new Python process (`--worker CASE`): it imports torch and builds the
 model (not timed), then times from just before the first stax / torch.compile call (the
@@ -40,7 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ----------------------------------------------------------------------------- the model
 
-def model_and_input(quick: bool):
+def model_and_input(quick: bool, device: str = "cpu"):
     import torch
     torch.manual_seed(0)
     if quick:
@@ -49,7 +56,7 @@ def model_and_input(quick: bool):
     else:
         model, label = common.gpt2_block(hidden=768, heads=12, seq=256)
         x = torch.randn(1, 256, 768)
-    return model.eval(), x, label
+    return model.eval().to(device), x.to(device), label
 
 
 def _forward(model, x):
@@ -179,10 +186,19 @@ LABELS = {"stax_cold": "stax cold (compile cache off)",
 
 def case_env(case: str, workdir: str, phase: str) -> dict:
     """The environment of a case's process: its own Inductor cache folder (shared by the
-    prepare and timed runs where the case is about a warm cache), stax's cache off."""
+    prepare and timed runs where the case is about a warm cache), stax's cache off, and
+    for stax a cache folder of its own (Triton kernel entries live there) and a Triton
+    cache folder (the C launcher): fresh for a cold run, the prepare run's otherwise."""
     env = dict(os.environ, STAX_STRICT="1", STAX_CACHE="0")
+    env.pop("TRITON_CACHE_DIR", None)
     if case == "stax_cache":  # the cache that its prepare run filled
         env.update(STAX_CACHE="1", STAX_CACHE_DIR=os.path.join(workdir, "stax-cache"))
+    elif case.startswith("stax"):
+        env["STAX_CACHE_DIR"] = tempfile.mkdtemp(dir=workdir, prefix="stax-cache-")
+    if case == "stax_cold":
+        env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(dir=workdir, prefix="triton-")
+    elif case.startswith("stax"):
+        env["TRITON_CACHE_DIR"] = os.path.join(workdir, f"triton-{case}")
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
     if case == "inductor_warm_fx":
         env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(workdir, "inductor-warm")
@@ -197,9 +213,12 @@ def case_env(case: str, workdir: str, phase: str) -> dict:
 
 # ----------------------------------------------------------------------------- processes
 
-def worker(case: str, phase: str, workdir: str, quick: bool) -> None:
+def worker(case: str, phase: str, workdir: str, quick: bool, device: str = "cpu") -> None:
     import torch
-    model, x, _ = model_and_input(quick)
+    model, x, _ = model_and_input(quick, device)
+    gpu = device.startswith("cuda")
+    if gpu:
+        torch.cuda.init()   # (CUDA context creation is start-up, as importing torch is)
     with torch.no_grad():
         if phase == "prepare":
             globals()[f"prepare_{case}"](model, x, workdir)
@@ -207,6 +226,8 @@ def worker(case: str, phase: str, workdir: str, quick: bool) -> None:
             return
         t0 = time.perf_counter()
         out = globals()[f"case_{case}"](model, x, workdir)
+        if gpu:
+            torch.cuda.synchronize()
         first = time.perf_counter() - t0
         want = model(x)
     err = (out - want).abs().max().item()
@@ -215,9 +236,9 @@ def worker(case: str, phase: str, workdir: str, quick: bool) -> None:
                       "details": _DETAILS}))
 
 
-def _run(case, phase, workdir, quick) -> dict:
+def _run(case, phase, workdir, quick, device="cpu") -> dict:
     argv = [sys.executable, os.path.abspath(__file__), "--worker", case, "--phase", phase,
-            "--dir", workdir] + (["--quick"] if quick else [])
+            "--dir", workdir, "--device", device] + (["--quick"] if quick else [])
     t0 = time.perf_counter()
     r = subprocess.run(argv, capture_output=True, text=True, env=case_env(case, workdir, phase),
                        timeout=1800)
@@ -229,13 +250,13 @@ def _run(case, phase, workdir, quick) -> dict:
     return rec
 
 
-def measure(cases, runs: int, quick: bool) -> dict:
+def measure(cases, runs: int, quick: bool, device: str = "cpu") -> dict:
     results = {}
     with tempfile.TemporaryDirectory(prefix="stax-cold-start-") as workdir:
         for case in cases:
             if f"prepare_{case}" in globals():
-                _run(case, "prepare", workdir, quick)
-            recs = [_run(case, "timed", workdir, quick) for _ in range(runs)]
+                _run(case, "prepare", workdir, quick, device)
+            recs = [_run(case, "timed", workdir, quick, device) for _ in range(runs)]
             results[case] = {
                 "first_result_s": statistics.median(r["first_result_s"] for r in recs),
                 "process_s": statistics.median(r["process_s"] for r in recs),
@@ -253,12 +274,15 @@ def measure(cases, runs: int, quick: bool) -> dict:
     return results
 
 
-def write_markdown(path: str, results: dict, runs: int, label: str, quick: bool) -> None:
-    prov = common.provenance("cpu")
+def write_markdown(path: str, results: dict, runs: int, label: str, quick: bool,
+                   device: str = "cpu") -> None:
+    prov = common.provenance(device)
+    where = "the CPU" if device == "cpu" else f"the GPU ({device})"
     base = results.get("inductor_cold", {}).get("first_result_s")
     warm = results.get("inductor_warm_fx", {}).get("first_result_s")
-    lines = ["# Cold start on the CPU: time to first result", "",
-             f"`python benchmarks/cold_start.py --runs {runs}{' --quick' if quick else ''}`; "
+    lines = [f"# Cold start on {where}: time to first result", "",
+             f"`python benchmarks/cold_start.py --device {device} --runs {runs}"
+             f"{' --quick' if quick else ''}`; "
              f"model: {label}, inference (`torch.no_grad`). Each figure is the median over "
              f"{runs} fresh processes, from just before the first stax / torch.compile call "
              "(importing stax included, importing torch and building the model not) to the "
@@ -297,21 +321,25 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=3, help="fresh processes per case (median)")
     p.add_argument("--quick", action="store_true", help="a small block (dim 64): a smoke run")
     p.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
-    p.add_argument("--out", default=os.path.join(HERE, "results", "cold-start-cpu.md"))
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (the triton route)")
+    p.add_argument("--out", help="default: benchmarks/results/cold-start-<device>.md")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--phase", default="timed", help=argparse.SUPPRESS)
     p.add_argument("--dir", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.worker:
-        worker(a.worker, a.phase, a.dir, a.quick)
+        worker(a.worker, a.phase, a.dir, a.quick, a.device)
         return 0
     cases = [c for c in a.cases.split(",") if c]
     unknown = [c for c in cases if f"case_{c}" not in globals()]
     if unknown:
         p.error(f"unknown case(s) {unknown}; known: {CASES}")
-    results = measure(cases, a.runs, a.quick)
+    if a.device not in ("cpu", "cuda") and not a.device.startswith("cuda:"):
+        p.error(f"--device must be cpu or cuda[:N], got {a.device!r}")
+    out = a.out or os.path.join(HERE, "results", f"cold-start-{a.device.split(':')[0]}.md")
+    results = measure(cases, a.runs, a.quick, a.device)
     _, _, label = model_and_input(a.quick)
-    write_markdown(a.out, results, a.runs, label, a.quick)
+    write_markdown(out, results, a.runs, label, a.quick, a.device)
     return 0 if all(r["ok"] for r in results.values()) else 1
 
 

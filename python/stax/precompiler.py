@@ -123,7 +123,8 @@ def _outputs_of(gm) -> int:
 
 def precompile(fn, example_args, example_kwargs=None, dynamic_shapes=None, *,
                training: bool = False, options: dict | None = None) -> PrecompiledArtifact:
-    """Compile `fn(*example_args, **example_kwargs)` for the CPU target into an artifact.
+    """Compile `fn(*example_args, **example_kwargs)` into an artifact, for the CPU target
+    or, for CUDA example tensors, the GPU (triton route; the kernels are stored as cubins).
 
     `fn` may take `nn.Module`s (their parameters and buffers are read at call time),
     tensors and Python scalars (compiled in; guarded) anywhere in its arguments. With
@@ -132,7 +133,7 @@ def precompile(fn, example_args, example_kwargs=None, dynamic_shapes=None, *,
     its `.grad`, as `loss.backward()` does. `options` are the backend's (`stax.fusion`,
     ...). `dynamic_shapes` must be None: stax compiles static shapes (precompile once per
     shape). Raises StaxCompileError when a graph does not compile natively, and
-    StaxUnsupportedError for what the artifact cannot express (GPU tensors, buffer
+    StaxUnsupportedError for what the artifact cannot express (several devices, buffer
     mutation, non-tensor outputs).
     """
     from stax.backend import stax_decompositions
@@ -150,10 +151,13 @@ def precompile(fn, example_args, example_kwargs=None, dynamic_shapes=None, *,
     leaves_with_paths, spec = pytree.tree_flatten_with_path((tuple(example_args), kwargs))
     leaves = [x for _, x in leaves_with_paths]
     records, flat_rows, examples, lifted = _leaf_records(leaves_with_paths, training)
-    devices = {str(t.device) for t in examples}
-    if devices - {"cpu"}:
-        raise StaxUnsupportedError(f"stax.precompile: tensors on {sorted(devices - {'cpu'})}; "
-                                   "only the CPU target is covered so far")
+    devices = {str(t.device) for t in examples if t.dim() > 0 or t.device.type != "cpu"}
+    if len(devices) > 1:
+        raise StaxUnsupportedError(f"stax.precompile: tensors on {sorted(devices)}; an "
+                                   "artifact runs on one device (the CPU or one GPU)")
+    if devices and devices != {"cpu"} and not next(iter(devices)).startswith("cuda"):
+        raise StaxUnsupportedError(f"stax.precompile: tensors on {sorted(devices)}; stax "
+                                   "precompiles for the CPU and CUDA GPUs (triton)")
     if training and not any(t.requires_grad for t in examples):
         raise StaxUnsupportedError("stax.precompile(training=True): no parameter or input "
                                    "requires grad")

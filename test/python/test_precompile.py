@@ -18,6 +18,7 @@ from stax.runtime.errors import StaxInvariantError, StaxUnsupportedError
 
 sys.path.insert(0, os.path.dirname(__file__))
 from models import make_model  # noqa: E402
+from poison import poison  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -61,25 +62,7 @@ def saved(tmp_path_factory):
 
 # What the fresh process runs before anything else: importing the compiler raises, and so
 # does MLIR's pass manager and triton.compile.
-_POISON = """
-import importlib.abc, sys
-BLOCKED = ("stax.importer", "stax.importer_symbolic", "stax.passes", "stax.driver",
-           "stax.wrapper", "stax.wrapper_fallback", "stax.targets.llvm",
-           "stax.targets.triton", "stax.backend", "stax.precompiler", "triton")
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name in BLOCKED or name.startswith(tuple(b + "." for b in BLOCKED)):
-            raise ImportError(f"poisoned: {name} must not be imported to load an artifact")
-sys.meta_path.insert(0, Block())
-import torch_mlir.passmanager as pm
-class PoisonedPassManager:
-    @staticmethod
-    def parse(*a, **k):
-        raise AssertionError("poisoned: PassManager.parse")
-    def run(self, *a, **k):
-        raise AssertionError("poisoned: PassManager.run")
-pm.PassManager = PoisonedPassManager
-"""
+_POISON = poison()
 
 
 def _run_fresh(body: str, timeout=300) -> subprocess.CompletedProcess:

@@ -4,7 +4,8 @@ artifacts and the persistent compile cache share.
 Stable API (the compile cache calls exactly this):
 
     ARTIFACT_FORMAT_VERSION                 (int; stax.runtime.container)
-    dump_compiled_graph(cg) -> bytes        a CPU (`stax-cpu`) CompiledGraph as one container
+    dump_compiled_graph(cg) -> bytes        a CPU (`stax-cpu`) or GPU (`triton`) CompiledGraph
+                                            as one container
     load_compiled_graph(data, where="...") -> CompiledGraph
                                             raises stax.runtime.errors.StaxArtifactError
                                             (a StaxError) with a one-line message on any
@@ -22,7 +23,8 @@ graphs of a precompiled function):
   a syntax tree of a closed vocabulary; never source text), each kernel's name and launch
   facts (arguments, vector width, thread split), each constant's dtype/shape/strides, the
   fallback ops by ATen overload name, the report (library calls, notes, source lines);
-* parts: each kernel's LLVM-dialect MLIR (lowered by stax's pass pipeline at compile time;
+* a GPU graph's kernels: their cubins and Triton metadata (stax.runtime.artifact_triton);
+* parts: each CPU kernel's LLVM-dialect MLIR (lowered by stax's pass pipeline at compile time;
   loading parses it and hands it to the ExecutionEngine, which runs LLVM's code generator
   but no MLIR pass) and each constant's raw bytes (its storage extent, little-endian).
 
@@ -51,7 +53,7 @@ from stax.runtime.container import ARTIFACT_FORMAT_VERSION, pack, unpack
 from stax.runtime.errors import (StaxArtifactError, StaxArtifactPlanError,
                                  StaxArtifactVersionError, StaxUnsupportedError)
 from stax.runtime.guards import ArgGuard
-from stax.runtime.routes import CPU_ROUTE
+from stax.runtime.routes import CPU_ROUTE, TRITON_ROUTE
 
 __all__ = ["ARTIFACT_FORMAT_VERSION", "dump_compiled_graph", "load_compiled_graph",
            "versions", "check_versions", "graph_record", "graph_from_record", "pack_artifact",
@@ -138,16 +140,45 @@ def _constant_bytes(t: torch.Tensor) -> tuple[dict, bytes]:
 
 
 def graph_record(cg, prefix: str = "") -> tuple[dict, dict[str, bytes]]:
-    """(metadata, parts) of one CPU CompiledGraph; part names start with `prefix`."""
+    """(metadata, parts) of one CPU or GPU CompiledGraph; part names start with `prefix`."""
     from stax.runtime.plan import plan_from_source
-    if cg.route != CPU_ROUTE:
+    if cg.route not in (CPU_ROUTE, TRITON_ROUTE):
         raise StaxUnsupportedError(
-            f"stax: saving a {cg.route} graph is not implemented yet (only {CPU_ROUTE}); its "
-            "kernels stay in the Triton disk cache")
+            f"stax: saving a {cg.route} graph is not implemented (only {CPU_ROUTE} and "
+            f"{TRITON_ROUTE})")
     g = cg._globals
     parts: dict[str, bytes] = {}
-    kernels = []
+    if cg.route == TRITON_ROUTE:
+        from stax.runtime.artifact_triton import triton_kernel_record
+        kernels = [triton_kernel_record(k, i, prefix, cg.graph_id, parts)
+                   for i, k in enumerate(cg.kernels)]
+    else:
+        kernels = _cpu_kernel_records(cg, prefix, parts)
+    constants = []
+    for i in range(_count(g, "c")):
+        meta, raw = _constant_bytes(g[f"c{i}"])
+        meta["part"] = part = f"{prefix}const{i}.bin"
+        parts[part] = raw
+        constants.append(meta)
+    fallbacks = [str(g[f"f{i}"]) for i in range(_count(g, "f"))]
+    meta = {"graph_id": cg.graph_id, "route": cg.route, "device": str(cg.device),
+            "input_names": list(cg.input_names), "guards": [_guard_record(x) for x in cg.guards],
+            "plan": plan_from_source(cg.source), "kernels": kernels, "constants": constants,
+            "fallbacks": fallbacks, "library_calls": list(cg.library_calls),
+            "fallback_ops": list(cg.fallback_ops), "notes": list(cg.notes),
+            "kernel_sources": [list(s) for s in cg.kernel_sources]}
+    if cg.route == TRITON_ROUTE:
+        archs = {k["arch"] for k in kernels}
+        if len(archs) > 1:
+            raise StaxUnsupportedError(f"stax: graph {cg.graph_id} mixes kernels for "
+                                       f"{sorted(archs)}")
+        meta["arch"] = archs.pop() if archs else None
+    return meta, parts
+
+
+def _cpu_kernel_records(cg, prefix, parts) -> list:
     from stax.runtime.cpu_kernel import KernelLoadError, kernel_text
+    kernels = []
     for i, k in enumerate(cg.kernels):
         try:
             text = kernel_text(k)
@@ -159,20 +190,7 @@ def graph_record(cg, prefix: str = "") -> tuple[dict, dict[str, bytes]]:
         kernels.append({"name": k.name, "part": part, "format": KERNEL_FORMAT,
                         "n_args": k.n_args, "vector_width": k.vector_width,
                         "splittable": bool(k.splittable), "work": int(k.work)})
-    constants = []
-    for i in range(_count(g, "c")):
-        meta, raw = _constant_bytes(g[f"c{i}"])
-        meta["part"] = part = f"{prefix}const{i}.bin"
-        parts[part] = raw
-        constants.append(meta)
-    fallbacks = [str(g[f"f{i}"]) for i in range(_count(g, "f"))]
-    meta = {"graph_id": cg.graph_id, "route": cg.route, "device": cg.device,
-            "input_names": list(cg.input_names), "guards": [_guard_record(x) for x in cg.guards],
-            "plan": plan_from_source(cg.source), "kernels": kernels, "constants": constants,
-            "fallbacks": fallbacks, "library_calls": list(cg.library_calls),
-            "fallback_ops": list(cg.fallback_ops), "notes": list(cg.notes),
-            "kernel_sources": [list(s) for s in cg.kernel_sources]}
-    return meta, parts
+    return kernels
 
 
 def _count(g: dict, prefix: str) -> int:
@@ -188,7 +206,7 @@ def pack_artifact(kind: str, meta: dict, parts: dict[str, bytes]) -> bytes:
 
 
 def dump_compiled_graph(cg) -> bytes:
-    """One CPU CompiledGraph as artifact bytes (see the module docstring)."""
+    """One CompiledGraph as artifact bytes (see the module docstring)."""
     meta, parts = graph_record(cg)
     return pack_artifact("compiled-graph", {"graph": meta}, parts)
 
@@ -352,15 +370,25 @@ def _kernels_from(kernel_meta, parts, where):
 
 def graph_from_record(meta, parts: dict[str, bytes], where: str):
     """The CompiledGraph of `graph_record`'s output, every field validated; the wrapper is
-    rebuilt from the plan by this stax (stax.runtime.plan), with its kernels re-JITted from
-    their LLVM dialect and the fallback ops resolved by name."""
+    rebuilt from the plan by this stax (stax.runtime.plan), with its CPU kernels re-JITted
+    from their LLVM dialect (GPU kernels rebuilt from their cubins) and the fallback ops
+    resolved by name."""
     from stax.runtime.compiled_graph import CompiledGraph, _base_globals
     from stax.runtime.plan import code_from_plan, safe_builtins
     f = _Fields(meta, where, "graph")
     route = f.get("route", str)
-    if route != CPU_ROUTE:
-        raise StaxArtifactPlanError(f"stax: {where}: route {route!r} cannot be loaded (this "
-                                    f"stax loads {CPU_ROUTE} graphs)")
+    if route not in (CPU_ROUTE, TRITON_ROUTE):
+        raise StaxArtifactPlanError(f"stax: {where}: route {route[:40]!r} cannot be loaded "
+                                    f"(this stax loads {CPU_ROUTE} and {TRITON_ROUTE} graphs)")
+    device = f.get("device", str)
+    if not re.match(r"^cpu$" if route == CPU_ROUTE else r"^cuda(:\d+)?$", device):
+        raise _field_error(where, "graph.device", f"a device of route {route}", device)
+    arch = None
+    if route == TRITON_ROUTE:
+        from stax.runtime.artifact_triton import check_capability
+        arch = f.get("arch", int, optional=True)
+        if arch is not None:
+            check_capability(arch, where)
     graph_id = f.get("graph_id", str)
     guards = [_guard_from(g, where, i) for i, g in enumerate(f.get("guards", list))]
     names = f.strs("input_names")
@@ -375,8 +403,14 @@ def graph_from_record(meta, parts: dict[str, bytes], where: str):
     code, tree = code_from_plan(f.get("plan", list), where=where, n_kernels=len(kernel_meta),
                                 n_constants=len(constants), n_fallbacks=len(fallbacks),
                                 kernel_arity=arity)
-    kernels = _kernels_from(kernel_meta, parts, where)
-    g = _base_globals(guards, graph_id, "cpu")
+    if route == TRITON_ROUTE:
+        from stax.runtime.artifact_triton import triton_kernels_from
+        kernels = triton_kernels_from(kernel_meta, parts, where, arch)
+        if torch.cuda.is_available():   # without a GPU they stay here: nothing can launch
+            constants = [c.to(device) for c in constants]
+    else:
+        kernels = _kernels_from(kernel_meta, parts, where)
+    g = _base_globals(guards, graph_id, device)
     g.update({f"k{i}": k for i, k in enumerate(kernels)})
     g.update({f"c{i}": c for i, c in enumerate(constants)})
     g.update({f"f{i}": op for i, op in enumerate(fallbacks)})
@@ -387,7 +421,7 @@ def graph_from_record(meta, parts: dict[str, bytes], where: str):
     return CompiledGraph(graph_id=graph_id, source=ast.unparse(tree) + "\n", code=code,
                          globals_=g, kernels=kernels, library_calls=f.strs("library_calls"),
                          fallback_ops=f.strs("fallback_ops"), notes=f.strs("notes"),
-                         input_names=names, guards=guards, route=route, device="cpu",
+                         input_names=names, guards=guards, route=route, device=device,
                          kernel_sources=sources)
 
 
@@ -403,8 +437,17 @@ def unpack_artifact(data: bytes, where: str, kind: str) -> tuple[dict, dict[str,
         raise StaxArtifactVersionError(
             f"stax: {where} has metadata format version {meta.get('format_version')!r}, this "
             f"stax reads {ARTIFACT_FORMAT_VERSION}; precompile/save it again")
-    check_versions(meta.get("versions"), where)
+    check_versions(meta.get("versions"), where,
+                   TRITON_ROUTE if TRITON_ROUTE in _routes(meta) else CPU_ROUTE)
     return meta, parts
+
+
+def _routes(meta) -> set:
+    """The routes of the graphs an artifact's metadata holds (`graph` or `graphs`)."""
+    graphs = [meta.get("graph")]
+    if isinstance(meta.get("graphs"), dict):
+        graphs += list(meta["graphs"].values())
+    return {g.get("route") for g in graphs if isinstance(g, dict)}
 
 
 def load_compiled_graph(data: bytes, where: str = "compiled-graph artifact"):

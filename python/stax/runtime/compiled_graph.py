@@ -33,7 +33,9 @@ def kernel_launches(kernel) -> int:
     kernel (a CPU kernel too, whose thread split runs parts of one loop nest, not a
     second kernel) launches once."""
     ttir_kernel = getattr(kernel, "ttir_kernel", None)
-    return 2 if getattr(ttir_kernel, "stage2", None) is not None else 1
+    split = getattr(ttir_kernel, "stage2", None) is not None or \
+        getattr(kernel, "grid2", None) is not None   # (a loaded one: runtime.triton_kernel)
+    return 2 if split else 1
 
 
 class CopyCounter:
@@ -187,7 +189,9 @@ class CompiledGraph:
     def save(self, path: str) -> None:
         """Write this CPU graph as an artifact (stax.runtime.artifact: JSON metadata with
         the wrapper plan, each kernel's LLVM-dialect MLIR, the constants' bytes, sha256s),
-        atomically. Raises StaxUnsupportedError for a GPU graph."""
+        atomically; a GPU (triton) graph keeps its kernels as cubins
+        (stax.runtime.artifact_triton). Raises StaxUnsupportedError for what it cannot hold
+        (a max-autotune Triton matmul)."""
         from stax.runtime.artifact import dump_compiled_graph
         write_atomically(path, dump_compiled_graph(self))
 

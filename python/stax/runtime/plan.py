@@ -303,6 +303,12 @@ class _Decoder:
                 if len(args) != want or keywords:
                     raise self.fail(f"launches kernel {func.id} with {len(args)} arguments, "
                                     f"but it takes {want} tensors")
+            if isinstance(func, ast.Attribute) and func.attr == "launch" and \
+                    isinstance(func.value, ast.Name) and func.value.id in self.kernel_arity:
+                want = self.kernel_arity[func.value.id]   # (stream, *tensors)
+                if len(args) != want + 1 or keywords:
+                    raise self.fail(f"launches kernel {func.value.id} with {len(args) - 1} "
+                                    f"tensors and a stream, but it takes {want} tensors")
             return ast.Call(func=func, args=args, keywords=keywords)
         if kind == "const":
             v = e[1]

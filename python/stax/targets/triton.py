@@ -40,7 +40,8 @@ import torch
 
 from stax.cache import (BadEntry, CacheDir, StaleEntry, cache_root, read_folder_entry,
                         remove_entry, touch, warn_bad, write_folder_entry)
-from stax.targets.triton_launch import bind_launch, split_launch
+from stax.runtime.triton_kernel import (WORKSPACE_DTYPES, KernelFilesError, bound_launch,
+                                        keep_metadata, kernel_files, rebuild_compiled_kernel)
 from stax.targets.triton_ttir import (KernelLoweringError, TritonConfig, TTIRKernel,  # noqa: F401
                                       emit_ttir)
 
@@ -107,31 +108,22 @@ def _load_from_disk(d: Path):
         return None
     info, files = got
     listed = info.get("files")
-    if not isinstance(listed, list) or set(listed) != set(files) or \
-            not any(f.endswith(".json") for f in listed):
+    if not isinstance(listed, list) or set(listed) != set(files):
         raise BadEntry(f"its manifest lists files {listed!r} but holds hashes of "
                        f"{sorted(files)}")
-    from triton.compiler.compiler import CompiledKernel
-    group = {f: str(d / f) for f in listed}
-    src = SimpleNamespace(signature={int(k): v for k, v in info["signature"].items()},
-                          constants={}, name=info["name"])
-    compiled = CompiledKernel(src, group, info["hash"])
-    for fname, data in files.items():   # what Triton read is what was checked
-        ext = fname.rsplit(".", 1)[-1]
-        loaded = compiled.asm.get(ext) if ext != "json" else data
-        if isinstance(loaded, str):
-            loaded = loaded.encode()
-        if loaded != data:
-            raise BadEntry(f"its file {fname} changed while it was read")
+    try:
+        compiled = rebuild_compiled_kernel({f: str(d / f) for f in listed}, files,
+                                           info["signature"], info["name"], info["hash"])
+    except KernelFilesError as e:
+        raise BadEntry(str(e)) from None
     touch(d / "stax.json")
     return compiled
 
 
-def _store_to_disk(d: Path, compiled, signature):
+def _store_to_disk(d: Path, compiled, signature, files):
     """Publish the artifacts atomically (stax.cache.write_folder_entry: a temp folder
     renamed into place, a manifest with each file's sha256), then keep the cache within
     its bound."""
-    files = {fname: Path(path).read_bytes() for fname, path in compiled.metadata_group.items()}
     info = {"files": sorted(files), "signature": {str(k): v for k, v in signature.items()},
             "name": compiled.name, "hash": compiled.hash}
     if write_folder_entry(d, files, info):
@@ -244,8 +236,10 @@ def compile_ttir(ttir: TTIRKernel, arch: int = 90):
                                       f"(sm_{arch}): {e}\n{ttir.text}") from e
         # The launcher signature as Triton parsed it from the TTIR ({0: '*bf16', ...}).
         signature = {int(k): v for k, v in compiled.src.signature.items()}
+        files = kernel_files(compiled)   # (the folder goes with the temp dir)
+        keep_metadata(compiled, files)
         try:
-            _store_to_disk(d, compiled, signature)
+            _store_to_disk(d, compiled, signature, files)
         except (OSError, ValueError):  # (ValueError: a bad STAX_CACHE_MAX_BYTES)
             pass  # the disk cache is best effort
     # Launch through a CompiledKernel whose src carries the signature only (same object
@@ -257,8 +251,7 @@ def compile_ttir(ttir: TTIRKernel, arch: int = 90):
     return compiled, False
 
 
-_WORKSPACE_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i64": torch.int64,
-                     "i32": torch.int32, "i16": torch.int16, "i8": torch.int8}
+_WORKSPACE_DTYPES = WORKSPACE_DTYPES
 
 
 @dataclass
@@ -332,10 +325,9 @@ class TritonKernel:
         if self.pending:
             self.resolve()
         tk = self.ttir_kernel
-        bound = bind_launch(self.compiled, self.grid)
-        if tk.stage2 is not None:
-            bound = split_launch(bound, bind_launch(self.compiled2, tk.stage2.grid),
-                                 [(n, _WORKSPACE_DTYPES[t]) for n, t in tk.workspace])
+        s2 = tk.stage2
+        bound = bound_launch(self.compiled, self.grid, self.compiled2,
+                             None if s2 is None else s2.grid, tk.workspace)
         self.launch = bound
         return bound(stream, *tensors)
 
