@@ -43,14 +43,18 @@ def is_collective_target(name: str) -> bool:
     return name in COLLECTIVE_TARGETS
 
 
+def _named_args(target: str, call: dict) -> dict:
+    """The op's arguments after the tensor, by name (positional then keyword)."""
+    named = dict(zip(COLLECTIVE_TARGETS[target][0].split(), call.get("args", [])[1:]))
+    named.update(call.get("kwargs", {}))
+    return named
+
+
 def collective_summary(op) -> str:
     """One line for reports: `all_reduce sum group '0' [8, 64] f32`."""
     attrs = op.attributes
     target = ir.StringAttr(attrs["target"]).value
-    call = json.loads(ir.StringAttr(attrs["call"]).value)
-    names = COLLECTIVE_TARGETS[target][0].split()
-    args = dict(zip(names, call.get("args", [])[1:]))
-    args.update(call.get("kwargs", {}))
+    args = _named_args(target, json.loads(ir.StringAttr(attrs["call"]).value))
     short = target.split(".")[1]
     parts = [short]
     if "reduce_op" in args:
@@ -92,8 +96,7 @@ def verify_collective(op, fail) -> None:
         fail(f"argument 0 of {target} must be operand 0 ({{\"$operand\": 0}}), got "
              f"{args[:1]!r}")
     names, rule = COLLECTIVE_TARGETS[target]
-    named = dict(zip(names.split(), args[1:]))
-    named.update(call.get("kwargs", {}))
+    named = _named_args(target, call)
     missing = [n for n in names.split() if n not in named]
     if missing:
         fail(f"{target} is missing arguments {missing}")

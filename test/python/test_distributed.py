@@ -134,7 +134,7 @@ def test_gpu_functional_collectives_in_graph():
                       route="triton")
 
 
-def test_collective_op_verifier_and_report_names():
+def test_collective_op_verifier_names_the_expected_shape():
     from stax._mlir import ir, new_context
     from stax.dialects.stax_dialect import StaxVerificationError, verify_module
     text = '''
@@ -148,7 +148,6 @@ func.func @main(%x: tensor<8x4xf32>) -> tensor<16x4xf32> {
         m = ir.Module.parse(text)
         with pytest.raises(StaxVerificationError, match=r"expected shape \[24, 4\]"):
             verify_module(m)
-    assert torch.ops._c10d_functional.all_gather_into_tensor.default is not None
 
 
 def test_unsupported_collective_is_refused_by_name():

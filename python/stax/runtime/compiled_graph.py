@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
+import tempfile
 
 import torch
 
@@ -208,8 +210,6 @@ def write_atomically(path, data: bytes, temp_prefix: str = ".stax-") -> None:
     """Write `data` to `path` through a temporary file in the same folder (named
     `temp_prefix...`) and a rename, so a reader sees the old file or the whole new one,
     never a part."""
-    import os
-    import tempfile
     path = os.fspath(path)
     fd, tmp = tempfile.mkstemp(prefix=temp_prefix, dir=os.path.dirname(os.path.abspath(path)))
     try:
