@@ -16,6 +16,8 @@
 #   opinfo: benchmarks/opinfo_sweep.py --device cuda (OPINFO_DTYPES, default f32)
 #   distributed (not in all): test/python/test_distributed.py (gloo CPU ranks on this
 #          torch, and NCCL with one rank per GPU), then benchmarks/distributed.py --device cuda
+#   dynamic (not in all): benchmarks/dynamic.py --device cuda (a GPT-2 block over 32 shapes:
+#          compiles, compile time and per-shape time against eager and Inductor dynamic=True)
 # STAX_GPU_TEST_TIMEOUT / STAX_GPU_BENCH_TIMEOUT bound each part (seconds).
 set -u
 phase="${1:-all}"
@@ -91,6 +93,14 @@ if [[ "$phase" == "fuzz" || "$phase" == "all" ]]; then
   # one file back instead of one per process (the device tool returns a bounded count)
   for i in $(seq 0 $((procs - 1))); do echo "===== process $i"; cat "$OUT/gpu-fuzz-$i.log"; done \
       > "$OUT/gpu-fuzz-all.log" && rm -f "$OUT"/gpu-fuzz-[0-9]*.log
+fi
+
+if [[ "$phase" == "dynamic" ]]; then
+  timeout "${STAX_GPU_DYNAMIC_TIMEOUT:-540}" $PY benchmarks/dynamic.py --device cuda \
+      --out "$OUT/dynamic-cuda-h200.md" > "$OUT/gpu-dynamic.log" 2>&1
+  echo "dynamic.py exit $?"
+  grep -E "^\| (eager|inductor|stax) |^- (one|compile|per)|^Checks" "$OUT/dynamic-cuda-h200.md" 2>/dev/null \
+      || tail -n 40 "$OUT/gpu-dynamic.log"
 fi
 
 if [[ "$phase" == "opinfo" || "$phase" == "all" ]]; then
