@@ -17,10 +17,19 @@ raise). None of them changes what the Neuron target emits, so each one that is s
 gives a note saying why: neuronx-cc fuses, tunes and schedules the whole graph itself,
 and there are no CUDA graphs.
 
-A graph that cannot run on Neuron (an ATen op stax does not lower, dynamic shapes,
-f64, an illegal HLO instruction) runs as written (its own forward, on the CPU) and the
-reason is recorded; with `strict_native=True` or `STAX_STRICT=1` it raises
-`StaxCompileError`.
+neuronx-cc takes static shapes only, so a graph that Dynamo makes symbolic (automatic
+dynamic on a second size, `dynamic=True`, `mark_dynamic`) is compiled **once per distinct
+size** it meets, at call time, by the same `stax.shape_specialize.ShapeSpecializer` the
+CPU and GPU targets use: each size is a static HLO module of its own, with its own
+artifact folder (content-hashed, so a later process that meets the size again reuses the
+folder's HLO proto instead of converting again). The variants are kept in memory (at most
+`stax.max_shape_variants`, default 8; beyond it a size runs as written, with a warning);
+`report.variants` and the notes say which sizes were compiled and why, and
+`stax_artifact_dirs` lists one folder per size.
+
+A graph that cannot run on Neuron (an ATen op stax does not lower, f64, an illegal HLO
+instruction) runs as written (its own forward, on the CPU) and the reason is recorded;
+with `strict_native=True` or `STAX_STRICT=1` it raises `StaxCompileError`.
 
 The callable returned to Dynamo is a `NeuronCompiled` (a `stax.backend.StaxCompiled`):
 `stax_route` is "neuron" (or "fallback"), `stax_artifact_dir` the artifact folder of the
@@ -39,6 +48,7 @@ from stax import debug
 from stax.backend import FallbackRecord, StaxCompiled, StaxReport, WeakRegistry
 from stax.driver import StaxCompileError
 from stax.options import resolve_config
+from stax.shape_specialize import ShapeSpecializer, has_symbolic_inputs
 from stax.targets.neuron import NEURON_ROUTE, NeuronGraph, compile_graph
 
 __all__ = ["stax_neuron", "NeuronCompiled", "NeuronReport", "compiled_callables", "reports",
@@ -120,7 +130,10 @@ def _boxed(ng: NeuronGraph):
     return run
 
 
-def _make_compiler(kind: str, report: NeuronReport, strict: bool, notes: list[str]):
+def _make_compiler(kind: str, report: NeuronReport, strict: bool, notes: list[str],
+                   record=None):
+    record = record or report.graphs.append  # a shape variant records into itself too
+
     def compiler(gm: torch.fx.GraphModule, example_inputs):
         graph_id = debug.new_graph_id(kind)
         try:
@@ -131,14 +144,14 @@ def _make_compiler(kind: str, report: NeuronReport, strict: bool, notes: list[st
                 raise StaxCompileError(
                     f"stax could not compile the {kind} graph {graph_id} for Neuron "
                     f"(strict mode: strict_native=True or STAX_STRICT=1): {reason}") from e
-            report.graphs.append(FallbackRecord(graph_id=graph_id, kind=kind, reason=reason))
+            record(FallbackRecord(graph_id=graph_id, kind=kind, reason=reason))
             debug.DumpDir(graph_id).write("fallback.txt",
                                           reason + "\n\n" + traceback.format_exc())
             debug.log(f"{kind} graph {graph_id} falls back to PyTorch (runs as written): "
                       f"{reason}")
             from functorch.compile import make_boxed_func
             return make_boxed_func(gm.forward)
-        report.graphs.append(ng)
+        record(ng)
         return _boxed(ng)
 
     compiler.__name__ = f"stax_neuron_{kind}_compiler"
@@ -153,19 +166,23 @@ def stax_neuron(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = 
     strict = bool(strict_native) or debug.strict_enabled()
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     report = NeuronReport(config=config, graph_names=names)
-    if dynamic:
-        msg = ("dynamic=True: the Neuron target compiles static shapes only (neuronx-cc "
-               "rejects dynamic shapes)")
-        if strict:
-            raise StaxCompileError(msg)
-        report.extra_notes.append(msg + "; graphs with symbolic shapes run as written")
     for n in report.notes:
         debug.log(f"note: {n}")
 
     from stax.backend import run_aot_autograd
 
-    fn = run_aot_autograd(gm, example_inputs,
-                          lambda kind: _make_compiler(kind, report, strict, notes))
+    def compile_static(graph, inputs, record=None):
+        return run_aot_autograd(graph, inputs, lambda kind: _make_compiler(
+            kind, report, strict, notes, record))
+
+    if has_symbolic_inputs(gm, example_inputs):
+        # neuronx-cc takes static shapes: one HLO module per distinct size, at call time
+        fn = ShapeSpecializer(gm, example_inputs, report, strict=strict,
+                              compile_variant=compile_static,
+                              max_variants=config.max_shape_variants)
+        report.specializer = fn
+    else:
+        fn = compile_static(gm, example_inputs)
     compiled = NeuronCompiled(fn, report)
     compiled_callables.append(compiled)
     return compiled

@@ -383,15 +383,98 @@ def test_f64_refused():
     assert NB.last_report().route == "fallback"
 
 
-def test_dynamic_refused():
-    def f(x):
-        return x * 2
+def _dynamic(strict=True, dynamic=True):
+    return torch.compile(_attn_like, backend=functools.partial(NB.stax_neuron,
+                                                               strict_native=strict),
+                         dynamic=dynamic)
 
-    c = torch.compile(f, backend=functools.partial(NB.stax_neuron, strict_native=True),
-                      dynamic=True)
-    with pytest.raises(Exception) as e:
-        c(torch.randn(5))
-    assert "dynamic" in str(e.value) or "static shapes" in str(e.value)
+
+def _attn_like(x, w):
+    return torch.softmax(x @ w, dim=-1) * 2.0 + x[:, :1]
+
+
+def test_dynamic_shapes_compile_one_hlo_module_per_size():
+    # neuronx-cc takes static shapes: each size Dynamo's symbolic graph meets is its own
+    # static HLO module (and artifact folder); a size met again reuses its variant
+    w = torch.randn(64, 512)
+    c = _dynamic()
+    sizes = (5, 7, 512, 3, 7)
+    with torch.no_grad():
+        for n in sizes:
+            x = torch.randn(n, 64)
+            _close(c(x, w), _attn_like(x, w))
+    rep = NB.last_report()
+    assert rep.route == "neuron", rep.summary()
+    variants = rep.variants
+    assert [v.sizes for v in variants] and len(variants) == 4, [v.describe() for v in variants]
+    assert sorted(next(iter(v.sizes.values())) for v in variants) == [3, 5, 7, 512]
+    assert all(v.route == "neuron" for v in variants)
+    assert [v.calls for v in variants] == [1, 2, 1, 1]
+    dirs = rep.artifact_dirs
+    assert len(set(dirs)) == 4, dirs
+    for v in variants:
+        (ng,) = v.graphs
+        man = json.load(open(os.path.join(ng.artifact_dir, "manifest.json")))
+        n = next(iter(v.sizes.values()))
+        assert [i["shape"] for i in man["inputs"] if i["kind"] != "constant"][:1] == [[n, 64]]
+        assert os.path.getsize(os.path.join(ng.artifact_dir, "hlo_module.pb")) > 0
+    assert any("shape-specialized" in n for n in rep.notes), rep.notes
+
+
+def test_dynamic_automatic_and_marked():
+    # automatic dynamic (a second size makes the batch symbolic) and mark_dynamic with
+    # bounds both reach the per-size compile; a size outside the bounds is Dynamo's
+    w = torch.randn(64, 512)
+    c = _dynamic(dynamic=None)
+    with torch.no_grad():
+        for n in (4, 6, 9):
+            x = torch.randn(n, 64)
+            _close(c(x, w), _attn_like(x, w))
+    assert NB.last_report().route == "neuron"
+    assert len(NB.last_report().variants) == 2  # 4 was Dynamo's static first graph
+    torch._dynamo.reset()
+    NB.clear()
+    c = _dynamic(dynamic=None)
+    x = torch.randn(8, 64)
+    torch._dynamo.mark_dynamic(x, 0, min=2, max=16)
+    with torch.no_grad():
+        _close(c(x, w), _attn_like(x, w))
+        x2 = torch.randn(11, 64)
+        _close(c(x2, w), _attn_like(x2, w))
+    rep = NB.last_report()
+    assert rep.route == "neuron" and len(rep.variants) == 2
+
+
+def test_dynamic_variant_reuses_its_artifact_folder_across_compiles():
+    # a later compile (a new process, or after torch._dynamo.reset) of the same size
+    # reuses the HLO proto on disk; a folder whose proto was edited is converted again
+    w = torch.randn(64, 512)
+    x = torch.randn(5, 64)
+    with torch.no_grad():
+        ref = _attn_like(x, w)
+        for _ in range(2):
+            c = _dynamic()
+            _close(c(x, w), ref)
+            (ng,) = NB.last_report().variants[0].graphs
+            torch._dynamo.reset()
+            NB.clear()
+        assert any("reused the HLO module" in n for n in ng.notes), ng.notes
+        pb = os.path.join(ng.artifact_dir, "hlo_module.pb")
+        good = open(pb, "rb").read()
+        with open(pb, "wb") as f:
+            f.write(good[:-1] + bytes([good[-1] ^ 1]))
+        c = _dynamic()
+        _close(c(x, w), ref)
+        (ng2,) = NB.last_report().variants[0].graphs
+    assert ng2.artifact_dir == ng.artifact_dir
+    assert not any("reused" in n for n in ng2.notes), ng2.notes
+    # converted again and rewritten: the proto is whole again and has its manifest's hash
+    # (jaxlib's conversion is not byte-stable across calls, so not compared with `good`)
+    import hashlib
+    fresh = open(pb, "rb").read()
+    man = json.load(open(os.path.join(ng.artifact_dir, "manifest.json")))
+    assert hashlib.sha256(fresh).hexdigest() == man["hlo_module_sha256"]
+    assert fresh != good[:-1] + bytes([good[-1] ^ 1])
 
 
 def test_guards():

@@ -352,6 +352,26 @@ def _dtype_name(dt: torch.dtype) -> str:
     return str(dt).replace("torch.", "")
 
 
+def _reusable_hlo(folder: str, stablehlo: str) -> HloModule | None:
+    """The HLO module an earlier compile wrote to `folder` for this very StableHLO, when
+    its manifest says so and the proto's bytes still have the manifest's hash; else None
+    (a missing, partial or edited folder is converted again and rewritten)."""
+    try:
+        with open(os.path.join(folder, "manifest.json")) as f:
+            manifest = json.load(f)
+        with open(os.path.join(folder, "hlo_module.pb"), "rb") as f:
+            proto = f.read()
+        with open(os.path.join(folder, "hlo_module.txt")) as f:
+            text = f.read()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or \
+            manifest.get("stablehlo_sha256") != hashlib.sha256(stablehlo.encode()).hexdigest() \
+            or manifest.get("hlo_module_sha256") != hashlib.sha256(proto).hexdigest():
+        return None
+    return HloModule(proto=proto, text=text)
+
+
 def write_artifacts(folder: str, *, stablehlo: str, hlo: HloModule, manifest: dict) -> None:
     os.makedirs(folder, exist_ok=True)
     files = {"hlo_module.pb": hlo.proto, "hlo_module.txt": hlo.text.encode(),
@@ -556,10 +576,15 @@ def _compile_graph(gm, example_inputs, *, kind, graph_id, notes) -> NeuronGraph:
         in_names = [s.name for s in imported.inputs]
         text = lower_to_stablehlo(module, in_names, notes=notes)
         dump.write("stablehlo.mlir", text)
-    hlo = stablehlo_to_hlo(text)
-    check_legality(hlo.proto)
     digest = hashlib.sha256((text + "\0" + ",".join(in_names)).encode()).hexdigest()
     folder = os.path.join(artifact_root(), digest[:16])
+    hlo = _reusable_hlo(folder, text)
+    if hlo is not None:
+        notes.append(f"reused the HLO module in {folder} (the same StableHLO was "
+                     "converted before)")
+    else:
+        hlo = stablehlo_to_hlo(text)
+    check_legality(hlo.proto)
     outputs_m = []
     for i, o in enumerate(imported.outputs):
         outputs_m.append({"position": i, "kind": o.kind,
