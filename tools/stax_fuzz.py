@@ -1,6 +1,6 @@
 """stax-fuzz: differential fuzzing of the stax backend against eager PyTorch.
 
-    stax-fuzz --seed S --count N [--device cpu|cuda] [--backward] [--ptx-only]
+    stax-fuzz --seed S --count N [--device cpu|cuda] [--backward] [--ptx-only] [--dynamic]
 
 Prints every failure (shrunk to a runnable repro script) and last
 `N passed, M failed[, K skipped]`; the exit status is 1 when anything failed.
@@ -22,6 +22,9 @@ def main(argv=None) -> int:
     ap.add_argument("--ptx-only", action="store_true",
                     help="no GPU: compile every kernel of every graph to PTX (sm_90) "
                          "with the Triton target instead of running")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="compile each program once with dynamic=True and call it at "
+                         "several sizes (1, a prime, larger, smaller leading dim)")
     ap.add_argument("--shrink-budget", type=float, default=120.0,
                     help="seconds spent shrinking each failure (0: no shrinking)")
     ap.add_argument("--max-stmts", type=int, default=7, help="statements per program")
@@ -32,6 +35,10 @@ def main(argv=None) -> int:
         print("stax-fuzz: --device cuda needs a CUDA GPU (torch.cuda.is_available() is "
               "False); use --ptx-only to compile kernels without one", file=sys.stderr)
         return 2
+    if a.dynamic and a.ptx_only:
+        print("stax-fuzz: --dynamic runs the programs; it does not combine with --ptx-only",
+              file=sys.stderr)
+        return 2
     if a.ptx_only:
         try:
             import triton  # noqa: F401
@@ -40,7 +47,8 @@ def main(argv=None) -> int:
             return 2
     from stax.fuzz import fuzz
     r = fuzz(a.seed, a.count, device=a.device, backward=a.backward, ptx_only=a.ptx_only,
-             shrink_budget=a.shrink_budget, max_stmts=a.max_stmts, verbose=a.verbose)
+             shrink_budget=a.shrink_budget, max_stmts=a.max_stmts, verbose=a.verbose,
+             dynamic=a.dynamic)
     return 1 if r["failed"] else 0
 
 

@@ -316,3 +316,54 @@ def test_a_wrong_answer_aot_eager_gives_too_is_a_frontend_skip():
         compare_results(aot, eager)
     o = C.check(prog, backward=True)
     assert (o.status, o.kind) == ("skip", "frontend-wrong"), o
+
+
+# -- --dynamic: one compile with dynamic=True, called at several sizes ------------------
+
+def test_fuzz_cpu_dynamic():
+    r = _run(seed=778, count=8, dynamic=True)
+    assert r["passed"] >= 6
+
+
+def test_dynamic_resizes_the_shared_leading_dim_and_keeps_broadcasting():
+    from stax.fuzz.dynamic import resized_programs
+    prog = Program([InputSpec("x0", (12, 8), "float32"), InputSpec("x1", (12, 1), "float32"),
+                    InputSpec("x2", (8,), "float32")],
+                   [Stmt("v1", "x0 * x1 + x2", ["x0", "x1", "x2"])], ["v1"], seed=5)
+    ps = resized_programs(prog)
+    sizes = [p.inputs[0].shape[0] for p in ps]
+    assert len(ps) == 3 and 1 in sizes and 12 not in sizes and any(n > 12 for n in sizes)
+    for p in ps:
+        n = p.inputs[0].shape[0]
+        assert p.inputs[1].shape == (n, 1) and p.inputs[2].shape == (8,)  # 8 is not 12
+        assert p.seed != prog.seed
+
+
+def _dynamic_prog():
+    return Program([InputSpec("x0", (16, 512), "float32")],
+                   [Stmt("v1", "torch.softmax(x0, -1) * 2", ["x0"])], ["v1"], seed=9)
+
+
+def test_dynamic_check_passes_stax_and_fails_a_wrong_answer_at_a_later_size(monkeypatch):
+    from stax.fuzz import dynamic as D
+    assert D.check_dynamic(_dynamic_prog()).status == "pass"
+    real = D._run
+
+    def wrong_after_first(fn, prog, *a, **k):  # stax right at its first size only
+        res = real(fn, prog, *a, **k)  # (D._run runs stax; eager runs through C._run)
+        if prog.inputs[0].shape[0] != 16:
+            res.outputs = [o + 1e-3 if isinstance(o, torch.Tensor) else o for o in res.outputs]
+        return res
+    monkeypatch.setattr(D, "_run", wrong_after_first)
+    o = D.check_dynamic(_dynamic_prog())
+    assert (o.status, o.kind) == ("fail", "value"), o
+    assert o.message.startswith("call 2 ("), o.message
+
+
+def test_dynamic_check_fails_a_size_that_ran_as_written(monkeypatch):
+    # past the variant cap a size runs as written: under STAX_STRICT that raises, so a
+    # size that was not compiled can never pass as a stax result
+    from stax.fuzz import dynamic as D
+    monkeypatch.setenv("STAX_MAX_SHAPE_VARIANTS", "1")
+    o = D.check_dynamic(_dynamic_prog())
+    assert o.status == "fail", o

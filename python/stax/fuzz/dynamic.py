@@ -1,0 +1,131 @@
+"""Fuzzing with symbolic sizes: one `torch.compile(..., dynamic=True)` called with sizes
+drawn per call.
+
+`stax-fuzz --dynamic` checks each random program this way: Dynamo traces it with symbolic
+sizes from the first call, and the same compiled callable then meets the program at other
+sizes. The leading dim of every input that shares the first input's leading size is
+redrawn (so broadcasting between inputs still holds): size 1, a prime, a size above the
+first, and one below. A size the program cannot run at in eager (a `view` to a constant
+shape, say) is left out. Every call is compared with eager as `compare.check` compares one
+(values, shapes, strides, storage offsets, aliasing, mutations, gradients), and every
+graph and every shape variant must have a stax route: a size that ran as written is a
+failure, never a pass.
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import torch
+
+from stax.fuzz.compare import (STAX_ROUTES, Outcome, _classify_stax_error, _compare, _run,
+                               _unwrap, _last_line, cuda_fault, CudaContextLost, run_eager)
+from stax.fuzz.generate import Program
+
+__all__ = ["check_dynamic", "resized_programs"]
+
+PRIMES = (7, 13, 31, 67, 131)
+
+
+def resized_programs(prog: Program, count: int = 3) -> list[Program]:
+    """Copies of `prog` whose shared leading dim takes `count` other sizes (none when no
+    input has a leading dim to vary)."""
+    firsts = [i.shape[0] for i in prog.inputs if len(i.shape) >= 1]
+    if not firsts:
+        return []
+    d0 = firsts[0]
+    rng = random.Random(prog.seed ^ 0xD1A)
+    sizes = [1, rng.choice(PRIMES), 2 * d0 + rng.randint(1, 5), max(2, d0 // 2)]
+    out, seen = [], {d0}
+    for n in sizes:
+        if n in seen or len(out) >= count:
+            continue
+        seen.add(n)
+        p = prog.copy()
+        for spec in p.inputs:
+            if len(spec.shape) >= 1 and spec.shape[0] == d0:
+                spec.shape = (n,) + tuple(spec.shape[1:])
+        p.seed = (prog.seed + 7919 * len(out) + 1) % (1 << 31)
+        out.append(p)
+    return out
+
+
+def check_dynamic(prog: Program, device="cpu", backward=False,
+                  stats: dict | None = None) -> Outcome:
+    """One compile with dynamic=True, called at the program's sizes and then at the
+    resized ones that eager runs; the first difference from eager is the outcome."""
+    try:
+        eager = [(prog, run_eager(prog, device, backward))]
+    except Exception as e:  # noqa: BLE001 - the generator made a program eager refuses
+        if cuda_fault(e):
+            raise CudaContextLost("eager", e) from e
+        return Outcome("invalid", "eager", f"{type(e).__name__}: {str(e)[:200]}")
+    for p in resized_programs(prog):
+        try:
+            eager.append((p, run_eager(p, device, backward)))
+        except Exception:  # noqa: BLE001 - the program is only valid at its own sizes
+            continue
+    import stax.backend as B
+    old = os.environ.get("STAX_STRICT")
+    os.environ["STAX_STRICT"] = "1"
+    torch._dynamo.reset()
+    B.clear()
+    try:
+        compiled = torch.compile(prog.function(), backend="stax", fullgraph=True, dynamic=True)
+        for k, (p, want) in enumerate(eager):
+            try:
+                got = _run(compiled, p, device, backward)
+            except Exception as e:  # noqa: BLE001
+                if cuda_fault(e):
+                    raise CudaContextLost("stax", e) from e
+                o = _classify_stax_error(e)
+                if o.status == "fail":
+                    why = _aot_eager_dynamic_error(eager, device, backward)
+                    if why is not None:
+                        return Outcome("skip", "frontend", "torch.compile(dynamic=True) with "
+                                       f"backend='aot_eager' raises too: {why}")
+                return _at(o, p, k)
+            o = _compare(got, want, p, device, backward)
+            if o is not None:
+                return _at(o, p, k)
+        reports = list(B.reports())
+    finally:
+        if old is None:
+            os.environ.pop("STAX_STRICT", None)
+        else:
+            os.environ["STAX_STRICT"] = old
+        torch._dynamo.reset()
+    if not reports:
+        return Outcome("skip", "no-graph", "no graph reached the stax backend (nothing to compile)")
+    for r in reports:
+        if r.route not in STAX_ROUTES:
+            return Outcome("fail", "route", f"route {r.route!r}: {r.fallback_reason}")
+        for v in r.variants:
+            if v.route not in STAX_ROUTES:
+                return Outcome("fail", "route", f"shape variant {v.describe()}: route {v.route}")
+    if stats is not None:
+        stats["dynamic sizes called"] = stats.get("dynamic sizes called", 0) + len(eager)
+        stats["dynamic shape variants"] = stats.get("dynamic shape variants", 0) + \
+            sum(len(r.variants) for r in reports)
+    return Outcome("pass")
+
+
+def _at(o: Outcome, p: Program, k: int) -> Outcome:
+    """The outcome with the call's sizes named (call 0 is the program's own sizes)."""
+    shapes = ", ".join(f"{i.name}{list(i.shape)}" for i in p.inputs)
+    return Outcome(o.status, o.kind, f"call {k + 1} ({shapes}): {o.message}")
+
+
+def _aot_eager_dynamic_error(eager, device, backward) -> str | None:
+    """The error Dynamo + aot_autograd raise with dynamic=True on these sizes (no stax)."""
+    torch._dynamo.reset()
+    try:
+        fn = torch.compile(eager[0][0].function(), backend="aot_eager", fullgraph=True,
+                           dynamic=True)
+        for p, _ in eager:
+            _run(fn, p, device, backward)
+        return None
+    except Exception as e:  # noqa: BLE001
+        return f"{type(_unwrap(e)).__name__}: {_last_line(_unwrap(e))}"
+    finally:
+        torch._dynamo.reset()
