@@ -3,7 +3,6 @@ scalar_tensor, and arange as stax.iota."""
 from __future__ import annotations
 
 import torch
-import torch.fx
 
 from stax._mlir import ir
 from stax.importer.common import _out

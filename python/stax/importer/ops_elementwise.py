@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.fx
 
 from stax.importer.builder import _Builder
 from stax.importer.common import _kind_ok, _opmath, _out, _proxy, _val, _vdtype

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import torch
-import torch.fx
 
 from stax.importer.common import _out
 from stax.importer.table import _reg

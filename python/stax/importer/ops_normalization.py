@@ -3,7 +3,6 @@ functional form that returns the updated running stats)."""
 from __future__ import annotations
 
 import torch
-import torch.fx
 
 from stax.importer import symbolic as isym
 from stax.importer.common import _numel, _opmath, _val

@@ -5,7 +5,6 @@ normalizations share."""
 from __future__ import annotations
 
 import torch
-import torch.fx
 
 from stax._mlir import ir
 from stax.importer.builder import _Builder

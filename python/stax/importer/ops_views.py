@@ -4,12 +4,11 @@ constant_pad_nd."""
 from __future__ import annotations
 
 import torch
-import torch.fx
 
 from stax._mlir import ir
 from stax.aliasing import storage_source
 from stax.importer.common import _norm_dim, _out, _val, _vdtype, _vshape
-from stax.importer.specs import _Fallback, UnsupportedGraph
+from stax.importer.specs import UnsupportedGraph, _Fallback
 from stax.importer.table import _reg
 
 aten = torch.ops.aten
