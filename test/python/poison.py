@@ -4,6 +4,8 @@ backend and the precompiler cannot be imported, MLIR's PassManager raises. `gpu=
 lets Triton's runtime classes import (a GPU graph's kernels are CompiledKernels) but
 poisons `triton.compile`; otherwise all of triton is blocked."""
 
+# a blocked name blocks its submodules too (the finder matches "name." prefixes): the
+# importer package's stax.importer.graph, .builder, .ops_* and .symbolic included
 _BLOCKED = ("stax.importer", "stax.importer_symbolic", "stax.passes", "stax.driver",
             "stax.wrapper", "stax.wrapper_fallback", "stax.targets.llvm",
             "stax.targets.triton", "stax.targets.triton_ttir", "stax.targets.triton_matmul",

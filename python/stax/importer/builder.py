@@ -1,0 +1,246 @@
+"""`_Builder`: the importer's state while it walks one graph (FX node -> value, the
+current location, the fallback and collective ops so far, eager's storages) and the
+methods that emit stax ops, stax_graph.fallback and stax_graph.collective."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+import torch.fx
+
+from stax._mlir import ir
+from stax.aliasing import StorageIndex
+from stax.dialects.stax_dialect import COLLECTIVE, FALLBACK
+from stax.importer import symbolic as isym
+from stax.importer.common import (_FP8_DTYPES, _SPECIALIZED, _check_static, _numel,
+                                  _read_positions, _reduced_shape, _reduction_identity,
+                                  _val, _vdtype, _vshape, torch_dtype_to_mlir)
+from stax.importer.specs import ImporterError, UnsupportedGraph, _Fallback
+
+
+# ----------------------------------------------------------------------------- the builder
+
+class _Builder:
+    def __init__(self, gm: torch.fx.GraphModule, symbolic: bool = False):
+        self.gm = gm
+        self.symbolic = symbolic  # symbolic mode (importer_symbolic)
+        self.values: dict[torch.fx.Node, Any] = {}
+        self.loc: ir.Location = ir.Location.unknown()
+        self.fallback_ops: list[str] = []
+        self.collectives: list[str] = []  # targets of stax_graph.collective ops
+        self.storage = StorageIndex()  # eager's storage of every value so far
+
+    # -- raw emission
+    def emit(self, name: str, operands, result_types, attrs=None):
+        op = ir.Operation.create(f"stax.{name}", results=list(result_types),
+                                 operands=list(operands), attributes=attrs or {}, loc=self.loc)
+        return op.results[0] if len(result_types) == 1 else list(op.results)
+
+    @staticmethod
+    def tt(shape, dtype: torch.dtype) -> ir.RankedTensorType:
+        if not all(isinstance(d, int) for d in shape):
+            return isym.tensor_type(shape, torch_dtype_to_mlir(dtype))
+        return ir.RankedTensorType.get(list(shape), torch_dtype_to_mlir(dtype))
+
+    @staticmethod
+    def scalar_attr(dtype: torch.dtype, value):
+        et = torch_dtype_to_mlir(dtype)
+        if dtype in _FP8_DTYPES:
+            # the value torch stores (its cast: saturation, NaN); exact in the fp8 attribute
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+            with unset_fake_temporarily():  # the importer runs inside the backend's fake mode
+                value = torch.tensor(float(value), dtype=torch.float32).to(dtype).float().item()
+        if dtype.is_floating_point:
+            return ir.FloatAttr.get(et, float(value))
+        if dtype == torch.bool:
+            return ir.IntegerAttr.get(et, int(bool(value)))
+        return ir.IntegerAttr.get(et, int(value))
+
+    # -- value helpers
+    def v(self, node) -> ir.Value:
+        val = self.values[node]
+        if not isinstance(val, ir.Value):
+            raise ImporterError(f"node {node.name} is used as a tensor but produced {val!r}")
+        return val
+
+    def full(self, shape, dtype, value) -> ir.Value:
+        return self.emit("full", [], [self.tt(shape, dtype)],
+                         {"value": self.scalar_attr(dtype, value)})
+
+    def convert(self, v: ir.Value, dtype: torch.dtype) -> ir.Value:
+        if _vdtype(v) == dtype:
+            return v
+        return self.emit("convert", [v], [self.tt(_vshape(v), dtype)])
+
+    def broadcast(self, v: ir.Value, shape, dims=None) -> ir.Value:
+        """Broadcast to `shape`; `dims` maps input dims to result dims (default: right-aligned)."""
+        shape = list(shape)
+        src = _vshape(v)
+        if dims is None:
+            if src == shape:
+                return v
+            dims = list(range(len(shape) - len(src), len(shape)))
+        return self.emit("broadcast_in_dim", [v], [self.tt(shape, _vdtype(v))],
+                         {"dims": ir.DenseI64ArrayAttr.get(list(dims))})
+
+    def reshape(self, v: ir.Value, shape) -> ir.Value:
+        if _vshape(v) == list(shape):
+            return v
+        return self.emit("reshape", [v], [self.tt(shape, _vdtype(v))])
+
+    def operand(self, x, shape, dtype) -> ir.Value:
+        """Tensor node or Python scalar `x` as a value of `shape` and `dtype`."""
+        if isinstance(x, torch.fx.Node):
+            return self.broadcast(self.convert(self.v(x), dtype), shape)
+        if isinstance(x, (bool, int, float)):
+            return self.full(shape, dtype, x)
+        raise _Fallback(f"unsupported operand {x!r}")
+
+    def binary(self, name, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.emit(name, [a, b], [a.type])
+
+    def unary(self, name, a: ir.Value) -> ir.Value:
+        return self.emit(name, [a], [a.type])
+
+    def compare(self, name, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.emit(f"cmp_{name}", [a, b], [self.tt(_vshape(a), torch.bool)])
+
+    def select(self, c, t, f) -> ir.Value:
+        return self.emit("select", [c, t, f], [t.type])
+
+    def scalar_like(self, v: ir.Value, value) -> ir.Value:
+        return self.full(_vshape(v), _vdtype(v), value)
+
+    def reduce(self, name, v: ir.Value, dims, keepdim) -> ir.Value:
+        dims = sorted(dims)
+        if not dims:
+            return v
+        shape = _reduced_shape(_vshape(v), dims, keepdim)
+        if any(_vshape(v)[d] == 0 for d in dims):
+            # nothing to combine: the reduction's identity, as eager gives it (sum of
+            # nothing is 0, all() of nothing True; max/min of nothing raise in eager)
+            return self.full(shape, _vdtype(v), _reduction_identity(name, _vdtype(v)))
+        return self.emit(name, [v], [self.tt(shape, _vdtype(v))],
+                         {"dims": ir.DenseI64ArrayAttr.get(dims),
+                          "keepdim": ir.BoolAttr.get(bool(keepdim))})
+
+    def arg_reduce(self, name, v: ir.Value, dim, keepdim) -> ir.Value:
+        shape = _reduced_shape(_vshape(v), [dim], keepdim)
+        return self.emit(name, [v], [self.tt(shape, torch.int64)],
+                         {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
+                          "keepdim": ir.BoolAttr.get(bool(keepdim))})
+
+    def mean(self, v, dims, keepdim):
+        s = self.reduce("reduce_sum", v, dims, keepdim)
+        n = _numel([_vshape(v)[d] for d in dims])
+        return self.binary("div", s, self.scalar_like(s, n))
+
+    def slice(self, v, dim, start, limit, step=1) -> ir.Value:
+        shape = _vshape(v)
+        st = [0] * len(shape)
+        li = list(shape)
+        sp = [1] * len(shape)
+        st[dim], li[dim], sp[dim] = start, limit, step
+        out = list(shape)
+        out[dim] = max(0, (limit - start + step - 1) // step)
+        if out == shape:
+            return v
+        return self.emit("slice", [v], [self.tt(out, _vdtype(v))],
+                         {"start": ir.DenseI64ArrayAttr.get(st),
+                          "limit": ir.DenseI64ArrayAttr.get(li),
+                          "step": ir.DenseI64ArrayAttr.get(sp)})
+
+    def permute(self, v, perm) -> ir.Value:
+        perm = list(perm)
+        if perm == list(range(len(perm))):
+            return v
+        shape = _vshape(v)
+        return self.emit("permute", [v], [self.tt([shape[p] for p in perm], _vdtype(v))],
+                         {"perm": ir.DenseI64ArrayAttr.get(perm)})
+
+    # -- fallback
+    def collective(self, node: torch.fx.Node):
+        """`node`, a `_c10d_functional` collective, as a stax_graph.collective op: a
+        library call the wrapper makes through PyTorch, in graph order (collective.py)."""
+        return self.fallback(node, op_name=COLLECTIVE)
+
+    def fallback(self, node: torch.fx.Node, substitute=None, op_name=FALLBACK):
+        """`node` as a stax_graph.fallback op. `substitute` maps an FX operand to the node
+        passed in its place (an op that reads the storage gets its storage's owner).
+        `operand_layouts` records eager's strides of each operand: the driver hands the
+        op exactly those (an op may depend on them, e.g. by reading `.view`s)."""
+        if self.symbolic:
+            raise isym.no_fallback(node, None)
+        target = node.target
+        operands: list[ir.Value] = []
+        layouts: list = []
+        index: dict[torch.fx.Node, int] = {}
+        substitute = substitute or {}
+
+        def enc(x):
+            if isinstance(x, torch.fx.Node):
+                x = substitute.get(x, x)
+                if x not in index:
+                    index[x] = len(operands)
+                    operands.append(self.v(x))
+                    t = _val(x)
+                    layouts.append(list(t.stride()) if isinstance(t, torch.Tensor)
+                                   and t.layout == torch.strided else None)
+                return {"$operand": index[x]}
+            if isinstance(x, (list, tuple)):
+                return [enc(y) for y in x]
+            if isinstance(x, dict):
+                return {str(k): enc(y) for k, y in x.items()}
+            if x is None or isinstance(x, (bool, int, float, str)):
+                return x
+            if isinstance(x, torch.dtype):
+                return {"$dtype": str(x).removeprefix("torch.")}
+            if isinstance(x, torch.device):
+                return {"$device": str(x)}
+            if isinstance(x, torch.layout):
+                return {"$layout": str(x).removeprefix("torch.")}
+            if isinstance(x, torch.memory_format):
+                return {"$memory_format": str(x).removeprefix("torch.")}
+            if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                raise UnsupportedGraph(f"node {node.name} ({target}) has a symbolic argument "
+                                       f"{x}; the importer takes static shapes only "
+                                       f"({_SPECIALIZED})")
+            raise UnsupportedGraph(f"node {node.name} ({target}) has an argument of type "
+                                   f"{type(x).__name__} that stax_graph.fallback cannot encode")
+
+        call = {"args": enc(list(node.args)), "kwargs": enc(dict(node.kwargs))}
+        val = _val(node)
+        multi = isinstance(val, (tuple, list))
+        vals = list(val) if multi else [val]
+        types, positions = [], []
+        # positions the graph reads (getitem users); a result nobody reads is dropped:
+        # the RNG seed/offset ints of CUDA's fused attention kernels, and tensors such as
+        # cuDNN attention's cum_seq/debug outputs, which the real kernel may return as None
+        used = _read_positions(node)
+        for i, t in enumerate(vals):
+            if t is None or (multi and i not in used):
+                continue
+            if not isinstance(t, torch.Tensor):
+                raise UnsupportedGraph(f"node {node.name} ({target}) returns a "
+                                       f"{type(t).__name__}, not a tensor")
+            _check_static(f"result of node {node.name} ({target})", t)
+            types.append(self.tt(t.shape, t.dtype))
+            positions.append(i)
+        name = str(target)
+        attrs = {"target": ir.StringAttr.get(name), "call": ir.StringAttr.get(json.dumps(call)),
+                 "operand_layouts": ir.StringAttr.get(json.dumps(layouts))}
+        if multi:
+            attrs["result_positions"] = ir.DenseI64ArrayAttr.get(positions)
+        if op_name == COLLECTIVE:  # eager's strides: no meta run can predict them
+            attrs["result_layouts"] = ir.StringAttr.get(json.dumps(
+                [list(vals[p].stride()) for p in positions]))
+        op = ir.Operation.create(op_name, results=types, operands=operands,
+                                 attributes=attrs, loc=self.loc)
+        (self.collectives if op_name == COLLECTIVE else self.fallback_ops).append(name)
+        if not multi:
+            return op.results[0]
+        out = [None] * len(vals)
+        for r, p in zip(op.results, positions):
+            out[p] = r
+        return tuple(out)

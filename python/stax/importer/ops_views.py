@@ -1,0 +1,210 @@
+"""Op handlers, views and data movement: as_strided, reshape/view/squeeze, dtype views,
+expand, permute, t, transpose, slice, select, split, cat, stack, slice_scatter and
+constant_pad_nd."""
+from __future__ import annotations
+
+import torch
+
+from stax._mlir import ir
+from stax.aliasing import storage_source
+from stax.importer.common import _norm_dim, _out, _val, _vdtype, _vshape
+from stax.importer.specs import UnsupportedGraph, _Fallback
+from stax.importer.table import _reg
+
+aten = torch.ops.aten
+
+
+# -- views and data movement
+
+@_reg(aten.as_strided.default)
+def _as_strided(b, node, a):
+    """as_strided addresses the storage, not the logical view: PyTorch runs it on the
+    tensor whose storage eager's operand views (a graph input, or a dense result), at
+    eager's layout."""
+    src = a["self"]
+    try:
+        owner = storage_source(b.storage, node, src)
+    except ValueError as e:
+        raise UnsupportedGraph(str(e)) from None
+    return b.fallback(node, substitute={src: owner})
+
+
+@_reg(aten.view.default, aten.reshape.default, aten._unsafe_view.default,
+      aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default,
+      aten.view_copy.default, aten.flatten.using_ints)
+def _reshape(b, node, a):
+    shape, dtype = _out(node)
+    return b.reshape(b.convert(b.v(a["self"]), dtype), shape)
+
+
+@_reg(aten.view.dtype)
+def _view_dtype(b, node, a):
+    """`x.view(torch.uint8)` on an fp8 tensor (and other same-width dtype views): the same
+    bytes reinterpreted, a stax.bitcast."""
+    shape, dtype = _out(node)
+    x = b.v(a["self"])
+    if _vshape(x) != shape or _vdtype(x).itemsize != dtype.itemsize or torch.bool in (
+            dtype, _vdtype(x)):
+        raise _Fallback("dtype view that changes the shape")
+    if _vdtype(x) == dtype:
+        return x
+    return b.emit("bitcast", [x], [b.tt(shape, dtype)])
+
+
+@_reg(aten.expand.default, aten.expand_copy.default)
+def _expand(b, node, a):
+    shape, _ = _out(node)
+    return b.broadcast(b.v(a["self"]), shape)
+
+
+@_reg(aten.permute.default, aten.permute_copy.default)
+def _permute(b, node, a):
+    x = b.v(a["self"])
+    r = len(_vshape(x))
+    return b.permute(x, [d % r for d in a["dims"]] if r else [])
+
+
+@_reg(aten.t.default)
+def _t(b, node, a):
+    x = b.v(a["self"])
+    return b.permute(x, [1, 0]) if len(_vshape(x)) == 2 else x
+
+
+@_reg(aten.transpose.int)
+def _transpose(b, node, a):
+    x = b.v(a["self"])
+    r = len(_vshape(x))
+    if r < 2:
+        return x
+    perm = list(range(r))
+    d0, d1 = a["dim0"] % r, a["dim1"] % r
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return b.permute(x, perm)
+
+
+def _slice_bounds(size, start, end, step):
+    start = 0 if start is None else start
+    end = size if end is None else end
+    if start < 0:
+        start += size
+    if end < 0:
+        end += size
+    start = min(max(start, 0), size)
+    end = min(max(end, start), size)
+    return start, end, step
+
+
+@_reg(aten.slice.Tensor, aten.slice_copy.Tensor)
+def _slice(b, node, a):
+    x = b.v(a["self"])
+    shape = _vshape(x)
+    dim = _norm_dim(a["dim"], len(shape))
+    start, end, step = _slice_bounds(shape[dim], a["start"], a["end"], a["step"])
+    return b.slice(x, dim, start, end, step)
+
+
+@_reg(aten.select.int, aten.select_copy.int)
+def _select(b, node, a):
+    x = b.v(a["self"])
+    shape = _vshape(x)
+    dim = _norm_dim(a["dim"], len(shape))
+    i = a["index"] % shape[dim]
+    return b.reshape(b.slice(x, dim, i, i + 1), _out(node)[0])
+
+
+@_reg(aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default,
+      aten.unbind.int, aten.tensor_split.sections)
+def _split(b, node, a):
+    x = b.v(a["self"])
+    shape = _vshape(x)
+    dim = _norm_dim(a.get("dim", 0), len(shape))
+    outs, start = [], 0
+    for t in _val(node):
+        n = t.shape[dim] if len(t.shape) == len(shape) else 1
+        r = b.slice(x, dim, start, start + n)
+        outs.append(b.reshape(r, list(t.shape)))
+        start += n
+    return tuple(outs)
+
+
+@_reg(aten.cat.default)
+def _cat(b, node, a):
+    shape, dtype = _out(node)
+    dim = _norm_dim(a["dim"], len(shape))
+    ins = []
+    for t in a["tensors"]:
+        v = b.convert(b.v(t), dtype)
+        s = _vshape(v)
+        if len(s) != len(shape) and s == [0]:
+            continue  # legacy empty 1-D tensors are skipped by torch.cat
+        if s[dim] == 0:
+            continue
+        ins.append(v)
+    return _concat(b, ins, shape, dtype, dim)
+
+
+@_reg(aten.stack.default)
+def _stack(b, node, a):
+    shape, dtype = _out(node)
+    dim = _norm_dim(a["dim"], len(shape))
+    piece = list(shape)
+    piece[dim] = 1
+    ins = [b.reshape(b.convert(b.v(t), dtype), piece) for t in a["tensors"]]
+    return _concat(b, ins, shape, dtype, dim)
+
+
+def _concat(b, ins, shape, dtype, dim):
+    """torch.cat of N values as a chain of binary stax.concat."""
+    if not ins:
+        return b.full(shape, dtype, 0)
+    r = ins[0]
+    for v in ins[1:]:
+        out = list(_vshape(r))
+        out[dim] += _vshape(v)[dim]
+        r = b.emit("concat", [r, v], [b.tt(out, dtype)],
+                   {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
+    return r
+
+
+@_reg(aten.slice_scatter.default)
+def _slice_scatter(b, node, a):
+    """`src` written over `self[start:end]` along `dim` (step 1): the pieces of `self`
+    before and after it, concatenated around `src` (rotary embeddings' backward)."""
+    shape, dtype = _out(node)
+    x = b.convert(b.v(a["self"]), dtype)
+    src = b.convert(b.v(a["src"]), dtype)
+    dim = _norm_dim(a["dim"], len(shape))
+    start, end, step = _slice_bounds(shape[dim], a["start"], a["end"], a["step"])
+    if step != 1 or not shape:
+        raise _Fallback("slice_scatter with a step")
+    pieces = []
+    if start > 0:
+        pieces.append(b.slice(x, dim, 0, start))
+    if end > start:
+        pieces.append(src)
+    if end < shape[dim]:
+        pieces.append(b.slice(x, dim, end, shape[dim]))
+    return _concat(b, pieces, shape, dtype, dim)
+
+
+@_reg(aten.constant_pad_nd.default)
+def _pad(b, node, a):
+    shape, dtype = _out(node)
+    x = b.v(a["self"])
+    s = _vshape(x)
+    r = len(s)
+    pad = list(a["pad"])
+    low, high = [0] * r, [0] * r
+    for i in range(len(pad) // 2):
+        d = r - 1 - i
+        low[d], high[d] = pad[2 * i], pad[2 * i + 1]
+    for d in range(r):  # negative padding crops
+        if low[d] < 0 or high[d] < 0:
+            x = b.slice(x, d, max(0, -low[d]), s[d] - max(0, -high[d]))
+    low = [max(0, p) for p in low]
+    high = [max(0, p) for p in high]
+    if not any(low) and not any(high):
+        return b.reshape(x, shape)
+    return b.emit("pad", [x], [b.tt(shape, dtype)],
+                  {"low": ir.DenseI64ArrayAttr.get(low), "high": ir.DenseI64ArrayAttr.get(high),
+                   "value": b.scalar_attr(dtype, a["value"] or 0)})

@@ -1,0 +1,156 @@
+"""The importer's symbolic mode (`import_graph(..., symbolic=True)`): an ATen FX graph
+with symbolic shapes (make_fx(tracing_mode="symbolic"), aot_autograd under dynamic
+shapes) imported into the symbolic stax IR of docs/dynamic-shapes.md ("Symbols in the
+IR"): a symbolic dim is `?` with its normal-form expression in a `#stax.sizes` encoding,
+and a SymInt placeholder is an `index` argument marked `{stax.symbol = "s0"}`.
+
+For tests and tools only: driver.compile_graph never asks for it (the code generators
+take static sizes; the backend compiles static variants through shape_specialize).
+
+Only the ops in SYMBOLIC_OPS import symbolically (their handlers read shapes from the
+node's fake tensors and the operands' types, never a size as a number). Anything else,
+a fallback, a size used as a value, or a size that is not a polynomial (`//`, `Mod`)
+raises UnsupportedGraph naming the node and why: no wrong IR.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from stax._mlir import ir
+from stax.dialects import symbolic
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+#: marks "import this node with its handler" (see pre_node)
+IMPORT = object()
+
+
+def _unsupported(msg):
+    from stax.importer import UnsupportedGraph
+    return UnsupportedGraph(msg)
+
+
+def _names(*packets):
+    out = set()
+    for p in packets:
+        for o in p.overloads():
+            out.add(getattr(p, o))
+    return out
+
+
+#: creation ops (stax.full reads its sizes from its result type)
+_FULL = (aten.full, aten.zeros, aten.ones, aten.full_like, aten.zeros_like, aten.ones_like,
+         aten.new_zeros, aten.new_ones, aten.new_full)
+
+#: ops whose handlers are shape-generic (elementwise, broadcast, reshape, permute,
+#: reductions over any dim and means over static dims, softmax, layer_norm, matmul,
+#: fills)
+SYMBOLIC_OPS = _names(
+    aten.neg, aten.abs, aten.sign, aten.exp, aten.exp2, aten.expm1, aten.log, aten.log2,
+    aten.log1p, aten.sqrt, aten.rsqrt, aten.sin, aten.cos, aten.tanh, aten.sigmoid,
+    aten.erf, aten.reciprocal, aten.floor, aten.ceil, aten.round, aten.trunc,
+    aten.add, aten.sub, aten.mul, aten.div, aten.rsub, aten.pow, aten.maximum,
+    aten.minimum, aten.eq, aten.ne, aten.lt, aten.le, aten.gt, aten.ge, aten.where,
+    aten.relu, aten.silu, aten.gelu, aten._to_copy, prims.convert_element_type,
+    aten.clone, aten.alias, aten.detach, aten.contiguous,
+    aten.view, aten.reshape, aten._unsafe_view, aten.squeeze, aten.unsqueeze,
+    aten.view_copy, aten.flatten, aten.expand, aten.expand_copy, aten.permute,
+    aten.permute_copy, aten.t, aten.transpose,
+    aten.sum, aten.amax, aten.amin, aten.mean, aten._softmax, aten._log_softmax,
+    aten.native_layer_norm, aten.mm, aten.bmm, aten.addmm,
+    aten.scalar_tensor, *_FULL,
+) - {aten.view.dtype, aten.div.Tensor_mode, aten.div.Scalar_mode}
+
+#: ops that may take sizes (SymInt nodes) in their size list
+_SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
+                    aten.expand, aten.expand_copy, *_FULL)
+
+
+def dim(s, what="a size"):
+    """A size as a dim: an int, or the normal-form string of a SymInt's expression."""
+    if isinstance(s, (int, str)):
+        return s  # static, or already a dim
+    if not isinstance(s, torch.SymInt):
+        raise _unsupported(f"{what} is {s!r}, not an integer size")
+    expr = s.node.expr
+    if expr.is_Integer:
+        return int(expr)
+    try:
+        d = symbolic.normalize(str(expr))
+    except symbolic.ExprError as e:
+        raise _unsupported(f"{what} has the size {expr}, which is not a polynomial of "
+                           f"symbols ({e}); symbolic IR takes +, -, * and ** only") from None
+    return int(d) if d.lstrip("-").isdigit() else d
+
+
+def dims(shape, what="a shape"):
+    """A shape (ints and SymInts) as dims (ints and normal-form strings)."""
+    return [d if isinstance(d, int) else dim(d, what) for d in shape]
+
+
+def tensor_type(shape, element_type):
+    return symbolic.sizes_type(dims(shape), element_type)
+
+
+def symbol_of(node):
+    """The symbol a SymInt placeholder binds (its expression must be one symbol)."""
+    d = dim(node.meta["val"], f"input {node.name}")
+    if not isinstance(d, str) or d not in symbolic.free_symbols(d) or not d.isidentifier():
+        raise _unsupported(f"input {node.name} is the size {d}, not one symbol; a SymInt "
+                           "argument binds exactly one symbol")
+    return d
+
+
+def symbol_arg_attrs(symbols: dict):
+    """`arg_attrs` for func.func: {stax.symbol = "s0"} on the SymInt arguments."""
+    return ir.ArrayAttr.get([
+        ir.DictAttr.get({"stax.symbol": ir.StringAttr.get(symbols[i])} if i in symbols
+                        else {}) for i in range(symbols["_n"])])
+
+
+def check_tensor(what, t, dtypes):
+    if t.dtype not in dtypes:
+        raise _unsupported(f"{what} has dtype {t.dtype}, which stax does not support")
+    if t.layout != torch.strided:
+        raise _unsupported(f"{what} has layout {t.layout}")
+    dims(t.shape, what)
+
+
+def pre_node(b, node, dtypes):
+    """IMPORT to run the node's handler, or the node's value (a size: its dim). Raises
+    UnsupportedGraph for what symbolic IR cannot say."""
+    val = node.meta.get("val")
+    target = node.target
+    if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+        return dim(val, f"node {node.name} ({target})")  # sym_size, operator.mul, ...
+    where = f"node {node.name} ({target})"
+    if target is operator.getitem:
+        return IMPORT
+    if target not in SYMBOLIC_OPS:
+        raise _unsupported(f"{where} cannot be imported symbolically: only elementwise, "
+                           "broadcast, reshape/view, permute, reduction, softmax, layer_norm "
+                           "and matmul ops have symbolic import rules")
+    for t in (val if isinstance(val, (tuple, list)) else [val]):
+        if isinstance(t, torch.Tensor):
+            check_tensor(f"result of {where}", t, dtypes)
+        elif t is not None:
+            raise _unsupported(f"{where} produces a {type(t).__name__}, not a tensor")
+    sizes = []
+    torch.fx.map_arg((node.args, node.kwargs), lambda n: sizes.append(n) or n)
+    for n in sizes:
+        v = n.meta.get("val")
+        if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float)) \
+                and target not in _SIZE_ARGS:
+            raise _unsupported(f"{where} reads the size {n.name} ({v}) as a value; stax ops "
+                               "take sizes only in their result types")
+    return IMPORT
+
+
+def no_fallback(node, why):
+    return _unsupported(f"node {node.name} ({node.target}) cannot be imported symbolically: "
+                        f"it would be a stax_graph.fallback ({why or 'no stax rule'}), which "
+                        "takes static shapes only")
