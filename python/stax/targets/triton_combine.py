@@ -4,10 +4,11 @@ argmax / argmin (NaN is the extreme; the first index wins a tie), and the tt.red
 finishes an [XB, RB] accumulator into an [XB, 1] row value.
 
 `_CombineMixin` is one part of `triton_ttir._Lowering`: it reads the lowering's `em`,
-`XB` and `RB` and records each finished reduction in `row_vals`. Guarantees: the same
-combine is used inside a loop and in the final tt.reduce, so a looped, persistent or
-split reduction combines in one way; a reduction whose result type differs from its
-input's compute type is refused (KernelLoweringError).
+`XB` and `RB` and records each finished reduction in `row_vals`. Guarantees: sum / prod
+/ max / min combine the same way inside a loop and in the final tt.reduce; argmax /
+argmin keep the first index (a loop over increasing indices only replaces on a strictly
+better value, the tt.reduce breaks ties by index); a reduction whose result type differs
+from its input's compute type is refused (KernelLoweringError).
 """
 from __future__ import annotations
 

@@ -24,11 +24,12 @@ I32_LIMIT = (1 << 31) - 1
 
 @dataclass
 class _Arg:
+    """A pointer argument (an input, output or workspace) and the tensor it holds."""
     name: str
     shape: list
     strides: list
     dt: DT
-    extent: int
+    extent: int      # elements its strided view spans in storage (kernel_ir.extent)
 
 
 class _IndexMixin:
