@@ -1,0 +1,223 @@
+"""Launch configurations of the Triton code generator: what a kernel's tiling depends on
+(`KernelShape`, from `analyze_kernel`), the default `TritonConfig`, the autotuner's
+candidates, the split-reduction heuristics and the tile of a split's final kernel.
+
+This is the tiling choice a kernel schedule will take over (issue 9). Guarantees: each
+function is a pure function of the kernel's shapes and element types (no strides, no
+emission); `candidate_configs(s)[0] == default_config(s)` and holds no duplicates; a
+config only splits (split > 1) a kernel whose `KernelShape.splittable` is true.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stax._mlir import ir
+from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
+from stax.targets.kernel_ir import etype as _etype
+from stax.targets.kernel_ir import int_array as _ints
+from stax.targets.kernel_ir import numel as _numel
+from stax.targets.kernel_ir import shape as _shape
+from stax.targets.triton_dtypes import _dt
+
+PERSISTENT_MAX = 4096          # reduced sizes up to this many elements stay in registers
+
+
+@dataclass(frozen=True)
+class TritonConfig:
+    block: int        # pointwise: BLOCK; reduction: XBLOCK (rows per program)
+    rblock: int       # reduction: RBLOCK (reduced elements per step); 1 for pointwise
+    num_warps: int
+    num_stages: int
+    split: int = 1    # reduction: programs sharing one row block's reduced range (a
+    #                   two-stage reduction: partials to a workspace, then a final kernel)
+
+
+@dataclass(frozen=True)
+class KernelShape:
+    """What the config choice depends on."""
+    kind: str                # "pointwise" | "reduction"
+    numel: int               # pointwise: elements per output; reduction: rows
+    rnumel: int = 1          # reduction: reduced elements per row
+    inner_reduced: bool = True   # the innermost dim of S is reduced (rows contiguous)
+    max_bytes: int = 4       # widest element size touched
+    splittable: bool = False     # the reduced range may be split over programs
+
+
+# A looped reduction with fewer row-block programs than this splits its reduced range
+# (an H100/H200 has 132 SMs; 12 programs summing a bias gradient over 16384 rows leave
+# the GPU idle), aiming at about SPLIT_TARGET programs in all.
+SPLIT_BELOW = 128
+SPLIT_TARGET = 264
+
+
+def _p2(n):
+    return 1 << max(0, (max(1, n) - 1).bit_length())
+
+
+def default_config(shape: KernelShape) -> TritonConfig:
+    if shape.kind == "pointwise":
+        block = min(1024, max(128, _p2(shape.numel)))
+        return TritonConfig(block, 1, 4 if block >= 512 else 2, 1)
+    R = _p2(shape.rnumel)
+    if R <= PERSISTENT_MAX:
+        if not shape.inner_reduced:   # column reduction: many neighbouring rows per block
+            xb = max(1, min(_p2(shape.numel), max(1, 4096 // R), 64))
+        elif R >= 512:
+            # one row per program: measured on the H200 (softmax over [262144, 1024] f32,
+            # benchmarks/results/gpu-h200-verify.jsonl) 1x1024 w4 takes 0.51 ms, 2x1024 w4
+            # 0.63 ms; rows of 512: 1x512 w4 0.51 ms, 4x512 w4 0.70 ms
+            xb = 1
+        else:
+            xb = max(1, min(_p2(shape.numel), max(1, 2048 // R)))
+        total = xb * R
+        warps = 8 if total >= 4096 and R >= 2048 else (4 if total >= 512 else 2)
+        return TritonConfig(xb, R, warps, 1)
+    rb = 2048 if shape.inner_reduced else 64
+    xb = 1 if shape.inner_reduced else 64
+    return TritonConfig(xb, rb, 8 if shape.inner_reduced else 4, 1,
+                        _default_split(shape, xb, rb))
+
+
+def _default_split(shape: KernelShape, xb, rb) -> int:
+    programs = -(-shape.numel // xb)
+    if not shape.splittable or programs >= SPLIT_BELOW or shape.rnumel < 4 * rb:
+        return 1
+    return max(1, min(-(-SPLIT_TARGET // programs), shape.rnumel // (2 * rb)))
+
+
+def candidate_configs(shape: KernelShape) -> list[TritonConfig]:
+    """A small search space around the default (the default is always first)."""
+    out = [default_config(shape)]
+
+    def add(c):
+        if c not in out:
+            out.append(c)
+
+    if shape.kind == "pointwise":
+        top = max(128, _p2(shape.numel))
+        for b in (256, 512, 1024, 2048, 4096):
+            if b > top:
+                continue
+            for w in (2, 4, 8):
+                if b // (32 * w) >= 1:
+                    add(TritonConfig(b, 1, w, 1))
+        return out
+    R = _p2(shape.rnumel)
+    rows = _p2(shape.numel)
+    if R <= PERSISTENT_MAX:
+        for xb in (1, 2, 4, 8, 16, 32, 64):
+            if xb > rows or xb * R > 16384:
+                continue
+            for w in (2, 4, 8, 16):
+                if w * 32 <= xb * R:
+                    add(TritonConfig(xb, R, w, 1))
+    for rb in (512, 1024, 2048, 4096):
+        if rb >= R:
+            continue
+        for xb in (1, 2, 4):
+            if xb > rows:
+                continue
+            for w in (4, 8):
+                for st in (1, 2):
+                    add(TritonConfig(xb, rb, w, st))
+    d = out[0]
+    if d.split > 1:   # the split factor and the tile of a split reduction
+        for sp in (d.split // 2, d.split * 2, d.split * 4):
+            if sp > 1:
+                add(TritonConfig(d.block, d.rblock, d.num_warps, d.num_stages, sp))
+        for xb, rb in ((d.block, d.rblock * 2), (d.block * 2, d.rblock), (d.block // 2,
+                                                                           d.rblock * 2)):
+            if xb >= 1 and rb <= 4096:
+                add(TritonConfig(xb, rb, d.num_warps, d.num_stages,
+                                 _default_split(shape, xb, rb)))
+    return out
+
+
+def split_parts(rn, split, rblock):
+    """(chunk, parts) of a split reduction over `rn` reduced elements asked to split
+    `split` ways: each program's range is a multiple of RBLOCK, so parts <= split."""
+    chunk = -(-(-(-rn // split)) // rblock) * rblock
+    return chunk, -(-rn // chunk)
+
+
+def split_final_config(rows, nsplit) -> TritonConfig:
+    """The tile of a split reduction's final kernel: [XB rows, SB >= nsplit partials]."""
+    sb = _p2(nsplit)
+    xb = max(1, min(_p2(rows), max(1, 4096 // sb), 64))
+    return TritonConfig(xb, sb, 4 if xb * sb >= 1024 else 2, 1)
+
+
+# ----------------------------------------------------------------------------- analysis
+
+def _reduction_signature(op):
+    shp = _shape(op.operands[0])
+    if op.operation.name in ("stax.argmax", "stax.argmin"):
+        dims = [ir.IntegerAttr(op.attributes["dim"]).value]
+    else:
+        dims = sorted(_ints(op, "dims"))
+    return shp, dims
+
+
+def analyze_kernel(kernel_op) -> KernelShape:
+    """The numbers the config choice depends on (no strides needed)."""
+    block = kernel_op.regions[0].blocks[0]
+    ops = list(block.operations)
+    reds = [o for o in ops[:-1] if o.operation.name in _REDUCTIONS]
+    mb = max([_dt(_etype(a)).nbytes for a in block.arguments] +
+             [_dt(_etype(v)).nbytes for v in ops[-1].operands] + [1])
+    if not reds:
+        n = max([_numel(_shape(v)) for v in ops[-1].operands] + [0])
+        return KernelShape("pointwise", n, 1, True, mb)
+    S, D = _reduction_signature(reds[0])
+    rn = _numel([S[d] for d in D])
+    rows = _numel([S[d] for d in range(len(S)) if d not in D])
+    inner = (len(S) - 1) in D or all(S[d] == 1 for d in range(max(D) + 1, len(S)))
+    return KernelShape("reduction", rows, rn, inner, mb,
+                       _splittable(ops[:-1], list(ops[-1].operands), S))
+
+
+def _value_facts(defining, size):
+    """A memoized v -> (reads a reduction, is full space) over a kernel body (`defining`:
+    result -> op). Full space: v varies along the reduced dims, i.e. it is computed per
+    element of the domain (`size` elements). A kernel input (or a full / iota) with as
+    many elements as the domain is full space whatever its shape: an input [B*T, C]
+    reshaped to the domain [B, T, C] is full space, not a row value."""
+    memo = {}
+
+    def walk(v):
+        if v in memo:
+            return memo[v]
+        o = defining.get(v)
+        if o is None:
+            res = (False, _numel(_shape(v)) == size)
+        elif o.operation.name in _REDUCTIONS:
+            res = (True, False)
+        elif not o.operands:
+            res = (False, _numel(_shape(v)) == size)
+        else:
+            parts = [walk(x) for x in o.operands]
+            res = (any(p[0] for p in parts), any(p[1] for p in parts))
+        memo[v] = res
+        return res
+    return walk
+
+
+def _splittable(body, yielded, S) -> bool:
+    """Can programs share a row block's reduced range (partials, then a final kernel)?
+    Yes when every reduction is a plain one (no argmax/argmin, not over i1) that reads no
+    other reduction (one phase), and no full-space output reads a reduction (it would
+    need the finished row value in every part)."""
+    walk = _value_facts({r: o for o in body for r in o.results}, _numel(S))
+    size = _numel(S)
+    for o in body:
+        if o.operation.name not in _REDUCTIONS:
+            continue
+        if o.operation.name in ("stax.argmax", "stax.argmin"):
+            return False
+        if _dt(_etype(o.operands[0])).comp == "i1" or walk(o.operands[0])[0]:
+            return False
+    for v in yielded:
+        reads, full = walk(v)
+        if reads and (full or _numel(_shape(v)) == size):
+            return False
+    return True
