@@ -16,6 +16,8 @@
 #   opinfo: benchmarks/opinfo_sweep.py --device cuda (OPINFO_DTYPES, default f32)
 #   distributed (not in all): test/python/test_distributed.py (gloo CPU ranks on this
 #          torch, and NCCL with one rank per GPU), then benchmarks/distributed.py --device cuda
+#   layout (not in all): benchmarks/layout.py --device cuda (strided inputs and outputs:
+#          time, launches and bytes moved against eager and Inductor)
 #   dynamic (not in all): benchmarks/dynamic.py --device cuda (a GPT-2 block over 32 shapes:
 #          compiles, compile time and per-shape time against eager and Inductor dynamic=True)
 # STAX_GPU_TEST_TIMEOUT / STAX_GPU_BENCH_TIMEOUT bound each part (seconds).
@@ -93,6 +95,14 @@ if [[ "$phase" == "fuzz" || "$phase" == "all" ]]; then
   # one file back instead of one per process (the device tool returns a bounded count)
   for i in $(seq 0 $((procs - 1))); do echo "===== process $i"; cat "$OUT/gpu-fuzz-$i.log"; done \
       > "$OUT/gpu-fuzz-all.log" && rm -f "$OUT"/gpu-fuzz-[0-9]*.log
+fi
+
+if [[ "$phase" == "layout" ]]; then
+  timeout "${STAX_GPU_LAYOUT_TIMEOUT:-300}" $PY benchmarks/layout.py --device cuda \
+      --out "$OUT/layout-cuda-h200.md" > "$OUT/gpu-layout.log" 2>&1
+  echo "layout.py exit $?"
+  grep -E "^\||^Checks|^- " "$OUT/layout-cuda-h200.md" 2>/dev/null | grep -v "^- [a-z]*:" \
+      || tail -n 40 "$OUT/gpu-layout.log"
 fi
 
 if [[ "$phase" == "dynamic" ]]; then

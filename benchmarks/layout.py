@@ -1,0 +1,362 @@
+"""Layouts: strided inputs and outputs, eager vs Inductor vs stax, in one run.
+
+    python benchmarks/layout.py [--device cpu|cuda] [--quick] [--out benchmarks/results/layout-<device>.md]
+
+Cases (issue 9):
+
+    transpose_add      x.t() + y, then * 2 (a transposed read into a pointwise kernel)
+    attention          softmax(q @ k^T * scale) @ v with q, k, v non-contiguous views of
+                       one [B, T, 3, H, D] projection (attention's head permutes)
+    conv_bn_relu_nchw  conv 3x3 + BatchNorm (eval) + ReLU on an NCHW input
+    conv_bn_relu_cl    the same on a channels-last input (and weights)
+    gpt2_sliced        a GPT-2 block fed x[:, :, :768] of a wider tensor (a strided input)
+
+Per case and backend: the median time after warm-up, the kernels launched per call and
+the bytes moved per call, measured the same way for every backend where it can be:
+
+- eager: every ATen op the call dispatches (a TorchDispatchMode), its tensor inputs and
+  outputs, each counted once per op by storage extent; views and allocations move nothing;
+- stax: every kernel launch (each kernel of every compiled graph is wrapped for the
+  count: the bytes of its tensor arguments) plus the ATen ops the wrapper itself calls
+  (library matmuls, convolutions, copies), counted as eager's;
+- Inductor: on the CPU, every C++ kernel launch (`cpp_fused_*`, wrapped as stax's are)
+  plus the ATen ops its code dispatches (extern matmuls, convolutions), counted as
+  eager's; on the GPU, `torch._inductor.metrics.num_bytes_accessed` and
+  `generated_kernel_count` (Inductor's own count for its Triton kernels, taken at compile
+  time: static graphs) plus those ATen ops.
+
+A figure counts only when the run checked it: each compiled backend's output matches
+eager within the float64-reference tolerance (`checks.check_tensor`) and has eager's
+strides, and every stax graph reports the target's route (STAX_STRICT=1 as well).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import common  # noqa: E402
+
+_NO_BYTES = ("empty", "empty_strided", "empty_like", "zeros", "view", "_unsafe_view",
+             "as_strided", "expand", "permute", "t", "transpose", "slice", "select", "alias",
+             "unsqueeze", "squeeze", "detach", "_reshape_alias", "split", "unbind", "lift_fresh",
+             "set_")
+
+
+def _extent_bytes(t) -> int:
+    if t.numel() == 0:
+        return 0
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
+    return span * t.element_size()
+
+
+class _OpBytes:
+    """TorchDispatchMode: the ATen ops dispatched and their bytes."""
+
+    def __init__(self):
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        outer = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                name = func.overloadpacket.__name__
+                if name not in _NO_BYTES:
+                    outer.ops += 1
+                    seen = set()
+                    flat = torch.utils._pytree.tree_leaves((args, kwargs, out))
+                    for t in flat:
+                        if isinstance(t, torch.Tensor) and id(t) not in seen:
+                            seen.add(id(t))
+                            outer.bytes += _extent_bytes(t)
+                return out
+        self.mode = Mode()
+        self.ops = 0
+        self.bytes = 0
+
+
+class _CountingKernel:
+    """A stax kernel that counts its launches and its tensor arguments' bytes."""
+
+    def __init__(self, kernel, counter):
+        self.kernel, self.counter = kernel, counter
+
+    def _count(self, args):
+        import torch
+        self.counter["launches"] += 1
+        self.counter["bytes"] += sum(_extent_bytes(a) for a in args
+                                     if isinstance(a, torch.Tensor))
+
+    def __call__(self, *args):
+        self._count(args)
+        return self.kernel(*args)
+
+    def launch(self, stream, *args):
+        self._count(args)
+        return self.kernel.launch(stream, *args)
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+
+_WRAPPER_HELPERS_NOT_COUNTED = ("call", "check", "guard", "empty_strided", "as_strided")
+
+
+def _under(mode, fn):
+    def run(*a, **k):
+        with mode:
+            return fn(*a, **k)
+    run._stax_bench_wrapped = True
+    return run
+
+
+def _instrument_stax(reports, counter, ob):
+    """Count every kernel launch of stax's compiled graphs (their tensor arguments'
+    bytes), and run every other function the wrapper calls (library matmuls,
+    convolutions, fallback ops, restrides) under the dispatch mode `ob` (a
+    TorchDispatchMode around the whole call would make Dynamo run the frame as written)."""
+    import types
+    for rep in reports:
+        for g in rep.graphs:
+            glb = getattr(g, "_globals", None)
+            if not glb:
+                continue
+            for name, v in list(glb.items()):
+                if name[:1] == "k" and name[1:].isdigit():
+                    if not isinstance(v, _CountingKernel):
+                        glb[name] = _CountingKernel(v, counter)
+                elif isinstance(v, types.FunctionType) and name not in \
+                        _WRAPPER_HELPERS_NOT_COUNTED and not name.startswith("_guard") \
+                        and not getattr(v, "_stax_bench_wrapped", False):
+                    glb[name] = _under(ob.mode, v)
+
+
+class _InductorInside:
+    """Runs Inductor's compiled graphs (CompiledFxGraph.__call__) under the dispatch
+    mode, so the ATen ops its code calls (extern kernels) are counted."""
+
+    def __init__(self, ob, counter):
+        from torch._inductor.output_code import CompiledFxGraph
+        self.cls, self.ob, self.counter = CompiledFxGraph, ob, counter
+
+    def __enter__(self):
+        self.orig = self.cls.__call__
+        orig, mode, counter = self.orig, self.ob.mode, self.counter
+
+        def call(graph, inputs):
+            # its C++ kernels (CPU) are counted as stax's are, by their tensor arguments
+            glb = getattr(getattr(graph, "current_callable", None), "__globals__", {})
+            for name, v in list(glb.items()):
+                if name.startswith("cpp_fused") and callable(v) and \
+                        not isinstance(v, _CountingKernel):
+                    glb[name] = _CountingKernel(v, counter)
+            with mode:
+                return orig(graph, inputs)
+        self.cls.__call__ = call
+
+    def __exit__(self, *exc):
+        self.cls.__call__ = self.orig
+
+
+# ----------------------------------------------------------------------------- cases
+
+def _cases(device, quick):
+    """(name, fn, its float64 twin (the same function, or a float64 copy of the module),
+    inputs) per case."""
+    import checks
+    import torch
+    from torch import nn
+    g = torch.Generator().manual_seed(0)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=g).to(device)
+
+    big = not quick and device == "cuda"
+    n = 256 if quick else (4096 if big else 1536)
+    cases = []
+
+    def transpose_add(x, y):
+        return (x.t() + y) * 2.0
+    cases.append(("transpose_add", transpose_add, transpose_add, (rnd(n, n), rnd(n, n))))
+
+    b, t, h, d = (2, 64, 4, 32) if quick else ((8, 1024, 12, 64) if big else (4, 256, 8, 64))
+
+    def attention(qkv):
+        q, k, v = qkv.unbind(2)                      # [B, T, H, D] each, strided
+        q, k, v = (z.transpose(1, 2) for z in (q, k, v))
+        att = torch.softmax((q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(d)), dim=-1)
+        return att @ v
+    cases.append(("attention", attention, attention, (rnd(b, t, 3, h, d),)))
+
+    c, hw, bs = (16, 16, 2) if quick else ((128, 56, 32) if big else (64, 28, 8))
+
+    def conv_block(cl):
+        m = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU())
+        with torch.no_grad():
+            m[1].running_mean.uniform_(-0.5, 0.5)
+            m[1].running_var.uniform_(0.5, 1.5)
+        m = m.eval().to(device)
+        x = rnd(bs, c, hw, hw)
+        if cl:
+            m = m.to(memory_format=torch.channels_last)
+            x = x.contiguous(memory_format=torch.channels_last)
+        return m, x
+    for cl in (False, True):
+        m, x = conv_block(cl)
+        cases.append((f"conv_bn_relu_{'cl' if cl else 'nchw'}", m, checks.float64_model(m), (x,)))
+
+    hid, heads, seq, bb = (64, 4, 32, 2) if quick else ((768, 12, 512, 8) if big else (768, 12, 128, 2))
+    blk, _ = common.gpt2_block(hidden=hid, heads=heads, seq=seq)
+    common.randomize_norms(blk)
+    blk = blk.eval().to(device)
+    wide = rnd(bb, seq, hid + 64)
+    blk64 = checks.float64_model(blk)
+    cases.append(("gpt2_sliced", lambda w: blk(w[:, :, :hid]), lambda w: blk64(w[:, :, :hid]),
+                  (wide,)))
+    return cases
+
+
+def _measure(name, fn, args, device, target_s):
+    import torch
+    import torch._inductor.metrics as im
+    import stax.backend
+    counts = {}
+    if name == "eager":
+        call = fn
+    elif name == "inductor":
+        torch._dynamo.reset()
+        im.reset()
+        call = torch.compile(fn, backend="inductor")
+    else:
+        torch._dynamo.reset()
+        stax.backend.clear()
+        call = torch.compile(fn, backend="stax")
+    with torch.no_grad():
+        out = call(*args)          # compiles
+        if name == "inductor":
+            counts["kernels_generated"] = im.generated_kernel_count
+            counts["inductor_bytes"] = im.num_bytes_accessed
+        counter = {"launches": 0, "bytes": 0}
+        ob = _OpBytes()
+        if name == "eager":
+            with ob.mode:
+                call(*args)
+        elif name == "inductor":
+            with _InductorInside(ob, counter):
+                call(*args)
+        else:
+            first_reports = list(stax.backend.reports())
+            _instrument_stax(first_reports, counter, ob)
+            call(*args)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if name == "eager":
+            launches, nbytes = ob.ops, ob.bytes
+        elif name == "inductor" and device == "cpu":  # its C++ kernels were wrapped
+            launches, nbytes = counter["launches"] + ob.ops, counter["bytes"] + ob.bytes
+        elif name == "inductor":  # its Triton kernels: Inductor's own count
+            launches = counts["kernels_generated"] + ob.ops
+            nbytes = counts["inductor_bytes"] + ob.bytes
+        else:
+            launches, nbytes = counter["launches"] + ob.ops, counter["bytes"] + ob.bytes
+        if name == "stax":  # timed without the counting wrappers
+            torch._dynamo.reset()
+            stax.backend.clear()
+            call = torch.compile(fn, backend="stax")
+            out = call(*args)
+
+        def timed(*a):
+            r = call(*a)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            return r
+        ms, runs = common.median_ms(timed, args, warmup=3, min_runs=10, target_s=target_s)
+    rec = {"backend": name, "ms": ms, "runs": runs, "launches": launches, "bytes": nbytes,
+           "out": out}
+    # (stax's timed callable is a fresh compile without the counting wrappers; its output
+    # is checked, and so is the route of both compiles)
+    if name == "stax":
+        rec["reports"] = first_reports + list(stax.backend.reports())
+    return rec
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--target-s", type=float, default=0.5)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    env_notes = common.init_env()
+    import torch
+    import checks
+
+    route = "triton" if args.device == "cuda" else "stax-cpu"
+    rows, problems = [], []
+    for cname, fn, fn64, inputs in _cases(args.device, args.quick):
+        with torch.no_grad():
+            eager_out = fn(*inputs)
+            ref = fn64(*[x.double() for x in inputs])
+        recs = {}
+        for b in ("eager", "inductor", "stax"):
+            recs[b] = _measure(b, fn, inputs, args.device, args.target_s)
+        for b in ("inductor", "stax"):
+            got = recs[b]["out"]
+            chk = checks.check_tensor(f"{cname} {b}", got, eager_out, ref)
+            if not chk.ok:
+                problems.append(f"{cname} {b}: {chk.reason}")
+            if tuple(got.stride()) != tuple(eager_out.stride()):
+                problems.append(f"{cname} {b}: strides {tuple(got.stride())}, eager's "
+                                f"{tuple(eager_out.stride())}")
+        # stax has no convolution kernel: PyTorch's conv runs as a declared library op,
+        # and everything around it must be stax's
+        allowed = ("aten.convolution.default",) if cname.startswith("conv") else ()
+        problems += [f"{cname} stax: {p}" for p in
+                     checks.report_problems(recs["stax"]["reports"], route,
+                                            allowed_fallback_ops=allowed)]
+        rows.append((cname, recs))
+        print(f"{cname}: " + ", ".join(f"{b} {r['ms']:.3f} ms {r['launches']} launches "
+                                        f"{r['bytes'] / 1e6:.1f} MB" for b, r in recs.items()),
+              flush=True)
+
+    prov = common.provenance(args.device)
+    lines = ["# Layouts: strided inputs and outputs", "",
+             f"`python benchmarks/layout.py --device {args.device}{' --quick' if args.quick else ''}`",
+             "", *common.provenance_lines(prov), *[f"- {n}" for n in env_notes], "",
+             "| case | eager ms | inductor ms | stax ms | stax / eager | stax / inductor | "
+             "launches e/i/s | MB moved e/i/s | stax MB / inductor MB |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for cname, r in rows:
+        e, i, s = r["eager"], r["inductor"], r["stax"]
+        lines.append(
+            f"| {cname} | {e['ms']:.3f} | {i['ms']:.3f} | {s['ms']:.3f} | "
+            f"{s['ms'] / e['ms']:.2f} | {s['ms'] / i['ms']:.2f} | "
+            f"{e['launches']}/{i['launches']}/{s['launches']} | "
+            f"{e['bytes'] / 1e6:.1f}/{i['bytes'] / 1e6:.1f}/{s['bytes'] / 1e6:.1f} | "
+            f"{s['bytes'] / max(i['bytes'], 1):.2f} |")
+    lines += ["", "Bytes: eager and the ATen ops of the compiled code by a TorchDispatchMode "
+              "(inputs + outputs by storage extent); stax's kernels by their tensor "
+              "arguments; Inductor's C++ kernels (CPU) the same way, its Triton kernels (GPU) "
+              "by its own `metrics.num_bytes_accessed`.",
+              "", "The conv cases' convolution is PyTorch's in stax (a declared library op: "
+              "`aten.convolution.default`); BatchNorm and ReLU are stax kernels.",
+              "", f"Checks: {'all passed' if not problems else 'FAILED'}"]
+    lines += [f"- {p}" for p in problems]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out != "-":
+        out = args.out or os.path.join(HERE, "results", f"layout-{args.device}"
+                                       f"{'-quick' if args.quick else ''}.md")
+        with open(out, "w") as f:
+            f.write(text)
+        print(f"wrote {out}")
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
