@@ -9,6 +9,11 @@ poisons `triton.compile`; otherwise all of triton is blocked."""
 _BLOCKED = ("stax.importer", "stax.importer_symbolic", "stax.passes", "stax.driver",
             "stax.wrapper", "stax.wrapper_fallback", "stax.targets.llvm",
             "stax.targets.triton", "stax.targets.triton_ttir", "stax.targets.triton_matmul",
+            # the Triton code generator's modules (triton_ttir's driver reads them)
+            "stax.targets.triton_configs", "stax.targets.triton_dtypes",
+            "stax.targets.triton_emitter", "stax.targets.triton_index",
+            "stax.targets.triton_reduction", "stax.targets.triton_combine",
+            "stax.targets.triton_ops", "stax.targets.triton_convert",
             "stax.backend", "stax.precompiler", "stax.gpu_tuning")
 
 _PRELUDE = """

@@ -19,7 +19,8 @@ ALLOWED_EXACT = {"stax", "stax.targets.triton_launch",
                  # (stax.runtime.triton_kernel): the class only, never triton.compile
                  "triton.compiler.compiler"}
 FORBIDDEN = ("stax.importer", "stax.passes", "stax.driver", "stax.wrapper", "stax.backend",
-             "torch_mlir.passmanager", "triton", "stax.targets.llvm", "stax._mlir")
+             "torch_mlir.passmanager", "triton", "stax.targets.llvm", "stax._mlir",
+             "stax.targets.triton_", "stax.targets.cpu_")  # the code generators' modules
 
 
 def _imports(path):
