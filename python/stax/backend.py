@@ -86,7 +86,7 @@ from stax.driver import (CompiledGraph, StaxCompileError, StaxGuardError,
                          StaxUnsupportedError, compile_graph, select_target)
 from stax.options import StaxConfig, resolve_config
 from stax.recompiles import announce, new_dynamo_recompile_reasons
-from stax.shape_specialize import ShapeSpecializer, has_symbolic_inputs
+from stax.shape_specialize import compile_static_or_per_size
 
 __all__ = ["stax", "StaxCompileError", "StaxGuardError", "StaxCompiled", "StaxReport",
            "FallbackRecord", "WeakRegistry", "compiled_callables", "reports", "last_report",
@@ -540,14 +540,10 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
         return run_aot_autograd(graph, inputs, lambda kind: _make_compiler(
             kind, config, report, strict, record))
 
-    if has_symbolic_inputs(gm, example_inputs):
-        # one static compile per distinct size tuple, at call time (stax.shape_specialize)
-        fn = ShapeSpecializer(gm, example_inputs, report, strict=strict,
-                              compile_variant=compile_static,
-                              max_variants=config.max_shape_variants)
-        report.specializer = fn
-    else:
-        fn = compile_static(gm, example_inputs)
+    # one static compile per distinct size tuple, at call time (stax.shape_specialize)
+    fn = compile_static_or_per_size(gm, example_inputs, report, strict=strict,
+                                    compile_static=compile_static,
+                                    max_variants=config.max_shape_variants)
     compiled = StaxCompiled(fn, report)
     compiled_callables.append(compiled)
     return compiled

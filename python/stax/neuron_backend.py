@@ -48,7 +48,7 @@ from stax import debug
 from stax.backend import FallbackRecord, StaxCompiled, StaxReport, WeakRegistry
 from stax.driver import StaxCompileError
 from stax.options import resolve_config
-from stax.shape_specialize import ShapeSpecializer, has_symbolic_inputs
+from stax.shape_specialize import compile_static_or_per_size
 from stax.targets.neuron import NEURON_ROUTE, NeuronGraph, compile_graph
 
 __all__ = ["stax_neuron", "NeuronCompiled", "NeuronReport", "compiled_callables", "reports",
@@ -175,14 +175,10 @@ def stax_neuron(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = 
         return run_aot_autograd(graph, inputs, lambda kind: _make_compiler(
             kind, report, strict, notes, record))
 
-    if has_symbolic_inputs(gm, example_inputs):
-        # neuronx-cc takes static shapes: one HLO module per distinct size, at call time
-        fn = ShapeSpecializer(gm, example_inputs, report, strict=strict,
-                              compile_variant=compile_static,
-                              max_variants=config.max_shape_variants)
-        report.specializer = fn
-    else:
-        fn = compile_static(gm, example_inputs)
+    # neuronx-cc takes static shapes: one HLO module per distinct size (stax.shape_specialize)
+    fn = compile_static_or_per_size(gm, example_inputs, report, strict=strict,
+                                    compile_static=compile_static,
+                                    max_variants=config.max_shape_variants)
     compiled = NeuronCompiled(fn, report)
     compiled_callables.append(compiled)
     return compiled

@@ -44,7 +44,8 @@ import torch
 from stax import debug
 from stax.recompiles import announce
 
-__all__ = ["has_symbolic_inputs", "specialize_graph", "ShapeVariant", "ShapeSpecializer"]
+__all__ = ["has_symbolic_inputs", "specialize_graph", "ShapeVariant", "ShapeSpecializer",
+           "compile_static_or_per_size"]
 
 _SYM_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -431,3 +432,17 @@ class ShapeSpecializer:
             out.append(f"{self.calls_as_written} call(s) beyond the cap ran as written by "
                        "PyTorch")
         return out
+
+
+def compile_static_or_per_size(gm, example_inputs, report, *, strict: bool, compile_static,
+                               max_variants: int):
+    """What a backend returns to Dynamo: `compile_static(gm, example_inputs)` for a static
+    graph; for one with symbolic shapes a ShapeSpecializer (set as `report.specializer`)
+    that compiles one static variant per distinct size at call time. Every target's
+    backend (CPU and GPU through `stax.backend`, Neuron) takes this one path."""
+    if not has_symbolic_inputs(gm, example_inputs):
+        return compile_static(gm, example_inputs)
+    fn = ShapeSpecializer(gm, example_inputs, report, strict=strict,
+                          compile_variant=compile_static, max_variants=max_variants)
+    report.specializer = fn
+    return fn

@@ -25,6 +25,7 @@ outputs must not change during the second ("stale": an output buffer reused).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 
@@ -348,14 +349,29 @@ def _classify_stax_error(e: BaseException) -> Outcome:
     return Outcome("fail", "runtime-error", f"{type(root).__name__}: {str(root)[:600]}")
 
 
-def run_stax(prog: Program, device="cpu", backward=False):
-    """(Result, reports) of the program compiled by stax under STAX_STRICT=1."""
+@contextlib.contextmanager
+def strict_fresh_stax():
+    """STAX_STRICT=1 (a fallback raises), with Dynamo's caches and stax's reports
+    cleared before, and the environment and Dynamo restored after."""
     import stax.backend as B
     old = os.environ.get("STAX_STRICT")
     os.environ["STAX_STRICT"] = "1"
     torch._dynamo.reset()
     B.clear()
     try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("STAX_STRICT", None)
+        else:
+            os.environ["STAX_STRICT"] = old
+        torch._dynamo.reset()
+
+
+def run_stax(prog: Program, device="cpu", backward=False):
+    """(Result, reports) of the program compiled by stax under STAX_STRICT=1."""
+    import stax.backend as B
+    with strict_fresh_stax():
         compiled = torch.compile(prog.function(), backend="stax", fullgraph=True)
         res = _run(compiled, prog, device, backward)
         # a second call on other values: its results must be right too, and it must not
@@ -369,12 +385,6 @@ def run_stax(prog: Program, device="cpu", backward=False):
                     res.stale = f"output {i} of the first call changed during the second: {m}"
                     break
         return res, list(B.reports())
-    finally:
-        if old is None:
-            os.environ.pop("STAX_STRICT", None)
-        else:
-            os.environ["STAX_STRICT"] = old
-        torch._dynamo.reset()
 
 
 STAX_ROUTES = ("stax-cpu", "triton")

@@ -13,13 +13,13 @@ failure, never a pass.
 """
 from __future__ import annotations
 
-import os
 import random
 
 import torch
 
 from stax.fuzz.compare import (STAX_ROUTES, Outcome, _classify_stax_error, _compare, _run,
-                               _unwrap, _last_line, cuda_fault, CudaContextLost, run_eager)
+                               _unwrap, _last_line, cuda_fault, CudaContextLost, run_eager,
+                               strict_fresh_stax)
 from stax.fuzz.generate import Program
 
 __all__ = ["check_dynamic", "resized_programs"]
@@ -66,11 +66,7 @@ def check_dynamic(prog: Program, device="cpu", backward=False,
         except Exception:  # noqa: BLE001 - the program is only valid at its own sizes
             continue
     import stax.backend as B
-    old = os.environ.get("STAX_STRICT")
-    os.environ["STAX_STRICT"] = "1"
-    torch._dynamo.reset()
-    B.clear()
-    try:
+    with strict_fresh_stax():
         compiled = torch.compile(prog.function(), backend="stax", fullgraph=True, dynamic=True)
         for k, (p, want) in enumerate(eager):
             try:
@@ -89,12 +85,6 @@ def check_dynamic(prog: Program, device="cpu", backward=False,
             if o is not None:
                 return _at(o, p, k)
         reports = list(B.reports())
-    finally:
-        if old is None:
-            os.environ.pop("STAX_STRICT", None)
-        else:
-            os.environ["STAX_STRICT"] = old
-        torch._dynamo.reset()
     if not reports:
         return Outcome("skip", "no-graph", "no graph reached the stax backend (nothing to compile)")
     for r in reports:
