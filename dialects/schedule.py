@@ -77,12 +77,15 @@ class GpuTiling:
 
 @dataclass(frozen=True)
 class CpuTiling:
-    vector_width: int          # lanes the CPU generator asks for (it may fall back to 1)
-    vector_dim: int            # the domain dim the lanes run along
-    tail: int                  # elements of vector_dim left for the scalar tail
-    parallel_min_elements: int  # at least this many elements: split over threads
-    thread_split: bool         # this kernel is big enough to be split
-    thread_dim: int            # the domain dim split over threads
+    """What of the CPU generator's choice is public today: the lanes it asks for (it
+    falls back to 1 lane when an index is not affine per lane), and its thread split
+    rule's inputs (a kernel is split over threads when its outer loop is splittable and
+    `work`, the largest input or output element count, is at least
+    `parallel_min_elements`). Row/column mode, the tail and splittability are still
+    decided inside the generator (docs/schedule.md)."""
+    vector_width: int
+    parallel_min_elements: int
+    work: int
 
 
 @dataclass(frozen=True)
@@ -216,10 +219,9 @@ def to_attr(s: KernelSchedule) -> "ir.DictAttr":
                                 "split": g.split})
     if s.cpu is not None:
         c = s.cpu
-        tiling["cpu"] = _entry({"vector_width": c.vector_width, "vector_dim": c.vector_dim,
-                                "tail": c.tail,
+        tiling["cpu"] = _entry({"vector_width": c.vector_width,
                                 "parallel_min_elements": c.parallel_min_elements,
-                                "thread_split": c.thread_split, "thread_dim": c.thread_dim})
+                                "work": c.work})
     fields["tiling"] = ir.DictAttr.get(tiling)
     return ir.DictAttr.get(fields)
 
@@ -252,9 +254,8 @@ def read_schedule(kernel_op) -> KernelSchedule:
                                             "split")))
     if "cpu" in tiling:
         c = ir.DictAttr(tiling["cpu"])
-        cpu = CpuTiling(_int(c["vector_width"]), _int(c["vector_dim"]), _int(c["tail"]),
-                        _int(c["parallel_min_elements"]),
-                        ir.BoolAttr(c["thread_split"]).value, _int(c["thread_dim"]))
+        cpu = CpuTiling(_int(c["vector_width"]), _int(c["parallel_min_elements"]),
+                        _int(c["work"]))
     return KernelSchedule(
         kind=_str(d["kind"]), domain=_ints(d["domain"]),
         parallel_dims=_ints(d["parallel_dims"]), reduced_dims=_ints(d["reduced_dims"]),
@@ -327,8 +328,10 @@ def _is_pow2(n) -> bool:
 
 
 def _check_tiling(t, ops):
+    _known(t, "tiling", "tiling")
     if "gpu" in t:
         g = _need(t, "gpu", ir.DictAttr, "tiling.")
+        _known(g, "tiling.gpu", "tiling.gpu")
         mode = _str(_need(g, "mode", ir.StringAttr, "tiling.gpu."))
         if mode not in GPU_MODES:
             raise _Bad(f"field 'tiling.gpu.mode' = \"{mode}\" must be one of {list(GPU_MODES)}")
@@ -344,13 +347,33 @@ def _check_tiling(t, ops):
             raise _Bad("field 'tiling.gpu.split' must be at least 2 in mode \"split\"")
     if "cpu" in t:
         c = _need(t, "cpu", ir.DictAttr, "tiling.")
+        _known(c, "tiling.cpu", "tiling.cpu")
         v = _int(_need(c, "vector_width", ir.IntegerAttr, "tiling.cpu."))
         if not _is_pow2(v):
             raise _Bad(f"field 'tiling.cpu.vector_width' = {v} must be a positive power of two")
-        for k in ("vector_dim", "tail", "parallel_min_elements", "thread_dim"):
+        for k in ("parallel_min_elements", "work"):
             if _int(_need(c, k, ir.IntegerAttr, "tiling.cpu.")) < 0:
                 raise _Bad(f"field 'tiling.cpu.{k}' must be non-negative")
-        _need(c, "thread_split", ir.BoolAttr, "tiling.cpu.")
+
+
+_FIELDS = {
+    "": {"version", "kind", "domain", "parallel_dims", "reduced_dims", "keepdim",
+         "input_strides", "output_strides", "reads", "results", "phases", "row_values",
+         "tiling"},
+    "reads": {"input", "space", "map", "offset", "where", "computed", "path"},
+    "results": {"space", "map", "offset", "computed"},
+    "tiling": {"gpu", "cpu"},
+    "tiling.gpu": {"mode", "block", "rblock", "num_warps", "num_stages", "split"},
+    "tiling.cpu": {"vector_width", "parallel_min_elements", "work"},
+}
+
+
+def _known(d, where, kind):
+    """Unknown fields are errors: a misspelt field would otherwise be ignored."""
+    extra = sorted({n.name for n in d} - _FIELDS[kind])
+    if extra:
+        raise _Bad(f"unknown field(s) {extra} in '{where or ATTR}' (known: "
+                   f"{sorted(_FIELDS[kind])})")
 
 
 def _check(op):
@@ -358,6 +381,7 @@ def _check(op):
     if not isinstance(d, ir.DictAttr):
         raise _Bad(f"must be a dictionary attribute, got {d}")
     d = ir.DictAttr(d)
+    _known(d, "", "")
     v = _int(_need(d, "version", ir.IntegerAttr, ""))
     if v != VERSION:
         raise _Bad(f"field 'version' = {v}; this stax reads version {VERSION}")
@@ -389,6 +413,7 @@ def _check(op):
         if not isinstance(a, ir.DictAttr):
             raise _Bad(f"field '{w}' must be a dictionary, got {a}")
         e = ir.DictAttr(a)
+        _known(e, w, "reads")
         k = _int(_need(e, "input", ir.IntegerAttr, w + "."))
         if not 0 <= k < len(args):
             raise _Bad(f"field '{w}.input' = {k} but the kernel has {len(args)} inputs")
@@ -415,6 +440,7 @@ def _check(op):
         if not isinstance(a, ir.DictAttr):
             raise _Bad(f"field '{w}' must be a dictionary, got {a}")
         e = ir.DictAttr(a)
+        _known(e, w, "results")
         _space(e, w, kind)
         if "computed" in e:
             continue

@@ -564,14 +564,8 @@ class _Analysis:
             from stax.targets.llvm import VECTOR_WIDTH
         except ImportError:
             return None
-        n = len(self.S)
-        if n == 0:
-            return CpuTiling(VECTOR_WIDTH, 0, 0, PARALLEL_MIN_ELEMENTS, False, 0)
-        vdim = self.D[-1] if self.D else n - 1
-        work = _numel(self.S)
-        return CpuTiling(VECTOR_WIDTH, vdim, self.S[vdim] % VECTOR_WIDTH,
-                         PARALLEL_MIN_ELEMENTS, work >= PARALLEL_MIN_ELEMENTS,
-                         self.P[0] if self.P else 0)
+        work = max([_numel(_shape(v)) for v in self.args + self.yielded] + [0])
+        return CpuTiling(VECTOR_WIDTH, PARALLEL_MIN_ELEMENTS, work)
 
     def run(self) -> KernelSchedule:
         self.domain()

@@ -373,3 +373,54 @@ def test_model_kernels_schedule_and_match_triton_tiling(name):
             for r in s.reads:
                 if r.map is not None:
                     assert r.map.n_dims == len(s.domain)
+
+
+YIELD_VIEWS = """
+func.func @yv(%x: tensor<4x6xf32>) -> (tensor<6x4xf32>, tensor<24xf32>, tensor<2x3x4xf32>, tensor<2x6xf32>) {
+  %0:4 = "stax_graph.kernel"(%x) ({
+  ^bb0(%a: tensor<4x6xf32>):
+    %e = "stax.exp"(%a) : (tensor<4x6xf32>) -> tensor<4x6xf32>
+    %t = "stax.permute"(%e) {perm = array<i64: 1, 0>} : (tensor<4x6xf32>) -> tensor<6x4xf32>
+    %r = "stax.reshape"(%e) : (tensor<4x6xf32>) -> tensor<24xf32>
+    %u = "stax.reshape"(%t) : (tensor<6x4xf32>) -> tensor<2x3x4xf32>
+    %s = "stax.slice"(%e) {start = array<i64: 0, 0>, limit = array<i64: 4, 6>, step = array<i64: 2, 1>} : (tensor<4x6xf32>) -> tensor<2x6xf32>
+    "stax_graph.yield"(%t, %r, %u, %s) : (tensor<6x4xf32>, tensor<24xf32>, tensor<2x3x4xf32>, tensor<2x6xf32>) -> ()
+  }) {kind = "pointwise", name = "k0_views"} : (tensor<4x6xf32>) -> (tensor<6x4xf32>, tensor<24xf32>, tensor<2x3x4xf32>, tensor<2x6xf32>)
+  return %0#0, %0#1, %0#2, %0#3 : tensor<6x4xf32>, tensor<24xf32>, tensor<2x3x4xf32>, tensor<2x6xf32>
+}
+"""
+
+
+def test_result_maps_of_yielded_views():
+    """A yielded view of a domain value: its result map sends domain point p to where
+    the value computed at p lands in that output; a stepped slice is recorded computed."""
+    ctx = new_context()
+    with ctx:
+        module = ir.Module.parse(YIELD_VIEWS)
+        schedule_pass.run(module)
+        k = list(module.body.operations)[0].regions[0].blocks[0].operations[0]
+        s = read_schedule(k)
+        assert s.domain == (4, 6)
+        e = torch.arange(24.0).reshape(4, 6)  # stands for exp(x): a value per domain point
+        outs = [e.t(), e.reshape(24), e.t().reshape(2, 3, 4)]
+        pts = domain_points([4, 6], random.Random(0))
+        for res, out in zip(s.results[:3], outs):
+            flat = out.contiguous().flatten().numpy()
+            got = flat[evaluate(res.offset, pts)[:, 0]]
+            assert (got == e.numpy()[tuple(pts.T)]).all(), str(res.map)
+            coords = evaluate(res.map, pts)
+            assert (out.numpy()[tuple(coords.T)] == e.numpy()[tuple(pts.T)]).all()
+        assert s.results[3].computed and "slice" in s.results[3].computed
+
+
+def test_cpu_tiling_is_what_the_cpu_generator_compiles():
+    from stax.targets.llvm import compile_kernel
+
+    ctx, module, kernels = scheduled_module(lambda x, b: torch.tanh(x + b), torch.randn(256, 300),
+                                            torch.randn(300))
+    with ctx:
+        (k,) = kernels
+        s = read_schedule(k)
+        ck = compile_kernel(k, s.input_strides, s.output_strides, "k")
+        assert (s.cpu.vector_width, s.cpu.work) == (ck.vector_width, ck.work)
+        assert s.cpu.work >= s.cpu.parallel_min_elements
