@@ -25,7 +25,7 @@ import no pass).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from stax._mlir import ir
 
@@ -103,15 +103,10 @@ class KernelSchedule:
     row_values: tuple      # body positions of per-row (non-reduction) ops
     gpu: GpuTiling | None = None
     cpu: CpuTiling | None = None
-    extra: dict = field(default_factory=dict)
 
     def reads_of(self, input_index: int) -> list:
         """Every read of kernel input `input_index` (one per view path)."""
         return [r for r in self.reads if r.input == input_index]
-
-    def row_index(self) -> list:
-        """The domain dims that index a row value (the parallel dims)."""
-        return list(self.parallel_dims)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -299,9 +294,8 @@ def _check_map(e, key, where, ndims, nresults, reduced=(), row=False):
     if m.n_symbols != 0:
         raise _Bad(f"field '{where}.{key}' {m} has symbols; the domain is static")
     if nresults is not None and len(m.results) != nresults:
-        raise _Bad(f"field '{where}.{key}' {m} has {len(m.results)} results but "
-                   f"{'the operand has rank' if nresults != 1 else 'an offset has'} "
-                   f"{nresults}" + ("" if nresults != 1 else " (one)"))
+        want = "an offset has one" if key == "offset" else f"the operand has rank {nresults}"
+        raise _Bad(f"field '{where}.{key}' {m} has {len(m.results)} results but {want}")
     if row:
         used = set().union(*(dims_used(r) for r in m.results)) if m.results else set()
         bad = sorted(used & set(reduced))
@@ -327,7 +321,7 @@ def _is_pow2(n) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def _check_tiling(t, ops):
+def _check_tiling(t):
     _known(t, "tiling", "tiling")
     if "gpu" in t:
         g = _need(t, "gpu", ir.DictAttr, "tiling.")
@@ -468,7 +462,7 @@ def _check(op):
     for p in _ints(_need(d, "row_values", ir.DenseI64ArrayAttr, "")):
         if not 0 <= p < len(body):
             raise _Bad(f"field 'row_values' names body op #{p}; the body has {len(body)} ops")
-    _check_tiling(_need(d, "tiling", ir.DictAttr, ""), body)
+    _check_tiling(_need(d, "tiling", ir.DictAttr, ""))
 
 
 def _space(e, w, kind):

@@ -420,9 +420,8 @@ class _Analysis:
         for o in self.body:
             if o.name in VIEW_OPS | INDEX_OPS | GEN_OPS:
                 continue
-            if o.name in REDUCTION_OPS:
-                space, v = "full", o.operands[0]
-                self.trace(v, self.index_of("full"), "full", [], [], raw)
+            if o.name in REDUCTION_OPS:  # reads its operand at every full-space point
+                self.trace(o.operands[0], self.index_of("full"), "full", [], [], raw)
                 continue
             space = self.space_of(o.results[0])
             idx = self.index_of(space, o.results[0])

@@ -33,7 +33,7 @@ func.func @pw(%arg0: tensor<4x8xf32>, %arg1: tensor<8x4xf32>) -> tensor<4x8xf32>
 
 // An offset with two results.
 func.func @pw(%arg0: tensor<4x8xf32>, %arg1: tensor<8x4xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{kernel 'k0_fused_add' stax.schedule: field 'reads[1].offset' (d0, d1) -> (d0, d1) has 2 results but an offset has 1 (one)}}
+  // expected-error @+1 {{kernel 'k0_fused_add' stax.schedule: field 'reads[1].offset' (d0, d1) -> (d0, d1) has 2 results but an offset has one}}
   %0 = "stax_graph.kernel"(%arg0, %arg1) ({
   ^bb0(%arg2: tensor<4x8xf32>, %arg3: tensor<8x4xf32>):
     %1 = "stax.permute"(%arg3) {perm = array<i64: 1, 0>} : (tensor<8x4xf32>) -> tensor<4x8xf32>

@@ -424,3 +424,11 @@ def test_cpu_tiling_is_what_the_cpu_generator_compiles():
         ck = compile_kernel(k, s.input_strides, s.output_strides, "k")
         assert (s.cpu.vector_width, s.cpu.work) == (ck.vector_width, ck.work)
         assert s.cpu.work >= s.cpu.parallel_min_elements
+
+
+def test_one_input_read_through_two_paths_has_two_reads():
+    ctx, module, kernels = scheduled_module(lambda x: x + x.t() * x, torch.randn(64, 64))
+    with ctx:
+        s = read_schedule(kernels[0])
+        maps = sorted((str(r.map), r.path) for r in s.reads_of(0))
+        assert maps == [("(d0, d1) -> (d0, d1)", "direct"), ("(d0, d1) -> (d1, d0)", "permute")]
