@@ -4,10 +4,12 @@ kernel of the test models gets a schedule that verifies, with the Triton generat
 own default tiling."""
 import random
 
+import models
 import numpy as np
 import pytest
 import torch
 from torch._decomp import core_aten_decompositions
+from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
 from stax._mlir import ir, new_context
@@ -23,24 +25,31 @@ FUSED = ["canonicalize", "cse", "stax-sink-converts", "stax-fuse", "cse"]
 
 # ----------------------------------------------------------------------------- helpers
 
-def capture(fn, *inputs):
-    """The forward ATen graphs (gm, example inputs) of `fn` under torch.compile."""
+def capture(fn, *inputs, backward=False):
+    """The ATen graphs (gm, example inputs) of `fn` under torch.compile: the forward,
+    and with `backward` the backward too."""
     graphs = []
 
     def cap(gm, ex):
         graphs.append((gm, list(ex)))
-        return gm.forward
+        return make_boxed_func(gm.forward)
 
     torch._dynamo.reset()
-    backend = aot_autograd(fw_compiler=cap, decompositions=core_aten_decompositions())
-    with torch.no_grad():
-        torch.compile(fn, backend=backend, fullgraph=True)(*inputs)
+    backend = aot_autograd(fw_compiler=cap, bw_compiler=cap,
+                           decompositions=core_aten_decompositions())
+    if not backward:
+        with torch.no_grad():
+            torch.compile(fn, backend=backend, fullgraph=True)(*inputs)
+        return graphs
+    out = torch.compile(fn, backend=backend, fullgraph=True)(*inputs)
+    out.float().sum().backward()
     return graphs
 
 
-def scheduled_module(fn, *inputs):
-    """`fn` imported, fused and scheduled; returns (ctx, module, kernel ops)."""
-    (gm, ex), = capture(fn, *inputs)
+def scheduled_module(fn, *inputs, graph=None):
+    """`fn` imported, fused and scheduled (its only graph, or `graph` = (gm, inputs));
+    returns (ctx, module, kernel ops)."""
+    (gm, ex), = [graph] if graph is not None else capture(fn, *inputs)
     ctx = new_context()
     with ctx, ir.Location.unknown():
         module = import_graph(gm, ex, ctx).module
@@ -345,16 +354,24 @@ def test_unschedulable_kernel_is_a_pass_error():
 
 # ----------------------------------------------------------------------------- the test models
 
-@pytest.mark.parametrize("name", ["mlp", "gpt2", "llama", "gpt2_sdpa"])
-def test_model_kernels_schedule_and_match_triton_tiling(name):
-    import models
-    from stax.targets.triton_ttir import emit_ttir
+@pytest.mark.parametrize("name,graph", [(n, "fwd") for n in models.MODEL_NAMES] +
+                         [("gpt2", "bwd"), ("llama", "bwd"), ("mlp", "bwd")])
+def test_model_kernels_schedule_and_match_triton_tiling(name, graph):
+    """Every kernel of the test models (forward, and the training backward of some) gets
+    a schedule that verifies, whose GPU tiling is the config emit_ttir picks."""
     from stax.targets.kernel_ir import contiguous_strides
+    from stax.targets.triton_ttir import emit_ttir
 
     torch.manual_seed(0)
     model = models.make_model(name)
     (x,) = models.make_inputs(name)
-    ctx, module, kernels = scheduled_module(model, x)
+    if graph == "bwd":
+        model.train()
+        x.requires_grad_(True)
+        graphs = capture(model, x, backward=True)
+        ctx, module, kernels = scheduled_module(None, graph=graphs[-1])
+    else:
+        ctx, module, kernels = scheduled_module(model, x)
     assert kernels
     with ctx:
         for k in kernels:
@@ -370,9 +387,17 @@ def test_model_kernels_schedule_and_match_triton_tiling(name):
             assert (g.block, g.rblock, g.num_warps, g.num_stages, g.split) == \
                 (cfg.block, cfg.rblock, cfg.num_warps, cfg.num_stages, cfg.split), \
                 ir.StringAttr(k.attributes["name"]).value
+            # every affine read stays inside its input wherever it applies
+            pts = domain_points(list(s.domain), random.Random(1), limit=512, sample=512)
             for r in s.reads:
-                if r.map is not None:
-                    assert r.map.n_dims == len(s.domain)
+                if r.map is None:
+                    continue
+                keep = np.ones(len(pts), bool) if r.where is None else \
+                    (evaluate(r.where, pts) >= 0).all(axis=1)
+                coords = evaluate(r.map, pts)[keep]
+                shape = ir.RankedTensorType(block.arguments[r.input].type).shape
+                assert ((coords >= 0) & (coords < np.array(shape, dtype=np.int64))).all(), \
+                    (ir.StringAttr(k.attributes["name"]).value, str(r.map))
 
 
 YIELD_VIEWS = """
