@@ -280,3 +280,16 @@ func.func @bad_strides(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   }) {kind = "pointwise", name = "k0_strides", stax.strides = {inputs = [array<i64: 16, 1>, array<i64: 1>], outputs = [array<i64: 16, 1>]}} : (tensor<8x16xf32>) -> tensor<8x16xf32>
   return %0 : tensor<8x16xf32>
 }
+
+// -----
+
+// A symbolic dim: the maps would need symbols, which this version does not record.
+func.func @symbolic(%x: tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>> {
+  // expected-error @+1 {{kernel 'k0_sym' cannot be scheduled: has a dynamic shape (tensor<?x768xf32, #stax.sizes<["s0", 768]>>); stax-schedule handles static shapes only}}
+  %0 = "stax_graph.kernel"(%x) ({
+  ^bb0(%a: tensor<?x768xf32, #stax.sizes<["s0", 768]>>):
+    %e = "stax.exp"(%a) : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+    "stax_graph.yield"(%e) : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> ()
+  }) {kind = "pointwise", name = "k0_sym"} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+  return %0 : tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+}
