@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from stax._mlir import ir
 
 __all__ = ["ATTR", "VERSION", "Read", "Result", "GpuTiling", "CpuTiling", "KernelSchedule",
-           "read_schedule", "has_schedule", "schedule_errors", "to_attr", "dims_used"]
+           "read_schedule", "has_schedule", "schedule_errors", "to_attr", "dims_used",
+           "stride_along"]
 
 ATTR = "stax.schedule"
 VERSION = 1
@@ -129,6 +130,32 @@ def dims_used(expr) -> set:
     if isinstance(e, ir.AffineBinaryExpr):
         return dims_used(e.lhs) | dims_used(e.rhs)
     return set()
+
+
+def stride_along(amap, dim: int):
+    """How far the (single-result) map moves per step of `dim`: an int when `dim` only
+    appears linearly (0 when absent: a broadcast read), None when it sits inside a
+    floordiv/mod/ceildiv (a reshape that does not merge cleanly). This is what a code
+    generator asks to choose a vector load (1), a broadcast (0) or a gather."""
+    def walk(e):
+        e = e.maybe_downcast()
+        if isinstance(e, ir.AffineDimExpr):
+            return 1 if e.position == dim else 0
+        if isinstance(e, ir.AffineConstantExpr):
+            return 0
+        if isinstance(e, ir.AffineAddExpr):
+            a, b = walk(e.lhs), walk(e.rhs)
+            return None if a is None or b is None else a + b
+        if isinstance(e, ir.AffineMulExpr):
+            a, b = walk(e.lhs), walk(e.rhs)
+            c = e.rhs.maybe_downcast()
+            if a is None or b is None or not isinstance(c, ir.AffineConstantExpr):
+                return None
+            return a * c.value
+        return None if dim in dims_used(e) else 0
+
+    (result,) = amap.results
+    return walk(result)
 
 
 def has_schedule(kernel_op) -> bool:

@@ -13,7 +13,7 @@ from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
 from stax._mlir import ir, new_context
-from stax.dialects.schedule import read_schedule, schedule_errors, to_attr
+from stax.dialects.schedule import read_schedule, schedule_errors, stride_along, to_attr
 from stax.dialects.stax_dialect import KERNEL, verify_module
 from stax.importer import import_graph
 from stax.passes import schedule as schedule_pass
@@ -237,6 +237,22 @@ def test_expand_read_has_stride_zero():
         (rb,) = s.reads_of(1)
         assert str(rb.map) == "(d0, d1) -> (d1)"
         assert str(rb.offset) == "(d0, d1) -> (d1)"   # d0 moves it by 0
+        assert (stride_along(rb.offset, 0), stride_along(rb.offset, 1)) == (0, 1)
+
+
+def test_stride_along_reads_the_offset():
+    ctx, module, kernels = scheduled_module(
+        lambda x, y: x + y.t() + y.reshape(4, 16, 64).permute(1, 0, 2).reshape(64, 64),
+        torch.randn(64, 64), torch.randn(64, 64))
+    with ctx:
+        s = read_schedule(kernels[0])
+        by_path = {r.path: r for r in s.reads_of(1)}
+        t = by_path["permute"].offset
+        assert (stride_along(t, 0), stride_along(t, 1)) == (1, 64)
+        r = by_path["reshape.permute.reshape"].offset
+        assert stride_along(r, 1) == 1           # the last dim stays contiguous
+        assert stride_along(r, 0) is None        # d0 splits into 16 x 4 rows: div/mod
+        assert stride_along(s.reads_of(0)[0].offset, 0) == 64
 
 
 def test_simplify_uses_dim_bounds():
