@@ -438,6 +438,9 @@ class _Analysis:
             elif _shape(v) == self.S or (self.D and _shape(v) in self.row_shapes):
                 space = self.space_of(v)
                 self.trace(v, self.index_of(space, v), space, [], [], raw)
+            else:  # a view of an input in another shape: read per result element
+                self._computed_reads(v, "full", [], f"read for a result of shape {_shape(v)},"
+                                     f" which the domain {self.S} does not index", raw)
         n = len(self.S)
         out, seen = [], set()
         for arg, index, space, where, why, path in raw:

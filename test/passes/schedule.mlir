@@ -163,3 +163,24 @@ func.func @given_strides(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   }) {kind = "pointwise", name = "k0_exp", stax.strides = {inputs = [array<i64: 1, 8>], outputs = [array<i64: 1, 8>]}} : (tensor<8x16xf32>) -> tensor<8x16xf32>
   return %0 : tensor<8x16xf32>
 }
+
+// -----
+
+// What has no affine map over the domain is marked `computed` with its reason, never
+// given a wrong map: a gather's data operand (the index operand's read is affine), and
+// a result that is a view of an input in a shape the domain does not index.
+// CHECK: func.func @computed_reads
+// CHECK: reads = [{input = 0 : i64, {{.*}} {input = 2 : i64, map = #{{map[0-9]*}}, offset = #{{map[0-9]*}}, path = "gather.indices", space = "full"}
+// CHECK-SAME: {computed = "gather along dim 0: that coordinate is the value of the indices operand, not affine", input = 1 : i64, path = "gather.input", space = "full"}
+// CHECK-SAME: {computed = "read for a result of shape [8, 3], which the domain [5, 8] does not index", input = 3 : i64, path = "permute", space = "full"}
+// CHECK-SAME: {computed = "a view of a kernel input of shape [8, 3], neither the domain [5, 8] nor its rows", space = "full"}
+func.func @computed_reads(%x: tensor<5x8xf32>, %t: tensor<10x8xf32>, %i: tensor<5xi64>, %y: tensor<3x8xf32>) -> (tensor<5x8xf32>, tensor<8x3xf32>) {
+  %0:2 = "stax_graph.kernel"(%x, %t, %i, %y) ({
+  ^bb0(%a: tensor<5x8xf32>, %b: tensor<10x8xf32>, %c: tensor<5xi64>, %d: tensor<3x8xf32>):
+    %g = "stax.gather"(%b, %c) {dim = 0 : i64} : (tensor<10x8xf32>, tensor<5xi64>) -> tensor<5x8xf32>
+    %s = "stax.add"(%a, %g) : (tensor<5x8xf32>, tensor<5x8xf32>) -> tensor<5x8xf32>
+    %p = "stax.permute"(%d) {perm = array<i64: 1, 0>} : (tensor<3x8xf32>) -> tensor<8x3xf32>
+    "stax_graph.yield"(%s, %p) : (tensor<5x8xf32>, tensor<8x3xf32>) -> ()
+  }) {kind = "pointwise", name = "k0_computed"} : (tensor<5x8xf32>, tensor<10x8xf32>, tensor<5xi64>, tensor<3x8xf32>) -> (tensor<5x8xf32>, tensor<8x3xf32>)
+  return %0#0, %0#1 : tensor<5x8xf32>, tensor<8x3xf32>
+}
