@@ -9,6 +9,7 @@ uses is bound.
 """
 
 from stax._mlir import ir
+from stax.dialects.schedule import schedule_errors
 from stax.dialects.symbolic import dims_of, free_symbols, parse, type_error
 
 # Structural ops. IRDL cannot express an operand or result list whose types differ
@@ -253,6 +254,7 @@ def verify_module(module) -> None:
     def visit(op):
         if op.name == "func.func":
             errors.extend(_verify_symbols(op))
+        errors.extend(schedule_errors(op) if op.name == KERNEL else ())  # its stax.schedule
         f = _STRUCTURAL_VERIFIERS.get(op.name)
         if f is not None:
             try:

@@ -1,0 +1,517 @@
+"""The kernel schedule attribute `stax.schedule`: its builder, its reader and its verifier.
+
+`stax-schedule` writes one `stax.schedule` DictionaryAttr on every `stax_graph.kernel`;
+the code generators read it back with `read_schedule(kernel_op) -> KernelSchedule`.
+Only builtin attributes are used (DictionaryAttr, ArrayAttr, AffineMapAttr,
+DenseI64ArrayAttr, StringAttr, IntegerAttr, BoolAttr), so the IRDL file is untouched and
+any MLIR tool can parse scheduled IR. docs/schedule.md describes every field:
+
+    stax.schedule = {
+      version = 1, kind = "pointwise" | "reduction",
+      domain = array<i64: ...>, parallel_dims = array<i64: ...>, reduced_dims = array<i64: ...>,
+      keepdim = true,                                   (reduction kernels)
+      input_strides = [array<i64: ...>, ...], output_strides = [array<i64: ...>, ...],
+      reads = [{input = 0 : i64, space = "full" | "row", map = affine_map<...>,
+                offset = affine_map<...>, where = affine_map<...> (optional: every
+                result >= 0), computed = "why" (instead of map/offset), path = "..."}, ...],
+      results = [{space = ..., map = ..., offset = ...} or {space, computed}, ...],
+      phases = [array<i64: body positions of the reductions of phase 0>, ...],
+      row_values = array<i64: ...>,                    (body positions of per-row ops)
+      tiling = {gpu = {...}, cpu = {...}}}
+
+This module imports nothing of the passes or the targets (targets read attributes; they
+import no pass).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from stax._mlir import ir
+
+__all__ = ["ATTR", "VERSION", "Read", "Result", "GpuTiling", "CpuTiling", "KernelSchedule",
+           "read_schedule", "has_schedule", "schedule_errors", "to_attr", "dims_used",
+           "stride_along"]
+
+ATTR = "stax.schedule"
+VERSION = 1
+SPACES = ("full", "row")
+GPU_MODES = ("pointwise", "persistent", "looped", "split")
+_REDUCTIONS = frozenset({"stax.reduce_sum", "stax.reduce_max", "stax.reduce_min",
+                         "stax.reduce_prod", "stax.argmax", "stax.argmin"})
+
+
+@dataclass(frozen=True)
+class Read:
+    """One read of a kernel input: at domain point `p` (space "row": only the parallel dims
+    of `p` matter) the input element `map(p)` is read, at storage offset `offset(p)`
+    (elements), where every result of `where(p)` is >= 0 (None: always). `computed` says
+    why there is no map (a gather's data-dependent index); then map and offset are None."""
+    input: int
+    space: str
+    map: "ir.AffineMap | None"
+    offset: "ir.AffineMap | None"
+    where: "ir.AffineMap | None" = None
+    computed: str | None = None
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class Result:
+    """Where the value of kernel result i at domain point p is written: element `map(p)`,
+    storage offset `offset(p)`; `computed` when that is not a function of p."""
+    space: str
+    map: "ir.AffineMap | None"
+    offset: "ir.AffineMap | None"
+    computed: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuTiling:
+    mode: str            # pointwise | persistent | looped | split
+    block: int           # pointwise BLOCK; reduction XBLOCK (rows per program)
+    rblock: int          # reduced elements per step (1 for pointwise)
+    num_warps: int
+    num_stages: int
+    split: int           # programs sharing one row block's reduced range
+
+
+@dataclass(frozen=True)
+class CpuTiling:
+    """What of the CPU generator's choice is public today: the lanes it asks for (it
+    falls back to 1 lane when an index is not affine per lane), and its thread split
+    rule's inputs (a kernel is split over threads when its outer loop is splittable and
+    `work`, the largest input or output element count, is at least
+    `parallel_min_elements`). Row/column mode, the tail and splittability are still
+    decided inside the generator (docs/schedule.md)."""
+    vector_width: int
+    parallel_min_elements: int
+    work: int
+
+
+@dataclass(frozen=True)
+class KernelSchedule:
+    kind: str
+    domain: tuple
+    parallel_dims: tuple
+    reduced_dims: tuple
+    keepdim: bool
+    input_strides: tuple
+    output_strides: tuple
+    reads: tuple
+    results: tuple
+    phases: tuple          # tuple of tuples of body positions (reductions), in order
+    row_values: tuple      # body positions of per-row (non-reduction) ops
+    gpu: GpuTiling | None = None
+    cpu: CpuTiling | None = None
+
+    def reads_of(self, input_index: int) -> list:
+        """Every read of kernel input `input_index` (one per view path)."""
+        return [r for r in self.reads if r.input == input_index]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _kernel_name(op) -> str:
+    return ir.StringAttr(op.attributes["name"]).value if "name" in op.attributes else "?"
+
+
+def _loc_prefix(op) -> str:
+    text = str(op.location)
+    m = re.search(r'"([^"]+)":(\d+):(\d+)', text)
+    return f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else text
+
+
+def dims_used(expr) -> set:
+    """The dim positions an AffineExpr reads."""
+    e = expr.maybe_downcast() if hasattr(expr, "maybe_downcast") else expr
+    if isinstance(e, ir.AffineDimExpr):
+        return {e.position}
+    if isinstance(e, ir.AffineBinaryExpr):
+        return dims_used(e.lhs) | dims_used(e.rhs)
+    return set()
+
+
+def stride_along(amap, dim: int):
+    """How far the (single-result) map moves per step of `dim`: an int when `dim` only
+    appears linearly (0 when absent: a broadcast read), None when it sits inside a
+    floordiv/mod/ceildiv (a reshape that does not merge cleanly). This is what a code
+    generator asks to choose a vector load (1), a broadcast (0) or a gather."""
+    def walk(e):
+        e = e.maybe_downcast()
+        if isinstance(e, ir.AffineDimExpr):
+            return 1 if e.position == dim else 0
+        if isinstance(e, ir.AffineConstantExpr):
+            return 0
+        if isinstance(e, ir.AffineAddExpr):
+            a, b = walk(e.lhs), walk(e.rhs)
+            return None if a is None or b is None else a + b
+        if isinstance(e, ir.AffineMulExpr):
+            a, b = walk(e.lhs), walk(e.rhs)
+            c = e.rhs.maybe_downcast()
+            if a is None or b is None or not isinstance(c, ir.AffineConstantExpr):
+                return None
+            return a * c.value
+        return None if dim in dims_used(e) else 0
+
+    (result,) = amap.results
+    return walk(result)
+
+
+def has_schedule(kernel_op) -> bool:
+    op = getattr(kernel_op, "operation", kernel_op)
+    return ATTR in op.attributes
+
+
+def _ints(a) -> tuple:
+    return tuple(int(x) for x in ir.DenseI64ArrayAttr(a))
+
+
+def _map(a):
+    return ir.AffineMapAttr(a).value if a is not None else None
+
+
+def _get(d, name):
+    return d[name] if name in d else None
+
+
+def _int(a) -> int:
+    return ir.IntegerAttr(a).value
+
+
+def _str(a) -> str:
+    return ir.StringAttr(a).value
+
+
+# ----------------------------------------------------------------------------- writing
+
+def _i64(v):
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(v))
+
+
+def _dense(vals):
+    return ir.DenseI64ArrayAttr.get([int(v) for v in vals])
+
+
+def _entry(e: dict) -> "ir.Attribute":
+    out = {}
+    for k, v in e.items():
+        if v is None:
+            continue
+        if isinstance(v, ir.AffineMap):
+            out[k] = ir.AffineMapAttr.get(v)
+        elif isinstance(v, bool):
+            out[k] = ir.BoolAttr.get(v)
+        elif isinstance(v, int):
+            out[k] = _i64(v)
+        elif isinstance(v, str):
+            out[k] = ir.StringAttr.get(v)
+        else:
+            raise TypeError(f"schedule field {k!r}: {v!r}")
+    return ir.DictAttr.get(out)
+
+
+def to_attr(s: KernelSchedule) -> "ir.DictAttr":
+    """The `stax.schedule` attribute of a schedule (the inverse of read_schedule)."""
+    fields = {
+        "version": _i64(VERSION),
+        "kind": ir.StringAttr.get(s.kind),
+        "domain": _dense(s.domain),
+        "parallel_dims": _dense(s.parallel_dims),
+        "reduced_dims": _dense(s.reduced_dims),
+        "input_strides": ir.ArrayAttr.get([_dense(st) for st in s.input_strides]),
+        "output_strides": ir.ArrayAttr.get([_dense(st) for st in s.output_strides]),
+        "reads": ir.ArrayAttr.get([_entry({
+            "input": r.input, "space": r.space, "map": r.map, "offset": r.offset,
+            "where": r.where, "computed": r.computed, "path": r.path or None})
+            for r in s.reads]),
+        "results": ir.ArrayAttr.get([_entry({
+            "space": r.space, "map": r.map, "offset": r.offset, "computed": r.computed})
+            for r in s.results]),
+        "phases": ir.ArrayAttr.get([_dense(p) for p in s.phases]),
+        "row_values": _dense(s.row_values),
+    }
+    if s.kind == "reduction":
+        fields["keepdim"] = ir.BoolAttr.get(bool(s.keepdim))
+    tiling = {}
+    if s.gpu is not None:
+        g = s.gpu
+        tiling["gpu"] = _entry({"mode": g.mode, "block": g.block, "rblock": g.rblock,
+                                "num_warps": g.num_warps, "num_stages": g.num_stages,
+                                "split": g.split})
+    if s.cpu is not None:
+        c = s.cpu
+        tiling["cpu"] = _entry({"vector_width": c.vector_width,
+                                "parallel_min_elements": c.parallel_min_elements,
+                                "work": c.work})
+    fields["tiling"] = ir.DictAttr.get(tiling)
+    return ir.DictAttr.get(fields)
+
+
+# ----------------------------------------------------------------------------- reading
+
+def read_schedule(kernel_op) -> KernelSchedule:
+    """The schedule a kernel carries (raises KeyError when it has none). The attribute
+    is assumed verified (`verify_module` runs `schedule_errors`)."""
+    op = getattr(kernel_op, "operation", kernel_op)
+    d = ir.DictAttr(op.attributes[ATTR])
+    reads = []
+    for a in ir.ArrayAttr(d["reads"]):
+        e = ir.DictAttr(a)
+        reads.append(Read(_int(e["input"]), _str(e["space"]), _map(_get(e, "map")),
+                          _map(_get(e, "offset")), _map(_get(e, "where")),
+                          _str(e["computed"]) if "computed" in e else None,
+                          _str(e["path"]) if "path" in e else ""))
+    results = []
+    for a in ir.ArrayAttr(d["results"]):
+        e = ir.DictAttr(a)
+        results.append(Result(_str(e["space"]), _map(_get(e, "map")), _map(_get(e, "offset")),
+                              _str(e["computed"]) if "computed" in e else None))
+    tiling = ir.DictAttr(d["tiling"])
+    gpu = cpu = None
+    if "gpu" in tiling:
+        g = ir.DictAttr(tiling["gpu"])
+        gpu = GpuTiling(_str(g["mode"]), *(_int(g[k]) for k in
+                                           ("block", "rblock", "num_warps", "num_stages",
+                                            "split")))
+    if "cpu" in tiling:
+        c = ir.DictAttr(tiling["cpu"])
+        cpu = CpuTiling(_int(c["vector_width"]), _int(c["parallel_min_elements"]),
+                        _int(c["work"]))
+    return KernelSchedule(
+        kind=_str(d["kind"]), domain=_ints(d["domain"]),
+        parallel_dims=_ints(d["parallel_dims"]), reduced_dims=_ints(d["reduced_dims"]),
+        keepdim=ir.BoolAttr(d["keepdim"]).value if "keepdim" in d else False,
+        input_strides=tuple(_ints(a) for a in ir.ArrayAttr(d["input_strides"])),
+        output_strides=tuple(_ints(a) for a in ir.ArrayAttr(d["output_strides"])),
+        reads=tuple(reads), results=tuple(results),
+        phases=tuple(_ints(a) for a in ir.ArrayAttr(d["phases"])),
+        row_values=_ints(d["row_values"]), gpu=gpu, cpu=cpu)
+
+
+# ----------------------------------------------------------------------------- verifying
+
+class _Bad(Exception):
+    pass
+
+
+def _rank(v) -> int | None:
+    try:
+        return ir.RankedTensorType(v.type).rank
+    except ValueError:
+        return None
+
+
+def _need(d, name, kind, where):
+    if name not in d:
+        raise _Bad(f"field '{where}{name}' is missing")
+    a = d[name]
+    if not isinstance(a, kind):
+        raise _Bad(f"field '{where}{name}' must be a {kind.__name__}, got {a}")
+    return a
+
+
+def _check_map(e, key, where, ndims, nresults, reduced=(), row=False):
+    m = ir.AffineMapAttr(e[key]).value if isinstance(e[key], ir.AffineMapAttr) else None
+    if m is None:
+        raise _Bad(f"field '{where}.{key}' must be an affine_map, got {e[key]}")
+    if m.n_dims != ndims:
+        raise _Bad(f"field '{where}.{key}' {m} has {m.n_dims} dims but the domain has "
+                   f"rank {ndims}")
+    if m.n_symbols != 0:
+        raise _Bad(f"field '{where}.{key}' {m} has symbols; the domain is static")
+    if nresults is not None and len(m.results) != nresults:
+        want = "an offset has one" if key == "offset" else f"the operand has rank {nresults}"
+        raise _Bad(f"field '{where}.{key}' {m} has {len(m.results)} results but {want}")
+    if row:
+        used = set().union(*(dims_used(r) for r in m.results)) if m.results else set()
+        bad = sorted(used & set(reduced))
+        if bad:
+            raise _Bad(f"field '{where}.{key}' {m} is in row space but reads reduced "
+                       f"dim(s) {bad}")
+
+
+def _strides_list(d, name, values):
+    arr = _need(d, name, ir.ArrayAttr, "")
+    arr = list(arr)
+    if len(arr) != len(values):
+        raise _Bad(f"field '{name}' has {len(arr)} entries for {len(values)} values")
+    for i, (a, v) in enumerate(zip(arr, values)):
+        if not isinstance(a, ir.DenseI64ArrayAttr):
+            raise _Bad(f"field '{name}'[{i}] must be array<i64: ...>, got {a}")
+        if len(_ints(a)) != _rank(v):
+            raise _Bad(f"field '{name}'[{i}] has {len(_ints(a))} strides but the value has "
+                       f"rank {_rank(v)}")
+
+
+def _is_pow2(n) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _check_tiling(t):
+    _known(t, "tiling", "tiling")
+    if "gpu" in t:
+        g = _need(t, "gpu", ir.DictAttr, "tiling.")
+        _known(g, "tiling.gpu", "tiling.gpu")
+        mode = _str(_need(g, "mode", ir.StringAttr, "tiling.gpu."))
+        if mode not in GPU_MODES:
+            raise _Bad(f"field 'tiling.gpu.mode' = \"{mode}\" must be one of {list(GPU_MODES)}")
+        for k in ("block", "rblock", "num_warps"):
+            v = _int(_need(g, k, ir.IntegerAttr, "tiling.gpu."))
+            if not _is_pow2(v):
+                raise _Bad(f"field 'tiling.gpu.{k}' = {v} must be a positive power of two")
+        for k in ("num_stages", "split"):
+            v = _int(_need(g, k, ir.IntegerAttr, "tiling.gpu."))
+            if v < 1:
+                raise _Bad(f"field 'tiling.gpu.{k}' = {v} must be positive")
+        if mode == "split" and _int(g["split"]) < 2:
+            raise _Bad("field 'tiling.gpu.split' must be at least 2 in mode \"split\"")
+    if "cpu" in t:
+        c = _need(t, "cpu", ir.DictAttr, "tiling.")
+        _known(c, "tiling.cpu", "tiling.cpu")
+        v = _int(_need(c, "vector_width", ir.IntegerAttr, "tiling.cpu."))
+        if not _is_pow2(v):
+            raise _Bad(f"field 'tiling.cpu.vector_width' = {v} must be a positive power of two")
+        for k in ("parallel_min_elements", "work"):
+            if _int(_need(c, k, ir.IntegerAttr, "tiling.cpu.")) < 0:
+                raise _Bad(f"field 'tiling.cpu.{k}' must be non-negative")
+
+
+_FIELDS = {
+    "": {"version", "kind", "domain", "parallel_dims", "reduced_dims", "keepdim",
+         "input_strides", "output_strides", "reads", "results", "phases", "row_values",
+         "tiling"},
+    "reads": {"input", "space", "map", "offset", "where", "computed", "path"},
+    "results": {"space", "map", "offset", "computed"},
+    "tiling": {"gpu", "cpu"},
+    "tiling.gpu": {"mode", "block", "rblock", "num_warps", "num_stages", "split"},
+    "tiling.cpu": {"vector_width", "parallel_min_elements", "work"},
+}
+
+
+def _known(d, where, kind):
+    """Unknown fields are errors: a misspelt field would otherwise be ignored."""
+    extra = sorted({n.name for n in d} - _FIELDS[kind])
+    if extra:
+        raise _Bad(f"unknown field(s) {extra} in '{where or ATTR}' (known: "
+                   f"{sorted(_FIELDS[kind])})")
+
+
+def _check(op):
+    d = op.attributes[ATTR]
+    if not isinstance(d, ir.DictAttr):
+        raise _Bad(f"must be a dictionary attribute, got {d}")
+    d = ir.DictAttr(d)
+    _known(d, "", "")
+    v = _int(_need(d, "version", ir.IntegerAttr, ""))
+    if v != VERSION:
+        raise _Bad(f"field 'version' = {v}; this stax reads version {VERSION}")
+    kind = _str(_need(d, "kind", ir.StringAttr, ""))
+    if kind not in ("pointwise", "reduction"):
+        raise _Bad(f"field 'kind' = \"{kind}\" must be \"pointwise\" or \"reduction\"")
+    domain = _ints(_need(d, "domain", ir.DenseI64ArrayAttr, ""))
+    if any(s < 0 for s in domain):
+        raise _Bad(f"field 'domain' = {list(domain)} has a negative size")
+    rank = len(domain)
+    par = _ints(_need(d, "parallel_dims", ir.DenseI64ArrayAttr, ""))
+    red = _ints(_need(d, "reduced_dims", ir.DenseI64ArrayAttr, ""))
+    if sorted(par + red) != list(range(rank)):
+        raise _Bad(f"fields 'parallel_dims' {list(par)} and 'reduced_dims' {list(red)} must "
+                   f"split the domain's dims 0..{rank - 1}")
+    if (kind == "reduction") != bool(red):
+        raise _Bad(f"field 'reduced_dims' = {list(red)} does not fit kind \"{kind}\"")
+    if kind == "reduction":
+        _need(d, "keepdim", ir.BoolAttr, "")
+    block = op.regions[0].blocks[0]
+    body = [o.operation for o in block.operations][:-1]
+    args = list(block.arguments)
+    yielded = list(list(block.operations)[-1].operation.operands)
+    _strides_list(d, "input_strides", args)
+    _strides_list(d, "output_strides", yielded)
+    reads = _need(d, "reads", ir.ArrayAttr, "")
+    for i, a in enumerate(reads):
+        w = f"reads[{i}]"
+        if not isinstance(a, ir.DictAttr):
+            raise _Bad(f"field '{w}' must be a dictionary, got {a}")
+        e = ir.DictAttr(a)
+        _known(e, w, "reads")
+        k = _int(_need(e, "input", ir.IntegerAttr, w + "."))
+        if not 0 <= k < len(args):
+            raise _Bad(f"field '{w}.input' = {k} but the kernel has {len(args)} inputs")
+        _space(e, w, kind)
+        row = _str(e["space"]) == "row"
+        if "computed" in e:
+            _need(e, "computed", ir.StringAttr, w + ".")
+            if "map" in e or "offset" in e:
+                raise _Bad(f"field '{w}' is computed; it must not also have a map or offset")
+            continue
+        _need(e, "map", ir.AffineMapAttr, w + ".")
+        _check_map(e, "map", w, rank, _rank(args[k]), red, row)
+        _need(e, "offset", ir.AffineMapAttr, w + ".")
+        _check_map(e, "offset", w, rank, 1, red, row)
+        if "where" in e:
+            _need(e, "where", ir.AffineMapAttr, w + ".")
+            _check_map(e, "where", w, rank, None)
+    results = list(_need(d, "results", ir.ArrayAttr, ""))
+    if len(results) != len(yielded):
+        raise _Bad(f"field 'results' has {len(results)} entries for {len(yielded)} kernel "
+                   "results")
+    for i, a in enumerate(results):
+        w = f"results[{i}]"
+        if not isinstance(a, ir.DictAttr):
+            raise _Bad(f"field '{w}' must be a dictionary, got {a}")
+        e = ir.DictAttr(a)
+        _known(e, w, "results")
+        _space(e, w, kind)
+        if "computed" in e:
+            continue
+        row = _str(e["space"]) == "row"
+        _need(e, "map", ir.AffineMapAttr, w + ".")
+        _check_map(e, "map", w, rank, _rank(yielded[i]), red, row)
+        _need(e, "offset", ir.AffineMapAttr, w + ".")
+        _check_map(e, "offset", w, rank, 1, red, row)
+    phases = _need(d, "phases", ir.ArrayAttr, "")
+    seen = set()
+    for i, a in enumerate(phases):
+        if not isinstance(a, ir.DenseI64ArrayAttr):
+            raise _Bad(f"field 'phases'[{i}] must be array<i64: ...>, got {a}")
+        for p in _ints(a):
+            if not 0 <= p < len(body) or body[p].name not in _REDUCTIONS:
+                what = body[p].name if 0 <= p < len(body) else "nothing"
+                raise _Bad(f"field 'phases'[{i}] names body op #{p}, which is {what}, "
+                           "not a reduction")
+            if p in seen:
+                raise _Bad(f"field 'phases'[{i}] names reduction #{p} a second time")
+            seen.add(p)
+    missing = [p for p, o in enumerate(body) if o.name in _REDUCTIONS and p not in seen]
+    if missing:
+        raise _Bad(f"field 'phases' misses the reduction(s) at body position(s) {missing}")
+    for p in _ints(_need(d, "row_values", ir.DenseI64ArrayAttr, "")):
+        if not 0 <= p < len(body):
+            raise _Bad(f"field 'row_values' names body op #{p}; the body has {len(body)} ops")
+    _check_tiling(_need(d, "tiling", ir.DictAttr, ""))
+
+
+def _space(e, w, kind):
+    s = _str(_need(e, "space", ir.StringAttr, w + "."))
+    if s not in SPACES:
+        raise _Bad(f"field '{w}.space' = \"{s}\" must be \"full\" or \"row\"")
+    if s == "row" and kind != "reduction":
+        raise _Bad(f"field '{w}.space' is \"row\" in a pointwise kernel")
+
+
+def schedule_errors(kernel_op) -> list:
+    """The located error lines of a kernel's `stax.schedule` ([] when it has none or it
+    is well-formed); each names the kernel and the field."""
+    op = getattr(kernel_op, "operation", kernel_op)
+    if ATTR not in op.attributes:
+        return []
+    try:
+        _check(op)
+    except _Bad as e:
+        return [f"{_loc_prefix(op)}: error: 'stax_graph.kernel' op kernel "
+                f"'{_kernel_name(op)}' {ATTR}: {e}"]
+    except (ValueError, KeyError, IndexError) as e:  # a malformed nested attribute
+        return [f"{_loc_prefix(op)}: error: 'stax_graph.kernel' op kernel "
+                f"'{_kernel_name(op)}' {ATTR}: malformed ({e})"]
+    return []
