@@ -16,6 +16,7 @@ from stax.targets.kernel_ir import float_literal as _float_literal
 
 @dataclass(frozen=True)
 class DType:
+    """How the CPU target stores and computes one element type."""
     mem: str      # element type in memory (memref element type)
     comp: str     # type computations use
     unsigned: bool = False
@@ -50,6 +51,7 @@ DTYPES = {
 
 
 def dtype_of(t: ir.Type) -> DType:
+    """The DType of MLIR element type `t` (KernelLoweringError if the target lacks it)."""
     s = str(t)
     if s not in DTYPES:
         raise KernelLoweringError(f"element type {s} is not supported by the CPU target")
@@ -67,6 +69,7 @@ def _fmt_float(v: float) -> str:
 
 
 def fmt_float_for(v, ctype):
+    """`v` spelled as an MLIR float literal of type `ctype`."""
     if ctype == "f64":
         if v != v:
             return "0x7FF8000000000000"

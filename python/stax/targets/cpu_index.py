@@ -66,9 +66,12 @@ class IndexAlgebra:
         return acc
 
     def lane_coeff(self, a: Aff) -> int:
+        """How far `a` moves from one vector lane to the next (0 outside the lane loop)."""
         return a.coeff(self.lane_var) if self.lane_var else 0
 
     def max_of(self, a: Aff):
+        """The largest value `a` takes over its variables' ranges, or None where a
+        coefficient or the constant is negative (no bound is claimed then)."""
         hi = a.const
         for name, c in a.terms:
             if c < 0:
@@ -111,14 +114,14 @@ class IndexAlgebra:
         self.vars[v] = Var(v, ext)
         return Aff.var(v)
 
-
     def delinearize(self, lin: Aff, shape) -> list:
         """The row-major multi-index of `shape` at linear index `lin`."""
         return [self.floordiv_mod(lin, p, s) if s != 1 else Aff()
                 for s, p in zip(shape, _contig_strides(shape))]
 
 
-def row_major_linear(idx, shape):
+def row_major_linear(idx, shape) -> Aff:
+    """The row-major linear index of multi-index `idx` in `shape`."""
     lin = Aff()
     for i, st in zip(idx, _contig_strides(shape)):
         lin = lin + i.scale(st)
