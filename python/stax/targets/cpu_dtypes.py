@@ -1,0 +1,79 @@
+"""The CPU target's element types: how each MLIR element type is stored and computed.
+
+`dtype_of` maps every element type a kernel may carry to a `DType` (its memref element
+type, the type arithmetic uses: bf16/f16 compute in f32, bool is i1 stored as i8) or
+raises KernelLoweringError; `fmt_float_for` spells a float constant so that MLIR parses
+it back to the same value (nan and the infinities as their bit patterns)."""
+import math
+from dataclasses import dataclass
+
+import torch
+
+from stax._mlir import ir
+from stax.targets.cpu_errors import KernelLoweringError
+from stax.targets.kernel_ir import float_literal as _float_literal
+
+
+@dataclass(frozen=True)
+class DType:
+    """How the CPU target stores and computes one element type."""
+    mem: str      # element type in memory (memref element type)
+    comp: str     # type computations use
+    unsigned: bool = False
+    torch_dtype: object = None
+
+    @property
+    def is_float(self):
+        return self.comp.startswith("f") or self.comp.startswith("bf")
+
+    @property
+    def is_bool(self):
+        return self.comp == "i1"
+
+    @property
+    def bits(self):
+        return {"f64": 64, "f32": 32, "f16": 16, "bf16": 16, "i64": 64, "i32": 32, "i16": 16,
+                "i8": 8, "i1": 1}[self.mem if self.mem != "i8" or self.comp != "i1" else "i1"]
+
+
+DTYPES = {
+    "f32": DType("f32", "f32", torch_dtype=torch.float32),
+    "f64": DType("f64", "f64", torch_dtype=torch.float64),
+    "bf16": DType("bf16", "f32", torch_dtype=torch.bfloat16),
+    "f16": DType("f16", "f32", torch_dtype=torch.float16),
+    "i64": DType("i64", "i64", torch_dtype=torch.int64),
+    "i32": DType("i32", "i32", torch_dtype=torch.int32),
+    "i16": DType("i16", "i16", torch_dtype=torch.int16),
+    "i8": DType("i8", "i8", torch_dtype=torch.int8),
+    "ui8": DType("i8", "i8", unsigned=True, torch_dtype=torch.uint8),
+    "i1": DType("i8", "i1", torch_dtype=torch.bool),
+}
+
+
+def dtype_of(t: ir.Type) -> DType:
+    """The DType of MLIR element type `t` (KernelLoweringError if the target lacks it)."""
+    s = str(t)
+    if s not in DTYPES:
+        raise KernelLoweringError(f"element type {s} is not supported by the CPU target")
+    return DTYPES[s]
+
+
+def _fmt_float(v: float) -> str:
+    if v != v:
+        return "0x7FC00000"
+    if v == math.inf:
+        return "0x7F800000"
+    if v == -math.inf:
+        return "0xFF800000"
+    return _float_literal(v)
+
+
+def fmt_float_for(v, ctype):
+    """`v` spelled as an MLIR float literal of type `ctype`."""
+    if ctype == "f64":
+        if v != v:
+            return "0x7FF8000000000000"
+        if v in (math.inf, -math.inf):
+            return "0x7FF0000000000000" if v > 0 else "0xFFF0000000000000"
+        return _float_literal(v)
+    return _fmt_float(v)

@@ -1,0 +1,111 @@
+"""The CPU target's SSA text emitter: fresh names, hoisted constants, scopes, vectors.
+
+`Emitter` accumulates the body lines of one kernel function. Constants (and splats of
+them) are hoisted to function scope and shared; `push`/`pop` open and close a loop
+body's scope, so a memoized value (`lookup`/`remember`) or index is never used outside
+the loop that defined it. `Val` is an emitted value: a vector<W x comp> or a scalar that
+is uniform across lanes; `to_vec`/`unify` broadcast scalars where vectors meet. With
+W == 1 (the 1-lane fallback, a loop tail) nothing is a vector. The index methods come
+from cpu_index.IndexAlgebra."""
+from dataclasses import dataclass
+
+from stax.targets.cpu_dtypes import fmt_float_for
+from stax.targets.cpu_index import IndexAlgebra
+
+
+@dataclass
+class Val:
+    """An emitted value: its SSA name, whether it is a vector, its compute type."""
+    ssa: str
+    vec: bool      # a vector<W x comp> value; otherwise a scalar (uniform across lanes)
+    comp: str      # compute type
+
+
+class Emitter(IndexAlgebra):
+    """The body lines and hoisted constants of one kernel function, W lanes wide."""
+
+    def __init__(self, width):
+        self.W = width
+        self.lines = []
+        self.indent = 2
+        self.n = 0
+        self.consts = {}
+        self.vars = {}
+        self.memo = [{}]
+        self.idx_memo = [{}]
+        self.lane_var = None
+
+    # --- raw text
+    def fresh(self):
+        self.n += 1
+        return f"%v{self.n}"
+
+    def emit(self, text):
+        self.lines.append(" " * self.indent + text)
+
+    def op(self, text, ty):
+        r = self.fresh()
+        self.emit(f"{r} = {text}")
+        return r
+
+    def bool_of(self, ty):
+        return f"vector<{self.W}xi1>" if ty.startswith("vector") else "i1"
+
+    def vt(self, comp, vec):
+        return f"vector<{self.W}x{comp}>" if vec else comp
+
+    def const(self, value, ctype):
+        # Constants live at function scope (hoisted) so loops can share them.
+        key = (repr(value), ctype)
+        if key not in self.consts:
+            name = f"%c{len(self.consts)}"
+            if ctype == "index" or ctype.startswith("i"):
+                text = f"arith.constant {int(value)} : {ctype}"
+            else:
+                text = f"arith.constant {fmt_float_for(value, ctype)} : {ctype}"
+            self.consts[key] = (name, text)
+        return self.consts[key][0]
+
+    def splat(self, value, ty):
+        """A constant of type `ty` (scalar or vector)."""
+        if ty.startswith("vector"):
+            elem = ty[ty.index("x") + 1:-1]
+            s = self.const(value if not isinstance(value, str) else float(value), elem)
+            key = ("splat", s, ty)
+            if key not in self.consts:
+                name = f"%c{len(self.consts)}"
+                self.consts[key] = (name, f"vector.broadcast {s} : {elem} to {ty}")
+            return self.consts[key][0]
+        return self.const(value if not isinstance(value, str) else float(value), ty)
+
+    # --- scopes (values defined inside a loop body are not visible after it)
+    def push(self):
+        self.memo.append({})
+        self.idx_memo.append({})
+        self.indent += 2
+
+    def pop(self):
+        self.memo.pop()
+        self.idx_memo.pop()
+        self.indent -= 2
+
+    def lookup(self, key):
+        for m in reversed(self.memo):
+            if key in m:
+                return m[key]
+        return None
+
+    def remember(self, key, val):
+        self.memo[-1][key] = val
+
+    # --- value plumbing
+    def to_vec(self, v: Val) -> str:
+        if v.vec or self.W == 1:
+            return v.ssa
+        return self.op(f"vector.broadcast {v.ssa} : {v.comp} to vector<{self.W}x{v.comp}>",
+                       self.vt(v.comp, True))
+
+    def unify(self, vals):
+        vec = any(v.vec for v in vals) and self.W > 1
+        return [self.to_vec(v) if vec else v.ssa for v in vals], vec
+
