@@ -14,6 +14,9 @@ _BLOCKED = ("stax.importer", "stax.importer_symbolic", "stax.passes", "stax.driv
             "stax.targets.triton_emitter", "stax.targets.triton_index",
             "stax.targets.triton_reduction", "stax.targets.triton_combine",
             "stax.targets.triton_ops", "stax.targets.triton_convert",
+            # the CPU code generator's modules (llvm's driver reads them)
+            "stax.targets.cpu_errors", "stax.targets.cpu_dtypes", "stax.targets.cpu_index",
+            "stax.targets.cpu_emitter", "stax.targets.cpu_reduction", "stax.targets.cpu_ops",
             "stax.backend", "stax.precompiler", "stax.gpu_tuning")
 
 _PRELUDE = """
