@@ -18,8 +18,10 @@ Guarantees, for every `func.func` of the module:
   `layout_algebra.view_strides` can express are views, never copies. A reshape that is
   no view of its source's layout becomes a one-op copy kernel with `stax.copy = "<why>"`
   and a result layout of its own; nothing else is copied.
-- Fallback results have no layout at compile time (torch picks it when the op runs): the
-  wrapper reads them, and views of them, at run time with the same algebra.
+- Every fallback result has `stax.result_layouts`: the strides torch's meta kernel gives
+  the op with its operands as the wrapper passes them (eager's `operand_layouts`, else
+  their own), which the wrapper enforces at run time (contiguous where there is no meta
+  kernel). Its views are then laid out like any other (offsets from the result's own).
 - The module gets `stax.bytes_moved = {copies, kernels, library}`: the bytes the copy
   kernels, the other kernels and the matmuls read and write under these layouts (a read
   counts the distinct elements its strides touch: an expand reads its source once).
@@ -33,7 +35,7 @@ from stax._mlir import ir
 from stax.dialects.layout import (BYTES_MOVED_ATTR, COPY_ATTR, LAYOUT_ATTR, RESULT_LAYOUTS_ATTR,
                                   VIEW_OFFSET_ATTR, arg_layouts, func_result_layouts,
                                   result_layouts_attr, set_func_layouts)
-from stax.dialects.stax_dialect import COLLECTIVE, KERNEL, YIELD
+from stax.dialects.stax_dialect import COLLECTIVE, FALLBACK, KERNEL, YIELD
 from stax.passes.fuse import verify_pass_ir
 from stax.passes.layout_algebra import (VIEW_OPS, contiguous_strides, output_layout,
                                         read_extent, view_layout)
@@ -42,6 +44,7 @@ __all__ = ["PASS_NAME", "run", "assign_layouts", "wrap_op_in_kernel", "KERNEL_OP
 
 PASS_NAME = "stax-assign-layouts"
 KERNEL_OPS = (KERNEL, "stax.kernel")
+FALLBACK_OPS = (FALLBACK, "stax.fallback")
 
 
 def wrap_op_in_kernel(op, attributes=None):
@@ -101,6 +104,53 @@ def _numel(shape) -> int:
     for s in shape:
         n *= s
     return n
+
+
+def _fallback_layouts(op, known) -> list:
+    """The strides torch gives a fallback op's results: its overload run on meta tensors
+    with the operands as the wrapper passes them (eager's strides, `operand_layouts`,
+    else their own layout), as the wrapper predicts them (`wrapper_fallback`), which
+    restrides at run time if the op did otherwise. Contiguous where the op cannot be
+    run on meta tensors or returns no tensor there."""
+    import torch
+    from stax.compiled_graph import _resolve_overload
+    from stax.wrapper_fallback import _call_to_src, _tensor_type
+    attrs = op.attributes
+    try:
+        overload = _resolve_overload(ir.StringAttr(attrs["target"]).value)
+        call = json.loads(ir.StringAttr(attrs["call"]).value)
+        given = (json.loads(ir.StringAttr(attrs["operand_layouts"]).value)
+                 if "operand_layouts" in attrs else [None] * len(op.operands))
+        metas = []
+        for v, st in zip(op.operands, given):
+            if _shape(v) is None:
+                metas.append(None)
+                continue
+            shape, dtype = _tensor_type(v)
+            st = st if st is not None else known.get(v, (contiguous_strides(shape),))[0]
+            metas.append(torch.empty_strided(shape, tuple(st), dtype=dtype, device="meta"))
+        fp8 = (json.loads(ir.StringAttr(attrs["fp8_views"]).value)
+               if "fp8_views" in attrs else {})
+        for i, dn in fp8.get("operands", {}).items():
+            metas[int(i)] = metas[int(i)].view(getattr(torch, dn))
+        srcs = [""] * len(metas)
+        args = [_call_to_src(a, srcs, metas)[1] for a in call.get("args", [])]
+        kwargs = {k: _call_to_src(a, srcs, metas)[1] for k, a in call.get("kwargs", {}).items()}
+        with torch.no_grad():
+            m = overload(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - no meta kernel, or an argument it cannot take
+        m = None
+    predicted = (list(m) if isinstance(m, (tuple, list)) else [m]) if m is not None else []
+    positions = (list(ir.DenseI64ArrayAttr(attrs["result_positions"]))
+                 if "result_positions" in attrs else None)
+    out = []
+    for i, r in enumerate(op.results):
+        pos = positions[i] if positions is not None else None
+        p = predicted[pos] if pos is not None and pos < len(predicted) else (
+            predicted[0] if pos is None and len(predicted) == 1 else None)
+        out.append(tuple(p.stride()) if isinstance(p, torch.Tensor)
+                   else contiguous_strides(_shape(r)))
+    return out
 
 
 class _Assigner:
@@ -164,6 +214,8 @@ class _Assigner:
             self.bytes[kind] += moved
         elif name == "stax.constant":
             self.define_buffers(op, [contiguous_strides(_shape(r)) for r in op.results])
+        elif name in FALLBACK_OPS and all(_shape(r) is not None for r in op.results):
+            self.define_buffers(op, _fallback_layouts(op, self.known))
         elif name == COLLECTIVE and "result_layouts" in op.attributes:
             recorded = json.loads(ir.StringAttr(op.attributes["result_layouts"]).value)
             self.define_buffers(op, [tuple(st) for st in recorded])

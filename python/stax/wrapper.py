@@ -315,6 +315,17 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                            fresh)
         return vals[value]
 
+    def define_as_decided(value, var, strides, **kw):
+        """define() of a fallback result, whose strides the wrapper enforces at run time
+        (`_restride`): they must be those stax-assign-layouts laid its views out for."""
+        decided = result_layouts(value.owner)
+        if decided is not None and tuple(decided[value.result_number]) != tuple(strides):
+            raise StaxUnsupportedError(
+                f"{_loc_name(value.owner)}: result {value.result_number} has strides "
+                f"{tuple(strides)} but stax-assign-layouts laid it out as "
+                f"{tuple(decided[value.result_number])}")
+        return define(value, var, strides, **kw)
+
     def result_strides(value):
         """The strides stax-assign-layouts gave this kernel or matmul result."""
         layouts = result_layouts(value.owner)
@@ -503,7 +514,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                                  f"{str(a.dtype).replace('torch.', '')} (matmul outside kernels)")
         elif name in FALLBACK_OPS:
             em.lines += srcmap.comment(op)
-            _emit_fallback(op, em, vals, define, fallback_ops)
+            _emit_fallback(op, em, vals, define_as_decided, fallback_ops)
         elif name == COLLECTIVE:  # a library call, in graph order
             em.lines += srcmap.comment(op)
             _emit_fallback(op, em, vals, define, fallback_ops, collective=True)

@@ -109,3 +109,20 @@ func.func @reshape_is_view(%x: tensor<64x32xf32>) -> tensor<2048xf32> {
   %r = "stax.reshape"(%x) : (tensor<64x32xf32>) -> tensor<2048xf32>
   return %r : tensor<2048xf32>
 }
+
+// -----
+
+// A fallback result is laid out as torch's meta kernel lays it out (what the wrapper
+// enforces at run time), so its views are views and a reshape of them a copy kernel.
+// CHECK-LABEL: func.func @fallback_result
+// CHECK: %[[F:.*]] = "stax_graph.fallback"(%arg0)
+// CHECK-SAME: stax.result_layouts = [array<i64: 16, 1>]
+// CHECK: %[[T:.*]] = "stax.permute"(%[[F]]) {perm = array<i64: 1, 0>, stax.result_layouts = [array<i64: 1, 16>], stax.view_offset = 0 : i64}
+// CHECK: "stax_graph.kernel"(%[[T]])
+// CHECK: stax.copy = "reshape of a non-viewable layout: [16, 8] with strides [1, 16] has no view of shape [128]"
+func.func @fallback_result(%x: tensor<8x16xf32>) -> tensor<128xf32> {
+  %c = "stax_graph.fallback"(%x) {target = "aten.cumsum.default", call = "{\"args\": [{\"$operand\": 0}, 1], \"kwargs\": {}}"} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %t = "stax.permute"(%c) {perm = array<i64: 1, 0>} : (tensor<8x16xf32>) -> tensor<16x8xf32>
+  %r = "stax.reshape"(%t) : (tensor<16x8xf32>) -> tensor<128xf32>
+  return %r : tensor<128xf32>
+}

@@ -245,3 +245,14 @@ def test_pass_layouts_match_layout_algebra_and_torch():
         except RuntimeError:
             want = None
         assert view_strides(shape, st, new) == want, (shape, st, new)
+
+
+def test_views_of_a_fallback_result(tmp_path, monkeypatch):
+    """cumsum runs in torch; the pass lays its result out as torch's meta kernel does:
+    its returned transpose is a view of it, and the multiply kernel reads the flattened
+    transpose by index (no copy)."""
+    x = torch.randn(8, 512)
+    ir = check(lambda x: (torch.cumsum(x, 1).t().reshape(-1) * 2, torch.cumsum(x, 1).t()),
+               x, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    assert "stax_graph.fallback" in ir
+    assert re.search(r'"stax_graph.fallback".*stax.result_layouts = \[array<i64: 512, 1>\]', ir)
