@@ -32,7 +32,8 @@ from stax.runtime.layout import non_overlapping
 
 __all__ = ["LAYOUT_ATTR", "RESULT_LAYOUTS_ATTR", "VIEW_OFFSET_ATTR", "COPY_ATTR",
            "BYTES_MOVED_ATTR", "verify_layouts", "strides_attr", "result_layouts_attr",
-           "read_strides", "result_layouts", "arg_layouts", "func_result_layouts"]
+           "read_strides", "result_layouts", "arg_layouts", "func_result_layouts",
+           "set_func_layouts"]
 
 LAYOUT_ATTR = "stax.layout"
 RESULT_LAYOUTS_ATTR = "stax.result_layouts"

@@ -1,4 +1,4 @@
-"""Give every value that crosses a kernel boundary a layout (strides), and copy only where a view cannot be.
+"""Give every value crossing a kernel boundary its strides; copy only where a view cannot be.
 
 Input contract (run after stax-fuse and stax-legalize-fp8): function arguments may carry
 `stax.layout` (the strides the graph was specialized for; absent means contiguous), and

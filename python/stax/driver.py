@@ -44,12 +44,12 @@ under STAX_DEBUG_DIR). It
 * checks guards before anything runs: argument count; each tensor argument's shape,
   dtype, device, and the strides the kernels were specialized for (dims of size 1
   are not checked). A mismatch raises `StaxGuardError` naming the argument;
-* allocates kernel results with `torch.empty_strided` (contiguous intermediates;
-  graph outputs get the strides eager would give them);
+* allocates kernel results with `torch.empty_strided` in the layouts stax-assign-layouts
+  gave them (contiguous intermediates; graph outputs get the strides eager gives them);
 * calls the kernels, runs `stax.matmul` through the library (`torch.mm/bmm/matmul`
   with `out=`), `stax.fallback` through `torch.ops.<ns>.<op>.<overload>`;
-* turns top-level views into `torch.as_strided` (no copy) or, where a reshape is not
-  expressible as a view, into a one-op copy kernel;
+* turns top-level views into `torch.as_strided` (no copy) with the pass's strides and
+  offset; a reshape not expressible as a view is a one-op copy kernel the pass inserted;
 * drops intermediates (`del`) right after their last use;
 * returns the outputs with the FX graph's output structure (tuple/list/single).
 
@@ -64,7 +64,7 @@ once at compile time), `f<i>` the fallback ATen overloads, `_guard_*` diagnostic
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -114,12 +114,7 @@ _WRAPPER_OPS = KERNEL_OPS + FALLBACK_OPS + (COLLECTIVE, "stax.matmul", "stax.con
 # ----------------------------------------------------------------------------- types
 
 
-def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= max(int(s), 1)
-    return tuple(reversed(strides))
+from stax.passes.layout_algebra import contiguous_strides  # noqa: E402,F401 (re-exported)
 
 
 # ----------------------------------------------------------------------------- guards
@@ -333,8 +328,9 @@ def assign_layouts(module, func_op, notes, dump: debug.DumpDir, tag="assign-layo
             label = str(inner.location)
             label = label[5:].split('"', 1)[0] if label.startswith('loc("') else inner.name
             if not any(n.startswith(f"{label}: a reshape") for n in notes):
+                why = ir.StringAttr(op.attributes[COPY_ATTR]).value
                 notes.append(f"{label}: a reshape of a non-contiguous value is not a view; "
-                             f"compiled a copy kernel ({ir.StringAttr(op.attributes[COPY_ATTR]).value})")
+                             f"compiled a copy kernel ({why})")
     name_kernels(func_op)
     dump.ir(tag, module)
 
