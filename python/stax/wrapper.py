@@ -8,10 +8,10 @@ their last use, and returns the outputs as eager has them (`stax.aliasing.emit_o
 
 The layouts are decided by `stax-assign-layouts` (docs/layouts.md) and read here from the
 IR: `stax.layout` of the arguments, `stax.result_layouts` of kernels, matmuls, constants,
-collectives and views, `stax.view_offset` of views. Only what is laid out at run time is
-worked out here, with the same algebra (`stax.passes.layout_algebra`): fallback results
-(torch's meta kernel predicts their strides) and views of them (a reshape of one that is
-no view becomes a copy kernel: `_Replan`).
+fallbacks, collectives and views, `stax.view_offset` of views. A fallback op's run-time
+strides (enforced by `wrapper_fallback`) must be the pass's (`define_as_decided`). A view
+the pass left without a layout would be worked out here with the same algebra
+(`stax.passes.layout_algebra`), a non-view reshape becoming a copy kernel (`_Replan`).
 """
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ from stax.dialects.layout import (COPY_ATTR, VIEW_OFFSET_ATTR, arg_layouts,
                                   result_layouts)
 from stax.driver import (FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8, output_structure,
                          wrap_op_in_kernel)
-from stax.passes.layout_algebra import view_layout, view_strides  # noqa: F401 (re-exported)
 from stax.errors import StaxUnsupportedError
 from stax.gpu_tuning import _autotuner_importable, _triton_compiler, _Tuner
 from stax.guards import _dtype_src, _guard_src
+from stax.passes.layout_algebra import view_layout, view_strides  # noqa: F401 (re-exported)
 from stax.provenance import SourceMap
 from stax.real_tensors import real_tensors
 from stax.routes import ALIGN, CPU_ROUTE, TRITON_ROUTE
