@@ -663,7 +663,15 @@ class IotaOp(Stax.Operation, name="iota", traits=[ext.Pure]):
 # The structural stax_graph ops (kernel, yield, fallback) and `verify_module` live in
 # structural.py (IRDL cannot express them); re-exported here, where callers import them.
 from stax.dialects.structural import (COLLECTIVE, FALLBACK, KERNEL, STRUCTURAL_OPS, YIELD,  # noqa: E402
-                                      StaxVerificationError, verify_module)
+                                      StaxVerificationError)
+from stax.dialects.structural import verify_module as _verify_structure  # noqa: E402
+
+
+def verify_module(module) -> None:
+    """structural.verify_module, then the layout attributes (layout.py)."""
+    _verify_structure(module)
+    from stax.dialects.layout import verify_layouts
+    verify_layouts(module)
 
 
 def _with_type_checks(cls):

@@ -13,8 +13,11 @@ reason.
 
 Steps: import (`stax.importer.import_graph`) -> passes (`canonicalize, cse,
 stax-sink-converts, stax-fuse, cse`; without stax-fuse when `stax.fusion=False`, and then every op is wrapped in its
-own one-op `stax.kernel`) -> each `stax.kernel` compiled by the target for the exact
-strides of its inputs and outputs -> a generated Python wrapper.
+own one-op `stax.kernel`) -> the boundary layouts written onto @main (`stax.layout`: the
+example inputs' strides on the arguments, eager's on the results) -> `stax-assign-layouts`
+(every kernel boundary's strides, views, copies: docs/layouts.md) -> each `stax.kernel`
+compiled by the target for the strides the pass gave its inputs and outputs -> a
+generated Python wrapper.
 
 Triton specifics. Each kernel is compiled with `aligned`: one bool per pointer argument
 (the kernel's inputs, then its outputs) saying whether that pointer is 16-byte aligned
@@ -41,12 +44,12 @@ under STAX_DEBUG_DIR). It
 * checks guards before anything runs: argument count; each tensor argument's shape,
   dtype, device, and the strides the kernels were specialized for (dims of size 1
   are not checked). A mismatch raises `StaxGuardError` naming the argument;
-* allocates kernel results with `torch.empty_strided` (contiguous intermediates;
-  graph outputs get the strides eager would give them);
+* allocates kernel results with `torch.empty_strided` in the layouts stax-assign-layouts
+  gave them (contiguous intermediates; graph outputs get the strides eager gives them);
 * calls the kernels, runs `stax.matmul` through the library (`torch.mm/bmm/matmul`
   with `out=`), `stax.fallback` through `torch.ops.<ns>.<op>.<overload>`;
-* turns top-level views into `torch.as_strided` (no copy) or, where a reshape is not
-  expressible as a view, into a one-op copy kernel;
+* turns top-level views into `torch.as_strided` (no copy) with the pass's strides and
+  offset; a reshape not expressible as a view is a one-op copy kernel the pass inserted;
 * drops intermediates (`del`) right after their last use;
 * returns the outputs with the FX graph's output structure (tuple/list/single).
 
@@ -61,7 +64,7 @@ once at compile time), `f<i>` the fallback ATen overloads, `_guard_*` diagnostic
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -111,12 +114,7 @@ _WRAPPER_OPS = KERNEL_OPS + FALLBACK_OPS + (COLLECTIVE, "stax.matmul", "stax.con
 # ----------------------------------------------------------------------------- types
 
 
-def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= max(int(s), 1)
-    return tuple(reversed(strides))
+from stax.passes.layout_algebra import contiguous_strides  # noqa: E402,F401 (re-exported)
 
 
 # ----------------------------------------------------------------------------- guards
@@ -136,36 +134,12 @@ def _block(func_op):
     return func_op.operation.regions[0].blocks[0]
 
 
-def wrap_op_in_kernel(op) -> Any:
+def wrap_op_in_kernel(op, attributes=None) -> Any:
     """Replace top-level `op` by a `stax.kernel` holding just a copy of it; returns the
     kernel operation. Used for `stax.fusion=False`, for stray compute ops the fuser left
-    outside a kernel, and for views that need a copy (a reshape that is no view)."""
-    from stax._mlir import ir
-    op = op.operation
-    operands = []
-    for v in op.operands:
-        if v not in operands:
-            operands.append(v)
-    with op.context, op.location:
-        kernel = ir.Operation.create(
-            KERNEL, results=[r.type for r in op.results], operands=operands,
-            regions=1, ip=ir.InsertionPoint(op))
-        block = kernel.regions[0].blocks.append(*[v.type for v in operands])
-        arg_of = {v: block.arguments[i] for i, v in enumerate(operands)}
-        attrs = {}
-        for i in range(len(op.attributes)):
-            na = op.attributes[i]  # NamedAttribute
-            attrs[na.name] = na.attr
-        inner = ir.Operation.create(
-            op.name, results=[r.type for r in op.results],
-            operands=[arg_of[v] for v in op.operands], attributes=attrs,
-            ip=ir.InsertionPoint(block))
-        ir.Operation.create(YIELD, operands=list(inner.results),
-                            ip=ir.InsertionPoint(block))
-    for old, new in zip(op.results, kernel.results):
-        old.replace_all_uses_with(new)
-    op.erase()
-    return kernel
+    outside a kernel, and for views that need a copy (`stax.passes.assign_layouts`)."""
+    from stax.passes.assign_layouts import wrap_op_in_kernel as wrap
+    return wrap(op, attributes)
 
 
 def _wrap_stray_ops(func_op, include_views=False) -> int:
@@ -301,6 +275,66 @@ def output_structure(gm):
     return "tuple", 0
 
 
+def write_boundary_layouts(func_op, imported, example_inputs, names) -> None:
+    """The input contract of stax-assign-layouts: `stax.layout` on each tensor argument
+    of @main (the strides of its example input, or of the constant it is bound to: what
+    the guards check), and on each tensor result (eager's strides, from the importer's
+    OutputSpecs; the first spec of a result wins)."""
+    from stax.dialects.layout import set_func_layouts
+    from stax.real_tensors import real_tensors
+    block_args = list(_block(func_op).arguments)
+    in_specs = list(getattr(imported, "inputs", []) or [])
+    constants = getattr(imported, "constants", {}) or {}
+    pos_of = {nm: i for i, nm in enumerate(names)}
+    args: list = [None] * len(block_args)
+    next_ph = 0
+    for i, spec in enumerate(in_specs[:len(block_args)]):
+        kind = getattr(spec, "kind", "placeholder")
+        if kind == "constant":
+            with real_tensors():
+                t = constants[spec.name]
+                st = tuple(t.stride()) if isinstance(t, torch.Tensor) else ()
+        else:
+            pos = pos_of.get(spec.name, next_ph)
+            next_ph = pos + 1
+            ex = example_inputs[pos] if pos < len(example_inputs) else None
+            if kind == "object" or not isinstance(ex, torch.Tensor):
+                continue
+            st = tuple(int(s) for s in ex.stride())
+        if "tensor<" in str(block_args[i].type):
+            args[i] = st
+    set_func_layouts(func_op, "arg_attrs", args)
+    n_results = len(list(_block(func_op).operations)[-1].operation.operands)
+    results: list = [None] * n_results
+    for spec in getattr(imported, "outputs", []) or []:
+        if getattr(spec, "kind", "tensor") != "tensor":
+            continue
+        st = getattr(spec, "strides", None) or getattr(spec, "stride", None)
+        if st is not None and 0 <= spec.index < n_results and results[spec.index] is None:
+            results[spec.index] = tuple(int(s) for s in st)
+    set_func_layouts(func_op, "res_attrs", results)
+
+
+def assign_layouts(module, func_op, notes, dump: debug.DumpDir, tag="assign-layouts") -> None:
+    """Run stax-assign-layouts; note each copy kernel it inserted (a view that is not
+    one) and name the kernels again (the copies, numbered in launch order)."""
+    from stax._mlir import ir
+    from stax.dialects.layout import COPY_ATTR
+    _run_passes(module, ["stax-assign-layouts"], None)
+    for op in _block(func_op).operations:
+        op = op.operation
+        if COPY_ATTR in op.attributes and op.name in KERNEL_OPS:
+            inner = op.regions[0].blocks[0].operations[0]
+            label = str(inner.location)
+            label = label[5:].split('"', 1)[0] if label.startswith('loc("') else inner.name
+            if not any(n.startswith(f"{label}: a reshape") for n in notes):
+                why = ir.StringAttr(op.attributes[COPY_ATTR]).value
+                notes.append(f"{label}: a reshape of a non-contiguous value is not a view; "
+                             f"compiled a copy kernel ({why})")
+    name_kernels(func_op)
+    dump.ir(tag, module)
+
+
 def _run_passes(module, names, dump: debug.DumpDir):
     from stax.passes.registry import run_pipeline
     # the registry hands over the text without locations: print the module itself
@@ -400,8 +434,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
                          "as one-op kernels")
             dump.ir("wrap-stray-ops", module)
         name_kernels(func_op)
+        write_boundary_layouts(func_op, imported, example_inputs, names)
+        assign_layouts(module, func_op, notes, dump)
         guards = _guards_for(example_inputs, names, device)
-        replans = 0
         while True:
             try:
                 _generate(gm, example_inputs, imported, func_op, guards, names, notes,
@@ -409,10 +444,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
                           config=config)
                 break
             except _Replan:
-                replans += 1
-        if replans:
-            name_kernels(func_op)  # the copy kernels, numbered in launch order
-            dump.ir("view-copies", module)
+                # a view of a fallback result needed a copy kernel: lay it out too
+                assign_layouts(module, func_op, notes, dump, tag="view-copies")
         cg = _generate(gm, example_inputs, imported, func_op, guards, names, notes,
                        graph_id, dump, route=route, device=device, config=config)
         # kernels may refer to IR objects: keep their context alive with the callable

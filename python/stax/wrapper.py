@@ -3,9 +3,15 @@ matmuls, fallback ops, views) -> the Python source of its guarded callable.
 
 `_generate` walks @main once per plan: it emits the guards, binds the arguments, compiles
 each kernel for the exact strides of its operands and results, allocates results with
-`torch.empty_strided`, turns top-level views into `as_strided` (or a copy kernel where a
-reshape is no view: `_Replan`), frees intermediates after their last use, and returns
-the outputs as eager has them (`stax.aliasing.emit_outputs`).
+`torch.empty_strided`, turns top-level views into `as_strided`, frees intermediates after
+their last use, and returns the outputs as eager has them (`stax.aliasing.emit_outputs`).
+
+The layouts are decided by `stax-assign-layouts` (docs/layouts.md) and read here from the
+IR: `stax.layout` of the arguments, `stax.result_layouts` of kernels, matmuls, constants,
+fallbacks, collectives and views, `stax.view_offset` of views. A fallback op's run-time
+strides (enforced by `wrapper_fallback`) must be the pass's (`define_as_decided`). A view
+the pass left without a layout would be worked out here with the same algebra
+(`stax.passes.layout_algebra`), a non-view reshape becoming a copy kernel (`_Replan`).
 """
 from __future__ import annotations
 
@@ -15,19 +21,21 @@ from typing import Any
 
 import torch
 
-from stax.aliasing import emit_outputs, non_overlapping
+from stax.aliasing import emit_outputs
 from stax.arena import ARENA_MAX_BUFFER_BYTES, ARENA_MAX_BYTES
 from stax.compiled_graph import COLLECTIVE_CALL, CompiledGraph, _base_globals
 from stax.dialects.collective import COLLECTIVE, collective_summary
+from stax.dialects.layout import (COPY_ATTR, VIEW_OFFSET_ATTR, arg_layouts,
+                                  result_layouts)
 from stax.driver import (FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8, output_structure,
                          wrap_op_in_kernel)
 from stax.errors import StaxUnsupportedError
 from stax.gpu_tuning import _autotuner_importable, _triton_compiler, _Tuner
 from stax.guards import _dtype_src, _guard_src
+from stax.passes.layout_algebra import view_layout, view_strides  # noqa: F401 (re-exported)
 from stax.provenance import SourceMap
 from stax.real_tensors import real_tensors
 from stax.routes import ALIGN, CPU_ROUTE, TRITON_ROUTE
-from stax.targets.kernel_ir import contiguous_strides
 from stax.wrapper_fallback import _emit_fallback, _tensor_type
 
 
@@ -84,63 +92,6 @@ class _Emitter:
 
     def emit(self, line: str, indent: int = 1) -> None:
         self.lines.append("    " * indent + line)
-
-
-def _view_layout(op, src: _Val, out_shape):
-    """(strides, extra offset) of a view op applied to `src`, or None if a reshape is
-    not expressible as a view of src's layout."""
-    from stax._mlir import ir
-    name = op.operation.name
-    attrs = op.operation.attributes
-
-    def arr(n):
-        return list(ir.DenseI64ArrayAttr(attrs[n]))
-
-    if name == "stax.permute":
-        perm = arr("perm")
-        return tuple(src.strides[p] for p in perm), 0
-    if name == "stax.broadcast_in_dim":
-        dims = arr("dims")
-        st = [0] * len(out_shape)
-        for i, d in enumerate(dims):
-            if src.shape[i] == out_shape[d]:
-                st[d] = src.strides[i]
-        return tuple(st), 0
-    if name == "stax.slice":
-        start, step = arr("start"), arr("step")
-        off = sum(a * s for a, s in zip(start, src.strides))
-        return tuple(s * k for s, k in zip(src.strides, step)), off
-    if name == "stax.reshape":
-        st = view_strides(src.shape, src.strides, out_shape)
-        return (tuple(st), 0) if st is not None else None
-    raise AssertionError(name)
-
-
-def view_strides(shape, strides, new_shape):
-    """Strides of `new_shape` viewing a tensor of (shape, strides) without a copy, or
-    None when no view exists (ATen's computeStride). Our own algebra: torch's `.view`
-    of a meta tensor under Dynamo's active fake mode accepted a channels-last
-    (1, 2, 1, 3) -> (6,) view that eager refuses, and the wrapper read the wrong order."""
-    new_shape = list(new_shape)
-    if any(n == 0 for n in shape) or not shape:
-        return list(contiguous_strides(new_shape))
-    new = [0] * len(new_shape)
-    view_d = len(new_shape) - 1
-    chunk_base = strides[-1]
-    tensor_numel = view_numel = 1
-    for d in range(len(shape) - 1, -1, -1):
-        tensor_numel *= shape[d]
-        if d == 0 or (shape[d - 1] != 1 and strides[d - 1] != tensor_numel * chunk_base):
-            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
-                new[view_d] = view_numel * chunk_base
-                view_numel *= new_shape[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if d > 0:
-                chunk_base = strides[d - 1]
-                tensor_numel = view_numel = 1
-    return new if view_d == -1 else None
 
 
 def _cpu_input_on_gpu(barg, ex, var, pos, name, em) -> str:
@@ -262,17 +213,9 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     assert ret.operation.name == "func.return", ret.operation.name
     ret_vals = list(ret.operation.operands)
 
-    # --- output specs: strides eager gives each returned value
+    # --- output specs (eager's strides of each returned value are already the
+    # `stax.result_layouts` of its producer: stax-assign-layouts)
     out_specs = list(getattr(imported, "outputs", []) or [])
-    out_strides: dict = {}
-    for spec in out_specs:
-        if getattr(spec, "kind", "tensor") == "tensor":
-            v = ret_vals[spec.index]
-            st = getattr(spec, "strides", None) or getattr(spec, "stride", None)
-            # an overlapping layout (an expanded output) is no buffer a kernel can
-            # write: the kernel writes a dense one, and the output is made from it
-            if st is not None and v not in out_strides and non_overlapping(spec.shape, st):
-                out_strides[v] = tuple(int(s) for s in st)
 
     # --- header and guards
     n = len(guards)
@@ -306,6 +249,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     # --- function arguments
     vals: dict = {}
     block_args = list(block.arguments)
+    specialized = arg_layouts(func_op)  # stax.layout: the strides the guards check
     in_specs = list(getattr(imported, "inputs", []) or [])
     if len(in_specs) != len(block_args):
         raise StaxUnsupportedError(f"importer gave {len(in_specs)} InputSpecs for "
@@ -313,7 +257,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     pos_of = {nm: i for i, nm in enumerate(names)}
     next_ph = 0
     constants = getattr(imported, "constants", {}) or {}
-    for barg, spec in zip(block_args, in_specs):
+    for barg, spec, arg_st in zip(block_args, in_specs, specialized):
         if getattr(spec, "kind", "placeholder") == "object":  # library ops read it as is
             pos = pos_of.get(spec.name, next_ph)
             next_ph = pos + 1
@@ -332,7 +276,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 t = t.view(torch.uint8)
             c = em.add_global("c", t)
             root_aligned[c] = gpu and _ptr_aligned(t)
-            vals[barg] = _Val(c, shape, dtype, tuple(t.stride()), c, 0, True)
+            vals[barg] = _Val(c, shape, dtype, arg_st or tuple(t.stride()), c, 0, True)
             continue
         pos = pos_of.get(spec.name, next_ph)
         next_ph = pos + 1
@@ -344,7 +288,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             em.emit(f"{var} = {argvars[pos]}.view(torch.uint8)")
         if gpu and isinstance(ex, torch.Tensor) and (ex.device.type == "cpu" or ex.dim() == 0):
             var = _cpu_input_on_gpu(barg, ex, var, pos, names[pos], em)
-        vals[barg] = _Val(var, shape, dtype, tuple(int(s) for s in ex.stride()), var, 0, True)
+        st = arg_st if arg_st is not None else tuple(int(s) for s in ex.stride())
+        vals[barg] = _Val(var, shape, dtype, st, var, 0, True)
         if isinstance(ex, torch.Tensor):
             root_aligned[var] = gpu and _ptr_aligned(ex)
 
@@ -370,9 +315,25 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                            fresh)
         return vals[value]
 
+    def define_as_decided(value, var, strides, **kw):
+        """define() of a fallback result, whose strides the wrapper enforces at run time
+        (`_restride`): they must be those stax-assign-layouts laid its views out for."""
+        decided = result_layouts(value.owner)
+        if decided is not None and tuple(decided[value.result_number]) != tuple(strides):
+            raise StaxUnsupportedError(
+                f"{_loc_name(value.owner)}: result {value.result_number} has strides "
+                f"{tuple(strides)} but stax-assign-layouts laid it out as "
+                f"{tuple(decided[value.result_number])}")
+        return define(value, var, strides, **kw)
+
     def result_strides(value):
-        shape, _ = _tensor_type(value)
-        return out_strides.get(value) or contiguous_strides(shape)
+        """The strides stax-assign-layouts gave this kernel or matmul result."""
+        layouts = result_layouts(value.owner)
+        if layouts is None:
+            raise StaxUnsupportedError(
+                f"{_loc_name(value.owner)} has no stax.result_layouts: the driver runs "
+                "stax-assign-layouts before the wrapper is generated")
+        return layouts[value.result_number]
 
     # buffers the arena may hold (stax.arena): var -> (its line, bytes); views of them
     arena_allocs: dict[str, tuple[int, int]] = {}
@@ -553,7 +514,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                                  f"{str(a.dtype).replace('torch.', '')} (matmul outside kernels)")
         elif name in FALLBACK_OPS:
             em.lines += srcmap.comment(op)
-            _emit_fallback(op, em, vals, define, fallback_ops)
+            _emit_fallback(op, em, vals, define_as_decided, fallback_ops)
         elif name == COLLECTIVE:  # a library call, in graph order
             em.lines += srcmap.comment(op)
             _emit_fallback(op, em, vals, define, fallback_ops, collective=True)
@@ -573,13 +534,17 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             src = vals[op.operation.operands[0]]
             r = op.operation.results[0]
             shape, _ = _tensor_type(r)
-            layout = _view_layout(op, src, shape)
+            decided = result_layouts(op)
+            if decided is not None:  # stax-assign-layouts: strides, offset from the root
+                layout = decided[0], ir_int(op.operation.attributes[VIEW_OFFSET_ATTR]) - src.offset
+            else:  # a view of a fallback result: its layout is known only now
+                layout = view_layout(op, src.shape, src.strides, shape)
             if layout is None:
                 # a reshape that is no view of its input's layout: make it a copy kernel
-                # and plan again (the kernel's result is a fresh contiguous buffer)
+                # and plan again (stax-assign-layouts then lays the copy out)
                 notes.append(f"{_loc_name(op)}: a reshape of a non-contiguous value is not "
                              "a view; compiled a copy kernel")
-                wrap_op_in_kernel(op)
+                wrap_op_in_kernel(op, {COPY_ATTR: _copy_reason(src, shape)})
                 raise _Replan()
             else:
                 st, off = layout
@@ -687,6 +652,18 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                          guards=guards, kernel_mlir=kernel_mlir, route=route, device=device,
                          tuned=tuner.records if tuner is not None else (),
                          kernel_sources=kernel_sources)
+
+
+def ir_int(attr) -> int:
+    from stax._mlir import ir
+    return ir.IntegerAttr(attr).value
+
+
+def _copy_reason(src: _Val, shape):
+    from stax._mlir import ir
+    return ir.StringAttr.get(f"reshape of a non-viewable layout: {list(src.shape)} with "
+                             f"strides {list(src.strides)} (a fallback result) has no view "
+                             f"of shape {list(shape)}")
 
 
 def _transposed_weight(a, b, out_strides, vals) -> str | None:

@@ -1,0 +1,265 @@
+"""Give every value crossing a kernel boundary its strides; copy only where a view cannot be.
+
+Input contract (run after stax-fuse and stax-legalize-fp8): function arguments may carry
+`stax.layout` (the strides the graph was specialized for; absent means contiguous), and
+function results may carry `stax.layout` (eager's strides, from Dynamo's fake tensors).
+Attributes are those of `stax.dialects.layout`.
+
+Guarantees, for every `func.func` of the module:
+- Every ranked-tensor argument has `stax.layout` (the given one, else contiguous).
+- Every kernel, matmul, constant and collective result has `stax.result_layouts`: a
+  result the function returns gets eager's strides when they give every element its own
+  location (outputs and the tensors saved for the backward are what aot_autograd expects;
+  an expanded output is written dense and expanded by the wrapper); every other result is
+  a contiguous intermediate. A collective keeps the strides it records (`result_layouts`).
+- Every top-level view of a value whose layout is known gets `stax.result_layouts` and
+  `stax.view_offset` (elements from the start of its root buffer): permute, broadcast
+  (stride 0), slice (scaled strides and an offset) and every reshape that
+  `layout_algebra.view_strides` can express are views, never copies. A reshape that is
+  no view of its source's layout becomes a one-op copy kernel with `stax.copy = "<why>"`
+  and a result layout of its own; nothing else is copied.
+- Every fallback result has `stax.result_layouts`: the strides torch's meta kernel gives
+  the op with its operands as the wrapper passes them (eager's `operand_layouts`, else
+  their own), which the wrapper enforces at run time (contiguous where there is no meta
+  kernel). Its views are then laid out like any other (offsets from the result's own).
+- The module gets `stax.bytes_moved = {copies, kernels, library}`: the bytes the copy
+  kernels, the other kernels and the matmuls read and write under these layouts (a read
+  counts the distinct elements its strides touch: an expand reads its source once).
+- Values are unchanged; running the pass twice changes nothing more. The result verifies.
+"""
+from __future__ import annotations
+
+import json
+
+from stax._mlir import ir
+from stax.dialects.layout import (BYTES_MOVED_ATTR, COPY_ATTR, LAYOUT_ATTR, RESULT_LAYOUTS_ATTR,
+                                  VIEW_OFFSET_ATTR, arg_layouts, func_result_layouts,
+                                  result_layouts_attr, set_func_layouts)
+from stax.dialects.stax_dialect import COLLECTIVE, FALLBACK, KERNEL, YIELD
+from stax.passes.fuse import verify_pass_ir
+from stax.passes.layout_algebra import (VIEW_OPS, contiguous_strides, output_layout,
+                                        read_extent, view_layout)
+
+__all__ = ["PASS_NAME", "run", "assign_layouts", "wrap_op_in_kernel", "KERNEL_OPS"]
+
+PASS_NAME = "stax-assign-layouts"
+KERNEL_OPS = (KERNEL, "stax.kernel")
+FALLBACK_OPS = (FALLBACK, "stax.fallback")
+
+
+def wrap_op_in_kernel(op, attributes=None):
+    """Replace top-level `op` by a `stax_graph.kernel` holding just a copy of it (with
+    `attributes` on the kernel); returns the kernel operation. Used for the copies this
+    pass inserts, for `stax.fusion=False` and for stray compute ops (the driver)."""
+    op = op.operation
+    operands = []
+    for v in op.operands:
+        if v not in operands:
+            operands.append(v)
+    with op.context, op.location:
+        kernel = ir.Operation.create(
+            KERNEL, results=[r.type for r in op.results], operands=operands,
+            attributes=dict(attributes or {}), regions=1, ip=ir.InsertionPoint(op))
+        block = kernel.regions[0].blocks.append(*[v.type for v in operands])
+        arg_of = {v: block.arguments[i] for i, v in enumerate(operands)}
+        attrs = {}
+        for i in range(len(op.attributes)):
+            na = op.attributes[i]  # NamedAttribute
+            if na.name not in (RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATTR):
+                attrs[na.name] = na.attr
+        inner = ir.Operation.create(
+            op.name, results=[r.type for r in op.results],
+            operands=[arg_of[v] for v in op.operands], attributes=attrs,
+            ip=ir.InsertionPoint(block))
+        ir.Operation.create(YIELD, operands=list(inner.results),
+                            ip=ir.InsertionPoint(block))
+    for old, new in zip(op.results, kernel.results):
+        old.replace_all_uses_with(new)
+    op.erase()
+    return kernel
+
+
+def _shape(value) -> list[int] | None:
+    try:
+        return list(ir.RankedTensorType(value.type).shape)
+    except ValueError:
+        return None
+
+
+def _itemsize(value) -> int:
+    et = ir.RankedTensorType(value.type).element_type
+    width = getattr(et, "width", None)
+    if width is None:
+        for cls in (ir.IntegerType, ir.FloatType):
+            try:
+                width = cls(et).width
+                break
+            except (ValueError, TypeError):
+                continue
+    return max(1, (width or 32) // 8)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _fallback_layouts(op, known) -> list:
+    """The strides torch gives a fallback op's results: its overload run on meta tensors
+    with the operands as the wrapper passes them (eager's strides, `operand_layouts`,
+    else their own layout), as the wrapper predicts them (`wrapper_fallback`), which
+    restrides at run time if the op did otherwise. Contiguous where the op cannot be
+    run on meta tensors or returns no tensor there."""
+    import torch
+    from stax.compiled_graph import _resolve_overload
+    from stax.wrapper_fallback import _call_to_src, _tensor_type
+    attrs = op.attributes
+    try:
+        overload = _resolve_overload(ir.StringAttr(attrs["target"]).value)
+        call = json.loads(ir.StringAttr(attrs["call"]).value)
+        given = (json.loads(ir.StringAttr(attrs["operand_layouts"]).value)
+                 if "operand_layouts" in attrs else [None] * len(op.operands))
+        metas = []
+        for v, st in zip(op.operands, given):
+            if _shape(v) is None:
+                metas.append(None)
+                continue
+            shape, dtype = _tensor_type(v)
+            st = st if st is not None else known.get(v, (contiguous_strides(shape),))[0]
+            metas.append(torch.empty_strided(shape, tuple(st), dtype=dtype, device="meta"))
+        fp8 = (json.loads(ir.StringAttr(attrs["fp8_views"]).value)
+               if "fp8_views" in attrs else {})
+        for i, dn in fp8.get("operands", {}).items():
+            metas[int(i)] = metas[int(i)].view(getattr(torch, dn))
+        srcs = [""] * len(metas)
+        args = [_call_to_src(a, srcs, metas)[1] for a in call.get("args", [])]
+        kwargs = {k: _call_to_src(a, srcs, metas)[1] for k, a in call.get("kwargs", {}).items()}
+        with torch.no_grad():
+            m = overload(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - no meta kernel, or an argument it cannot take
+        m = None
+    predicted = (list(m) if isinstance(m, (tuple, list)) else [m]) if m is not None else []
+    positions = (list(ir.DenseI64ArrayAttr(attrs["result_positions"]))
+                 if "result_positions" in attrs else None)
+    out = []
+    for i, r in enumerate(op.results):
+        pos = positions[i] if positions is not None else None
+        p = predicted[pos] if pos is not None and pos < len(predicted) else (
+            predicted[0] if pos is None and len(predicted) == 1 else None)
+        out.append(tuple(p.stride()) if isinstance(p, torch.Tensor)
+                   else contiguous_strides(_shape(r)))
+    return out
+
+
+class _Assigner:
+    """Walks one function's top-level ops in order, tracking (strides, root, offset) of
+    each value whose layout is known at compile time."""
+
+    def __init__(self, func_op, bytes_moved: dict):
+        self.func = func_op.operation
+        self.block = self.func.regions[0].blocks[0]
+        self.bytes = bytes_moved
+        self.known: dict = {}  # value -> (strides, root value, offset in elements)
+        self.out_rule: dict = {}  # returned value -> eager's strides (writable)
+
+    def run(self) -> None:
+        ops = list(self.block.operations)
+        ret = ops[-1].operation
+        layouts = arg_layouts(self.func)
+        new_args = []
+        for arg, st in zip(self.block.arguments, layouts):
+            shape = _shape(arg)
+            if shape is None:
+                new_args.append(None)
+                continue
+            st = tuple(st) if st is not None else contiguous_strides(shape)
+            self.known[arg] = (st, arg, 0)
+            new_args.append(st)
+        set_func_layouts(self.func, "arg_attrs", new_args)
+        for v, eager in zip(ret.operands, func_result_layouts(self.func)):
+            shape = _shape(v)
+            lay = output_layout(shape, eager) if shape is not None and eager else None
+            if lay is not None and v not in self.out_rule:
+                self.out_rule[v] = lay
+        for op in ops:
+            self.visit(op.operation)
+
+    def buffer_layout(self, r):
+        return self.out_rule.get(r) or contiguous_strides(_shape(r))
+
+    def read_bytes(self, v) -> int:
+        shape = _shape(v)
+        if shape is None:
+            return 0
+        st = self.known.get(v, (contiguous_strides(shape),))[0]
+        return read_extent(shape, st) * _itemsize(v)
+
+    def define_buffers(self, op, layouts) -> None:
+        op.attributes[RESULT_LAYOUTS_ATTR] = result_layouts_attr(layouts)
+        for r, st in zip(op.results, layouts):
+            self.known[r] = (tuple(st), r, 0)
+
+    def written(self, op) -> int:
+        return sum(_numel(_shape(r)) * _itemsize(r) for r in op.results)
+
+    def visit(self, op) -> None:
+        name = op.name
+        if name in KERNEL_OPS or name == "stax.matmul":
+            self.define_buffers(op, [self.buffer_layout(r) for r in op.results])
+            moved = sum(self.read_bytes(v) for v in op.operands) + self.written(op)
+            kind = ("copies" if COPY_ATTR in op.attributes else "kernels") \
+                if name in KERNEL_OPS else "library"
+            self.bytes[kind] += moved
+        elif name == "stax.constant":
+            self.define_buffers(op, [contiguous_strides(_shape(r)) for r in op.results])
+        elif name in FALLBACK_OPS and all(_shape(r) is not None for r in op.results):
+            self.define_buffers(op, _fallback_layouts(op, self.known))
+        elif name == COLLECTIVE and "result_layouts" in op.attributes:
+            recorded = json.loads(ir.StringAttr(op.attributes["result_layouts"]).value)
+            self.define_buffers(op, [tuple(st) for st in recorded])
+        elif name in VIEW_OPS:
+            self.visit_view(op)
+
+    def visit_view(self, op) -> None:
+        src = op.operands[0]
+        r = op.results[0]
+        if src not in self.known:  # a fallback result's view: laid out at run time
+            return
+        st, root, off = self.known[src]
+        shape = _shape(r)
+        layout = view_layout(op, _shape(src), st, shape)
+        if layout is None:
+            why = (f"reshape of a non-viewable layout: {_shape(src)} with strides "
+                   f"{list(st)} has no view of shape {shape}")
+            kernel = wrap_op_in_kernel(op, {COPY_ATTR: ir.StringAttr.get(why)})
+            self.visit(kernel)
+            return
+        vst, voff = layout
+        op.attributes[RESULT_LAYOUTS_ATTR] = result_layouts_attr([vst])
+        op.attributes[VIEW_OFFSET_ATTR] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(64), off + voff)
+        self.known[r] = (tuple(vst), root, off + voff)
+
+
+def assign_layouts(func_op, bytes_moved: dict) -> None:
+    """Assign the layouts of one function in place, adding its bytes to `bytes_moved`."""
+    _Assigner(func_op, bytes_moved).run()
+
+
+def run(module: "ir.Module") -> None:
+    """Run stax-assign-layouts on every func.func of `module` (in place)."""
+    with module.context, ir.Location.unknown():
+        verify_pass_ir(module, "input", PASS_NAME)
+        moved = {"copies": 0, "kernels": 0, "library": 0}
+        for op in module.body.operations:
+            if op.operation.name == "func.func":
+                assign_layouts(op.operation, moved)
+        i64 = ir.IntegerType.get_signless(64)
+        module.operation.attributes[BYTES_MOVED_ATTR] = ir.DictAttr.get(
+            {k: ir.IntegerAttr.get(i64, v) for k, v in moved.items()})
+        verify_pass_ir(module, "output", PASS_NAME)
+
+
+LAYOUT_ATTRS = (LAYOUT_ATTR, RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATTR, COPY_ATTR)
