@@ -11,7 +11,9 @@ Runs after `stax-fuse`. For every `stax_graph.kernel` of every `func.func` it wr
   phases in dependency order and the per-row values; the GPU tiling the Triton generator
   picks by default, and what of the CPU generator's choice is public.
 - Strides: a kernel attribute `stax.strides = {inputs = [array<i64: ...>, ...], outputs =
-  [...]}` when present (what stax-assign-layouts will decide), else contiguous.
+  [...]}` when present; else the layouts stax-assign-layouts recorded (the operands'
+  `stax.layout` / `stax.result_layouts`, the kernel's own `stax.result_layouts`) when
+  every operand and result has one; else contiguous.
 - A kernel the analysis cannot describe (dynamic shapes, reductions of different
   signatures, a value neither in the domain nor in its rows) is a PassError located at
   the kernel and naming it and the reason: a code generator would have to guess, so the
@@ -38,10 +40,36 @@ def _error(message, location):
     return PassError(message, pass_name=PASS_NAME, location=location)
 
 
-def _strides(op):
-    """(input strides, output strides) from `stax.strides`, or (None, None)."""
-    if STRIDES_ATTR not in op.attributes:
+def _operand_layout(value):
+    """The strides stax-assign-layouts gave `value` (a function argument's `stax.layout`,
+    an op result's `stax.result_layouts` entry), or None."""
+    from stax.dialects.layout import arg_layouts, result_layouts
+    if isinstance(value, ir.BlockArgument):
+        owner = value.owner.owner.operation  # the block's parent op
+        if owner.name != "func.func":
+            return None
+        layouts = arg_layouts(owner)
+        return layouts[value.arg_number] if value.arg_number < len(layouts) else None
+    layouts = result_layouts(value.owner)
+    return layouts[value.result_number] if layouts else None
+
+
+def _assigned_layouts(op):
+    """(input strides, output strides) from stax-assign-layouts' attributes, or (None,
+    None) unless every operand and result has one."""
+    from stax.dialects.layout import result_layouts
+    ins = [_operand_layout(v) for v in op.operands]
+    outs = result_layouts(op)
+    if outs is None or any(st is None for st in ins):
         return None, None
+    return [list(st) for st in ins], [list(st) for st in outs]
+
+
+def _strides(op):
+    """(input strides, output strides) from `stax.strides`, else from the layouts
+    stax-assign-layouts recorded, else (None, None): contiguous."""
+    if STRIDES_ATTR not in op.attributes:
+        return _assigned_layouts(op)
     d = op.attributes[STRIDES_ATTR]
     try:
         d = ir.DictAttr(d)
