@@ -7,7 +7,8 @@
 #   tests: test/python/test_triton_driver.py, then the numerics suite re-run on the GPU
 #          (STAX_TEST_DEVICE=cuda: test_numerics_ops.py, test_models.py, test_training.py),
 #          then test_gpu_training_sizes.py (the models in training at real sizes)
-#          and the boundary tests (test_aliasing, test_edge_shapes, test_deep_kernels)
+#          and the boundary tests (test_aliasing, test_edge_shapes, test_deep_kernels,
+#          test_layouts: the stride sweep)
 #   launch: test_launch_path/test_cudagraph_outputs/test_triton_driver, then
 #          benchmarks/dispatch.py --device cuda (issue 14)
 #   bench: benchmarks/gpu.py (eager vs inductor vs stax, STAX_STRICT=1)
@@ -59,7 +60,8 @@ if [[ "$phase" == "tests" || "$phase" == "all" ]]; then
   STAX_TEST_DEVICE=cuda timeout "${STAX_GPU_SUITE_TIMEOUT:-300}" $PY -m pytest -q -rfE \
       -p no:cacheprovider test/python/test_numerics_ops.py test/python/test_models.py \
       test/python/test_training.py test/python/test_aliasing.py test/python/test_edge_shapes.py \
-      test/python/test_deep_kernels.py > "$OUT/gpu-pytest-numerics-cuda.log" 2>&1
+      test/python/test_deep_kernels.py test/python/test_layouts.py \
+      > "$OUT/gpu-pytest-numerics-cuda.log" 2>&1
   echo "numerics suite on cuda: $(tail -n 1 "$OUT/gpu-pytest-numerics-cuda.log")"
   # the test models in training at real sizes (d >= 512, 256 tokens, 32x32 images):
   # every gradient vs eager

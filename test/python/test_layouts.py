@@ -1,4 +1,5 @@
-"""Layouts through torch.compile(backend="stax") on the CPU: a stride sweep against eager.
+"""Layouts through torch.compile(backend="stax"): a stride sweep against eager, on the CPU
+and, with STAX_TEST_DEVICE=cuda (benchmarks/run_gpu.sh), on the GPU (route triton).
 
 Each case compiles a function of inputs with unusual layouts (transposed, sliced with
 steps, expanded, channels-last, with a storage offset) or with permuted outputs, at
@@ -7,6 +8,7 @@ strides, storage offset and aliasing (a fresh tensor exactly when eager's is, el
 same input's storage). The route must be stax-cpu. Each case also reads the IR after
 stax-assign-layouts (the STAX_DEBUG_DIR dump) and checks that the wrapper allocated
 exactly the layouts the pass decided, and that copies appear only where a view cannot.
+The route must be the device's (stax-cpu, or triton on the GPU).
 """
 from __future__ import annotations
 
@@ -21,6 +23,11 @@ import torch
 import stax.backend as B
 
 pytestmark = pytest.mark.usefixtures("stax_strict")
+
+DEVICE = os.environ.get("STAX_TEST_DEVICE", "cpu")
+ROUTE = "triton" if DEVICE == "cuda" else "stax-cpu"
+if DEVICE == "cuda" and not torch.cuda.is_available():
+    pytest.skip("STAX_TEST_DEVICE=cuda needs a GPU", allow_module_level=True)
 
 
 def _origin(t, ins, outs_before):
@@ -39,8 +46,9 @@ def _same_layout_copy(x):
     """A copy of `x` with x's size, strides and storage offset (in a storage of its own)."""
     if not isinstance(x, torch.Tensor):
         return x
-    base = torch.empty(x.untyped_storage().nbytes() // x.element_size(), dtype=x.dtype)
-    base.copy_(torch.as_strided(x, (base.numel(),), (1,), 0))
+    base = torch.empty(x.untyped_storage().nbytes() // x.element_size(), dtype=x.dtype,
+                       device=DEVICE)
+    base.copy_(torch.as_strided(x, (base.numel(),), (1,), 0))  # (to DEVICE, same layout)
     return base.as_strided(x.shape, x.stride(), x.storage_offset())
 
 
@@ -103,7 +111,7 @@ def check(fn, *inputs, tmp_path, monkeypatch, exact=False, copies=0, kernels=Non
     out = torch.compile(fn, backend="stax", fullgraph=True)(*stax_in)
     out = list(out) if isinstance(out, (tuple, list)) else [out]
     reports = B.reports()
-    assert reports and all(g.route == "stax-cpu" for r in reports for g in r.graphs), \
+    assert reports and all(g.route == ROUTE for r in reports for g in r.graphs), \
         [(g.route, g.reason) for r in reports for g in r.graphs]
     assert len(out) == len(ref)
     for i, (o, e) in enumerate(zip(out, ref)):
@@ -205,7 +213,7 @@ def test_views_of_inputs_alias_them(tmp_path, monkeypatch):
 
 def test_reshape_of_transposed_needs_a_copy(tmp_path, monkeypatch):
     x = torch.randn(512, 64)
-    ir = check(lambda x: (x * 3).t().reshape(-1)[:1024] @ torch.ones(1024, 1), x,
+    ir = check(lambda x: (x * 3).t().reshape(-1)[:1024] @ torch.ones(1024, 1, device=x.device), x,
                tmp_path=tmp_path, monkeypatch=monkeypatch, copies=1)
     assert "reshape of a non-viewable layout" in ir
     notes = [n for r in B.reports() for g in r.graphs for n in g.notes]
