@@ -15,9 +15,10 @@ Steps: import (`stax.importer.import_graph`) -> passes (`canonicalize, cse,
 stax-sink-converts, stax-fuse, cse`; without stax-fuse when `stax.fusion=False`, and then every op is wrapped in its
 own one-op `stax.kernel`) -> the boundary layouts written onto @main (`stax.layout`: the
 example inputs' strides on the arguments, eager's on the results) -> `stax-assign-layouts`
-(every kernel boundary's strides, views, copies: docs/layouts.md) -> each `stax.kernel`
-compiled by the target for the strides the pass gave its inputs and outputs -> a
-generated Python wrapper.
+(every kernel boundary's strides, views, copies: docs/layouts.md) -> `stax-schedule` (each
+kernel's domain, index maps and offsets for those strides, phases, tiling:
+docs/schedule.md) -> each `stax.kernel` compiled by the target for the strides the pass
+gave its inputs and outputs -> a generated Python wrapper.
 
 Triton specifics. Each kernel is compiled with `aligned`: one bool per pointer argument
 (the kernel's inputs, then its outputs) saying whether that pointer is 16-byte aligned
@@ -436,6 +437,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
         name_kernels(func_op)
         write_boundary_layouts(func_op, imported, example_inputs, names)
         assign_layouts(module, func_op, notes, dump)
+        # each kernel's domain, index maps over the layouts just decided, phases, tiling
+        # (docs/schedule.md): what the code generators read
+        _run_passes(module, ["stax-schedule"], dump)
         guards = _guards_for(example_inputs, names, device)
         while True:
             try:
@@ -446,6 +450,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
             except _Replan:
                 # a view of a fallback result needed a copy kernel: lay it out too
                 assign_layouts(module, func_op, notes, dump, tag="view-copies")
+                _run_passes(module, ["stax-schedule"], dump)
         cg = _generate(gm, example_inputs, imported, func_op, guards, names, notes,
                        graph_id, dump, route=route, device=device, config=config)
         # kernels may refer to IR objects: keep their context alive with the callable
