@@ -18,7 +18,7 @@ from stax._mlir import ir
 from stax.targets.cpu_dtypes import dtype_of
 from stax.targets.cpu_emitter import Val
 from stax.targets.cpu_errors import KernelLoweringError
-from stax.targets.cpu_index import Aff, Var, row_major_linear
+from stax.targets.cpu_index import Aff, Var, row_major_linear, strided_offset
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
 from stax.targets.kernel_ir import etype as _etype
@@ -406,7 +406,8 @@ class ReductionMixin:
                 for r, kind, dt in specs:
                     x = self._eval(r.operands[0], idx)
                     if self.stash is not None and r.operands[0] == self.stash[0]:
-                        self._write(self.outputs[self.stash[1]], x, idx)
+                        out = self.outputs[self.stash[1]]
+                        self._write(out, x, strided_offset(idx, out.shape, out.strides))
                     if kind in ("argmax", "argmin"):
                         if lin is None:
                             lin = em.index(row_major_linear(inner, inner_shape))
@@ -465,7 +466,8 @@ class ReductionMixin:
         # Row-major linear index of this row over the kept dims, re-split by the output shape.
         kept = [self.S[d] for d in self.outer_dims]
         lin = row_major_linear([self.outer_idx[d] for d in self.outer_dims], kept)
-        self._write(out, val, em.delinearize(lin, out.shape))
+        self._write(out, val, strided_offset(em.delinearize(lin, out.shape), out.shape,
+                                             out.strides))
 
     def _eval_row(self, v):
         """Evaluate a row-space value (its index is implied by the current row)."""
