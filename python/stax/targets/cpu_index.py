@@ -7,8 +7,14 @@ index by a shape (reshape, a row's output position), `IndexAlgebra.floordiv_mod`
 as a new opaque variable, and `strided_offset` is an operand's element offset from its
 strides. `IndexAlgebra.index` materializes a form as an `index` SSA value (memoized per
 scope); `lane_coeff` says how it moves per vector lane. Anything not per-lane affine
-raises NeedScalar, so the kernel is re-emitted with 1 lane. This is the part a shared
-kernel schedule will replace (issue 9)."""
+raises NeedScalar, so the kernel is re-emitted with 1 lane.
+
+`IndexAlgebra.from_affine` turns a kernel schedule's offset (an AffineExpr over the
+domain dims) into an Aff over the loop variables: that is how a kernel with a schedule is
+addressed (llvm._KernelLowering._addressing_schedule). The view algebra here
+(`row_major_linear`, `delinearize`, `floordiv_mod`) remains only for the kernels the
+schedule does not address yet: gathers, computed reads or results, kernels the analysis
+refuses, and pointwise kernels whose results have other shapes (issue 9)."""
 from dataclasses import dataclass
 
 from stax._mlir import ir

@@ -8,8 +8,12 @@ How a kernel is lowered:
   permute, slice) are index arithmetic, never copies.
 * Values are computed by evaluating the yielded SSA values at an index: each op knows
   how to compute its value at a multi-index from its operands at (transformed)
-  indices. Index expressions are affine over the loop variables, and reshapes stay
-  affine whenever the dims merge/split cleanly (the common case).
+  indices. The loops run over the kernel schedule's domain (passes/kernel_schedule.py,
+  read from the kernel's stax.schedule attribute when it was computed for these
+  strides): an index is a tuple of AffineExprs over the domain dims, a view composes
+  the analysis' own view map, and a load or store uses its read's or result's offset
+  from the schedule, walked into an Aff over the loop variables (cpu_index). Kernels
+  the schedule does not address yet (`_addressing_schedule`) keep cpu_index's algebra.
 * The innermost loop is vectorized (16 lanes). A load whose address moves by 1 per
   lane is a vector load, by 0 a scalar broadcast, otherwise a gather of scalars. When
   something is not expressible per lane (a reshape that needs div/mod on the vector
@@ -33,7 +37,7 @@ loads and stores, and the JIT compile; it re-exports the names callers read here
 from dataclasses import dataclass
 
 from stax._mlir import ExecutionEngine, PassManager, ir
-from stax.dialects.schedule import has_schedule, read_schedule
+from stax.dialects.schedule import dims_used, has_schedule, read_schedule
 # the one shared index analysis (not a pass): used when the kernel has no schedule for
 # these strides, and to compose an index through a view
 from stax.passes import kernel_schedule
@@ -113,7 +117,7 @@ class _KernelLowering(ReductionMixin, OpsMixin):
     # --------------------------------------------------------------- top level
     def lower(self) -> str:
         with self.op.context:
-            self.sched = self._pointwise_schedule()
+            self.sched = self._addressing_schedule()
             return with_deep_stack(self.op, self._lower_any_width)
 
     # --------------------------------------------------------------- the schedule
@@ -127,13 +131,13 @@ class _KernelLowering(ReductionMixin, OpsMixin):
                 return s
         return kernel_schedule.analyze(self.op, self.in_strides, self.out_strides)
 
-    def _pointwise_schedule(self):
-        """The schedule a pointwise kernel's loads and stores are addressed from, or None
-        for a kernel still indexed by cpu_index's algebra: a reduction, a gather (its
-        read is data-dependent), a kernel the analysis cannot describe, or one with a
-        computed read or result or a result not written at its own domain point (those
-        loop over each result's shape)."""
-        if self.reductions or any(o.operation.name == "stax.gather" for o in self.body):
+    def _addressing_schedule(self):
+        """The schedule the kernel's loads and stores are addressed from, or None for a
+        kernel still indexed by cpu_index's algebra: a gather (its read is
+        data-dependent), a kernel the analysis cannot describe, or one with a computed
+        read or result or a full-space result not written at its own domain point (a
+        pointwise kernel then loops over each result's shape)."""
+        if any(o.operation.name == "stax.gather" for o in self.body):
             return None
         try:
             s = self._schedule()
@@ -141,8 +145,8 @@ class _KernelLowering(ReductionMixin, OpsMixin):
             return None
         identity = [str(ir.AffineDimExpr.get(d)) for d in range(len(s.domain))]
         if any(r.computed for r in s.reads) or any(
-                r.computed or tuple(_shape(v)) != s.domain or
-                [str(e) for e in r.map.results] != identity
+                r.computed or r.space == "full" and (
+                    tuple(_shape(v)) != s.domain or [str(e) for e in r.map.results] != identity)
                 for v, r in zip(self.yielded, s.results)):
             return None
         return s
@@ -155,6 +159,10 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         # a size-1 dim's variable is 0 (the schedule's offset may still name it)
         self.dims = [Aff() if n == 1 else a for a, n in zip(idx, self.sched.domain)]
         return tuple(ir.AffineDimExpr.get(d) for d in range(len(idx)))
+
+    def _result_index(self, i):
+        """Result i's coordinates at the current domain point (its schedule map)."""
+        return tuple(self.sched.results[i].map.results)
 
     def _index_aff(self, e) -> Aff:
         """One coordinate of an index as an Aff over the loop variables."""
@@ -361,6 +369,8 @@ class _KernelLowering(ReductionMixin, OpsMixin):
     def _eval(self, v, idx) -> Val:
         em = self.em
         key = (v, tuple(idx), em.W, em.lane_var)
+        if self.sched is not None:  # the loop variables the domain dims of idx stand for
+            key += tuple(self.dims[d] for d in sorted(set().union(*map(dims_used, idx))))
         got = em.lookup(key)
         if got is not None:
             return got
@@ -369,8 +379,7 @@ class _KernelLowering(ReductionMixin, OpsMixin):
             em.remember(key, res)
             return res
         if self.stash_active and v == self.stash[0]:
-            out = self.outputs[self.stash[1]]
-            res = self._load(out, strided_offset(idx, out.shape, out.strides))
+            res = self._load(self.outputs[self.stash[1]], self._result_offset(self.stash[1], idx))
             em.remember(key, res)
             return res
         if v in self.arg_index:
