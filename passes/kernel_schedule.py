@@ -34,6 +34,7 @@ from stax._mlir import ir
 from stax.dialects.schedule import (CpuTiling, GpuTiling, KernelSchedule, Read, Result)
 
 __all__ = ["analyze", "ScheduleError", "simplify", "contiguous_strides", "VIEW_OPS",
+           "view_map", "compose", "offset",
            "INDEX_OPS", "REDUCTION_OPS"]
 
 REDUCTION_OPS = frozenset({"stax.reduce_sum", "stax.reduce_max", "stax.reduce_min",
@@ -206,6 +207,10 @@ def _offset(index, strides):
     return e
 
 
+# public for the code generators that compose maps through the body themselves (llvm.py)
+compose, offset = _compose, _offset
+
+
 # ----------------------------------------------------------------------------- IR queries
 
 def _shape(v):
@@ -266,6 +271,9 @@ def _view_map(op):
         return ir.AffineMap.get(n, 0, [_c(a) + _d(k) * _c(s)
                                        for k, (a, s) in enumerate(zip(start, step))])
     return _reshape_map(src, dst)
+
+
+view_map = _view_map  # public: a generator composes its index through a view with it
 
 
 def _forward_map(op):
@@ -451,7 +459,10 @@ class _Analysis:
             if index is None:
                 out.append(Read(arg, space, None, None, None, why, path))
                 continue
-            offset = simplify(_offset(index, self.in_strides[arg]), self.S)
+            # a size-1 input dim adds nothing, whatever its stride (its coordinate is 0
+            # wherever the read applies, e.g. a concat's rhs of extent 1)
+            offset = simplify(_offset([_c(0) if n == 1 else e for e, n in zip(
+                index, _shape(self.args[arg]))], self.in_strides[arg]), self.S)
             out.append(Read(arg, space, ir.AffineMap.get(n, 0, index),
                             ir.AffineMap.get(n, 0, [offset]),
                             ir.AffineMap.get(n, 0, where) if where else None, None, path))

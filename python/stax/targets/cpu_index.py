@@ -7,11 +7,18 @@ index by a shape (reshape, a row's output position), `IndexAlgebra.floordiv_mod`
 as a new opaque variable, and `strided_offset` is an operand's element offset from its
 strides. `IndexAlgebra.index` materializes a form as an `index` SSA value (memoized per
 scope); `lane_coeff` says how it moves per vector lane. Anything not per-lane affine
-raises NeedScalar, so the kernel is re-emitted with 1 lane. This is the part a shared
-kernel schedule will replace (issue 9)."""
+raises NeedScalar, so the kernel is re-emitted with 1 lane.
+
+`IndexAlgebra.from_affine` turns a kernel schedule's offset (an AffineExpr over the
+domain dims) into an Aff over the loop variables: that is how a kernel with a schedule is
+addressed (llvm._KernelLowering._addressing_schedule). The view algebra here
+(`row_major_linear`, `delinearize`, `floordiv_mod`) remains only for the kernels the
+schedule does not address yet: gathers, computed reads or results, kernels the analysis
+refuses, and pointwise kernels whose results have other shapes (issue 9)."""
 from dataclasses import dataclass
 
-from stax.targets.cpu_errors import NeedScalar
+from stax._mlir import ir
+from stax.targets.cpu_errors import KernelLoweringError, NeedScalar
 from stax.targets.kernel_ir import contiguous_strides as _contig_strides
 
 
@@ -112,6 +119,41 @@ class IndexAlgebra:
             v = self.op(f"arith.remui {v}, {self.const(s, 'index')} : index", "index")
         ext = s if s is not None else (hi // p + 1 if hi is not None else 1 << 62)
         self.vars[v] = Var(v, ext)
+        return Aff.var(v)
+
+    def from_affine(self, e, dims) -> Aff:
+        """An AffineExpr over the domain dims (a schedule offset) as an Aff over the loop
+        variables, `dims[i]` being domain dim i's. A floordiv or mod the schedule kept
+        becomes an opaque variable (memoized per scope); one whose operand moves per
+        lane makes the kernel 1-lane."""
+        e = e.maybe_downcast()
+        if isinstance(e, ir.AffineDimExpr):
+            return dims[e.position]
+        if isinstance(e, ir.AffineConstantExpr):
+            return Aff(e.value)
+        if isinstance(e, ir.AffineAddExpr):
+            return self.from_affine(e.lhs, dims) + self.from_affine(e.rhs, dims)
+        rhs = e.rhs.maybe_downcast() if isinstance(e, ir.AffineBinaryExpr) else None
+        if not isinstance(rhs, ir.AffineConstantExpr) or \
+                not isinstance(e, (ir.AffineMulExpr, ir.AffineFloorDivExpr, ir.AffineModExpr)):
+            raise KernelLoweringError(f"internal error: index expression {e} is not "
+                                      "affine with constant factors")
+        a = self.from_affine(e.lhs, dims)
+        if isinstance(e, ir.AffineMulExpr):
+            return a.scale(rhs.value)
+        mod = isinstance(e, ir.AffineModExpr)
+        key = ("remui" if mod else "divui", a, rhs.value)
+        for m in reversed(self.idx_memo):
+            if key in m:
+                return m[key]
+        if self.lane_coeff(a):
+            raise NeedScalar()
+        v = self.op(f"arith.{key[0]} {self.index(a)}, {self.const(rhs.value, 'index')} : index",
+                    "index")
+        hi = self.max_of(a)
+        self.vars[v] = Var(v, rhs.value if mod else (hi // rhs.value + 1 if hi is not None
+                                                     else 1 << 62))
+        self.idx_memo[-1][key] = Aff.var(v)
         return Aff.var(v)
 
     def delinearize(self, lin: Aff, shape) -> list:

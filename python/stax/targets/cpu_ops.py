@@ -37,24 +37,8 @@ class OpsMixin:
         em = self.em
         name = o.operation.name
         rdt = dtype_of(_etype(v))
-        if name == "stax.broadcast_in_dim":
-            dims = _ints(o, "dims")
-            src = _shape(o.operands[0])
-            return self._eval(o.operands[0], [idx[d] if src[i] != 1 else Aff()
-                                              for i, d in enumerate(dims)])
-        if name == "stax.permute":
-            perm = _ints(o, "perm")
-            inv = [0] * len(perm)
-            for i, p in enumerate(perm):
-                inv[p] = i
-            return self._eval(o.operands[0], [idx[inv[d]] for d in range(len(perm))])
-        if name == "stax.slice":
-            start, step = _ints(o, "start"), _ints(o, "step")
-            return self._eval(o.operands[0], [i.scale(s) + Aff(a) for i, a, s in zip(idx, start, step)])
-        if name == "stax.reshape":
-            src = _shape(o.operands[0])
-            lin = row_major_linear(idx, _shape(v))
-            return self._eval(o.operands[0], em.delinearize(lin, src))
+        if name in _VIEWS:
+            return self._eval(o.operands[0], self._view_index(o, idx))
         if name == "stax.gather":
             return self._eval_gather(o, idx)
         if name in _REDUCTIONS:
@@ -71,7 +55,7 @@ class OpsMixin:
             return Val(em.const(val, rdt.comp), False, rdt.comp)
         if name == "stax.iota":
             d = ir.IntegerAttr(o.attributes["dim"]).value
-            a = idx[d]
+            a = self._index_aff(idx[d])
             c = em.lane_coeff(a)
             base = em.index(a)
             bi = em.op(f"arith.index_cast {base} : index to i64", "i64")
@@ -104,6 +88,26 @@ class OpsMixin:
             return self._binary(kind, ins, idt, o)
         return self._unary(kind, ins[0], idt)
 
+    def _view_index_aff(self, o, idx):
+        """A view's operand index for its result index `idx` in cpu_index's algebra (the
+        kernels not addressed from a schedule)."""
+        em = self.em
+        name = o.operation.name
+        if name == "stax.broadcast_in_dim":
+            src = _shape(o.operands[0])
+            return [idx[d] if src[i] != 1 else Aff() for i, d in enumerate(_ints(o, "dims"))]
+        if name == "stax.permute":
+            perm = _ints(o, "perm")
+            inv = [0] * len(perm)
+            for i, p in enumerate(perm):
+                inv[p] = i
+            return [idx[inv[d]] for d in range(len(perm))]
+        if name == "stax.slice":
+            start, step = _ints(o, "start"), _ints(o, "step")
+            return [i.scale(s) + Aff(a) for i, a, s in zip(idx, start, step)]
+        lin = row_major_linear(idx, _shape(o.results[0]))
+        return em.delinearize(lin, _shape(o.operands[0]))
+
     def _eval_gather(self, o, idx):
         """input[..., indices[i_d], ...]. The index is loaded where the result is read; a
         negative one counts from the end, and it is clamped into range so a bad index
@@ -135,11 +139,12 @@ class OpsMixin:
         em = self.em
         d = ir.IntegerAttr(o.attributes["dim"]).value
         a = idx[d]
-        if em.lane_coeff(a):
+        pos_aff = self._index_aff(a)
+        if em.lane_coeff(pos_aff):
             raise NeedScalar()
         sizes = [_shape(x)[d] for x in o.operands]
         rdt = dtype_of(_etype(v))
-        pos = em.index(a)
+        pos = em.index(pos_aff)
         ty = em.vt(rdt.comp, em.W > 1 and em.lane_var is not None)
         vec = ty.startswith("vector")
         starts = []
@@ -151,7 +156,7 @@ class OpsMixin:
         def branch(k):
             if k == len(sizes) - 1:
                 sub = list(idx)
-                sub[d] = a + Aff(-starts[k])
+                sub[d] = self._shift(a, -starts[k])
                 x = self._eval(o.operands[k], sub)
                 return em.to_vec(x) if vec else x.ssa
             cond = em.op(f"arith.cmpi ult, {pos}, {em.const(starts[k + 1], 'index')} : index", "i1")
@@ -159,7 +164,7 @@ class OpsMixin:
             em.emit(f"{r} = scf.if {cond} -> ({ty}) {{")
             em.push()
             sub = list(idx)
-            sub[d] = a + Aff(-starts[k])
+            sub[d] = self._shift(a, -starts[k])
             x = self._eval(o.operands[k], sub)
             em.emit(f"scf.yield {em.to_vec(x) if vec else x.ssa} : {ty}")
             em.pop()
@@ -183,9 +188,10 @@ class OpsMixin:
         for d, (lo, n) in enumerate(zip(low, src)):
             if lo == 0 and high[d] == 0:
                 continue
-            if em.lane_coeff(idx[d]):
+            coord = self._index_aff(idx[d])
+            if em.lane_coeff(coord):
                 raise NeedScalar()
-            p = em.index(idx[d])
+            p = em.index(coord)
             c1 = em.op(f"arith.cmpi uge, {p}, {em.const(lo, 'index')} : index", "i1")
             c2 = em.op(f"arith.cmpi ult, {p}, {em.const(lo + n, 'index')} : index", "i1")
             conds.append(em.op(f"arith.andi {c1}, {c2} : i1", "i1"))
@@ -195,7 +201,7 @@ class OpsMixin:
         ty = em.vt(rdt.comp, vec)
         padv = em.splat(pv if not rdt.is_bool else int(bool(pv)), ty)
         if not conds:
-            x = self._eval(o.operands[0], [i + Aff(-lo) for i, lo in zip(idx, low)])
+            x = self._eval(o.operands[0], [self._shift(i, -lo) for i, lo in zip(idx, low)])
             return x
         cond = conds[0]
         for c in conds[1:]:
@@ -203,7 +209,7 @@ class OpsMixin:
         r = em.fresh()
         em.emit(f"{r} = scf.if {cond} -> ({ty}) {{")
         em.push()
-        x = self._eval(o.operands[0], [i + Aff(-lo) for i, lo in zip(idx, low)])
+        x = self._eval(o.operands[0], [self._shift(i, -lo) for i, lo in zip(idx, low)])
         em.emit(f"scf.yield {em.to_vec(x) if vec else x.ssa} : {ty}")
         em.pop()
         em.emit("} else {")

@@ -18,7 +18,7 @@ from stax._mlir import ir
 from stax.targets.cpu_dtypes import dtype_of
 from stax.targets.cpu_emitter import Val
 from stax.targets.cpu_errors import KernelLoweringError
-from stax.targets.cpu_index import Aff, Var, row_major_linear
+from stax.targets.cpu_index import Aff, Var, row_major_linear, strided_offset
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
 from stax.targets.kernel_ir import etype as _etype
@@ -161,7 +161,7 @@ class ReductionMixin:
                 self._store_row(i)
             if full_outs:
                 def body(inner):
-                    idx = full_index(inner)
+                    idx = self._at_domain(full_index(inner))
                     for i in full_outs:
                         yidx = self._domain_to_output_index(i, idx)
                         self._store(i, self._eval(self.yielded[i], yidx), yidx)
@@ -250,7 +250,7 @@ class ReductionMixin:
                     for (_, kind, dt), ty, x, y in zip(specs, types, accs_, parts)]
 
         def body(ivs, cur):
-            idx = full_index([Aff.var(v) for v in ivs])
+            idx = self._at_domain(full_index([Aff.var(v) for v in ivs]))
             new = []
             for (r, kind, dt), acc, ty in zip(specs, cur, types):
                 x = self._eval(r.operands[0], idx)
@@ -399,14 +399,15 @@ class ReductionMixin:
                 if vec:
                     em.lane_var = ivs[-1]
                 inner = [Aff.var(v) for v in ivs]
-                idx = full_index(inner)
+                idx = self._at_domain(full_index(inner))
                 new = []
                 j = 0
                 lin = None
                 for r, kind, dt in specs:
                     x = self._eval(r.operands[0], idx)
                     if self.stash is not None and r.operands[0] == self.stash[0]:
-                        self._write(self.outputs[self.stash[1]], x, idx)
+                        self._write(self.outputs[self.stash[1]], x,
+                                    self._result_offset(self.stash[1], idx))
                     if kind in ("argmax", "argmin"):
                         if lin is None:
                             lin = em.index(row_major_linear(inner, inner_shape))
@@ -460,18 +461,27 @@ class ReductionMixin:
         """Store a per-row value of result i at the output position of this row."""
         em = self.em
         v = self.yielded[i]
-        val = self._eval_row(v)
         out = self.outputs[i]
+        if self.sched is not None:  # the row's output coordinates: the result's map
+            self._at_domain([self.outer_idx.get(d) for d in range(len(self.S))])
+            index = self._result_index(i)
+            self._store(i, self._eval_row(v, index), index)
+            return
+        val = self._eval_row(v)
         # Row-major linear index of this row over the kept dims, re-split by the output shape.
         kept = [self.S[d] for d in self.outer_dims]
         lin = row_major_linear([self.outer_idx[d] for d in self.outer_dims], kept)
-        self._write(out, val, em.delinearize(lin, out.shape))
+        self._write(out, val, strided_offset(em.delinearize(lin, out.shape), out.shape,
+                                             out.strides))
 
-    def _eval_row(self, v):
-        """Evaluate a row-space value (its index is implied by the current row)."""
+    def _eval_row(self, v, index=None):
+        """Evaluate a row-space value (its index is implied by the current row; with a
+        schedule, `index` is its coordinates there)."""
         o = self.defining.get(v)
         if o is not None and o.operation.name in _REDUCTIONS:
             return self.row_vals[v]
+        if index is not None:
+            return self._eval(v, index)
         # Use any index of the value's shape that maps to this row: walk views generically
         # by evaluating at an index built from the outer loop variables.
         shp = _shape(v)
@@ -482,6 +492,8 @@ class ReductionMixin:
     def _domain_to_output_index(self, i, idx):
         """The index of output i (same element count as the domain S, maybe another
         shape) at domain index idx: row-major linearize, then split by its shape."""
+        if self.sched is not None:
+            return self._result_index(i)
         shp = _shape(self.yielded[i])
         if shp == self.S:
             return idx

@@ -8,8 +8,12 @@ How a kernel is lowered:
   permute, slice) are index arithmetic, never copies.
 * Values are computed by evaluating the yielded SSA values at an index: each op knows
   how to compute its value at a multi-index from its operands at (transformed)
-  indices. Index expressions are affine over the loop variables, and reshapes stay
-  affine whenever the dims merge/split cleanly (the common case).
+  indices. The loops run over the kernel schedule's domain (passes/kernel_schedule.py,
+  read from the kernel's stax.schedule attribute when it was computed for these
+  strides): an index is a tuple of AffineExprs over the domain dims, a view composes
+  the analysis' own view map, and a load or store uses its read's or result's offset
+  from the schedule, walked into an Aff over the loop variables (cpu_index). Kernels
+  the schedule does not address yet (`_addressing_schedule`) keep cpu_index's algebra.
 * The innermost loop is vectorized (16 lanes). A load whose address moves by 1 per
   lane is a vector load, by 0 a scalar broadcast, otherwise a gather of scalars. When
   something is not expressible per lane (a reshape that needs div/mod on the vector
@@ -33,6 +37,10 @@ loads and stores, and the JIT compile; it re-exports the names callers read here
 from dataclasses import dataclass
 
 from stax._mlir import ExecutionEngine, PassManager, ir
+from stax.dialects.schedule import dims_used, has_schedule, read_schedule
+# the one shared index analysis (not a pass): used when the kernel has no schedule for
+# these strides, and to compose an index through a view
+from stax.passes import kernel_schedule
 from stax.targets.cpu_dtypes import DType, dtype_of
 from stax.targets.cpu_emitter import Emitter, Val
 from stax.targets.cpu_errors import KernelLoweringError, NeedScalar
@@ -93,6 +101,8 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         for i, (a, st) in enumerate(zip(self.args, in_strides)):
             shp = _shape(a)
             self.inputs.append(_Arg(f"%in{i}", shp, list(st), dtype_of(_etype(a)), _extent(shp, st)))
+        self.in_strides = [list(st) for st in in_strides]
+        self.out_strides = [list(st) for st in out_strides]
         self.outputs = []
         for i, (v, st) in enumerate(zip(self.yielded, out_strides)):
             shp = _shape(v)
@@ -106,7 +116,99 @@ class _KernelLowering(ReductionMixin, OpsMixin):
 
     # --------------------------------------------------------------- top level
     def lower(self) -> str:
-        return with_deep_stack(self.op, self._lower_any_width)
+        with self.op.context:
+            self.sched = self._addressing_schedule()
+            return with_deep_stack(self.op, self._lower_any_width)
+
+    # --------------------------------------------------------------- the schedule
+    def _schedule(self):
+        """The kernel's schedule for these strides: its stax.schedule attribute when that
+        was computed for them, else the one shared analysis."""
+        if has_schedule(self.op):
+            s = read_schedule(self.op)
+            if [list(x) for x in s.input_strides] == self.in_strides and \
+                    [list(x) for x in s.output_strides] == self.out_strides:
+                return s
+        return kernel_schedule.analyze(self.op, self.in_strides, self.out_strides)
+
+    def _addressing_schedule(self):
+        """The schedule the kernel's loads and stores are addressed from, or None for a
+        kernel still indexed by cpu_index's algebra: a gather (its read is
+        data-dependent), a kernel the analysis cannot describe, or one with a computed
+        read or result or a full-space result not written at its own domain point (a
+        pointwise kernel then loops over each result's shape)."""
+        if any(o.operation.name == "stax.gather" for o in self.body):
+            return None
+        try:
+            s = self._schedule()
+        except kernel_schedule.ScheduleError:
+            return None
+        identity = [str(ir.AffineDimExpr.get(d)) for d in range(len(s.domain))]
+        if any(r.computed for r in s.reads) or any(
+                r.computed or r.space == "full" and (
+                    tuple(_shape(v)) != s.domain or [str(e) for e in r.map.results] != identity)
+                for v, r in zip(self.yielded, s.results)):
+            return None
+        return s
+
+    def _at_domain(self, idx):
+        """The index the body is evaluated at for loop index `idx`: with a schedule, the
+        domain point itself (maps over the domain dims, whose loop variables are `idx`)."""
+        if self.sched is None:
+            return idx
+        # a size-1 dim's variable is 0 (the schedule's offset may still name it)
+        self.dims = [Aff() if n == 1 else a for a, n in zip(idx, self.sched.domain)]
+        return tuple(ir.AffineDimExpr.get(d) for d in range(len(idx)))
+
+    def _result_index(self, i):
+        """Result i's coordinates at the current domain point (its schedule map)."""
+        return tuple(self.sched.results[i].map.results)
+
+    def _index_aff(self, e) -> Aff:
+        """One coordinate of an index as an Aff over the loop variables."""
+        return self.em.from_affine(e, self.dims) if self.sched is not None else e
+
+    def _shift(self, e, k):
+        """Coordinate `e` plus the constant `k`."""
+        return e + (ir.AffineConstantExpr.get(k) if self.sched is not None else Aff(k))
+
+    def _view_index(self, o, idx):
+        """The index of view `o`'s operand for its result's index `idx`: with a schedule,
+        the view's map composed (the analysis' own), else cpu_index's algebra."""
+        if self.sched is not None:
+            return tuple(kernel_schedule.compose(kernel_schedule.view_map(o.operation), idx,
+                                                 len(self.sched.domain)))
+        return self._view_index_aff(o, idx)
+
+    def _input_offset(self, i, idx) -> Aff:
+        """The element offset of kernel input i read at `idx`: with a schedule, its read's
+        offset (the read whose map is `idx`; its offset must be the strides applied)."""
+        arg = self.inputs[i]
+        if self.sched is None:
+            return strided_offset(idx, arg.shape, arg.strides)
+        S = list(self.sched.domain)
+        index = [str(kernel_schedule.simplify(e, S)) for e in idx]
+        # a size-1 dim adds nothing, whatever its stride
+        off = kernel_schedule.simplify(kernel_schedule.offset(
+            [ir.AffineConstantExpr.get(0) if n == 1 else kernel_schedule.simplify(e, S)
+             for e, n in zip(idx, arg.shape)], arg.strides), S)
+        for r in self.sched.reads_of(i):
+            if r.map is not None and [str(e) for e in r.map.results] == index:
+                if str(r.offset.results[0]) != str(off):
+                    raise KernelLoweringError(
+                        f"internal error: kernel {self.name} input {i} read at ({index}): the "
+                        f"schedule's offset {r.offset} is not the strides' {off}")
+                return self.em.from_affine(r.offset.results[0], self.dims)
+        raise KernelLoweringError(f"internal error: kernel {self.name} reads input {i} at "
+                                  f"({', '.join(index)}), which its schedule has no read for")
+
+    def _result_offset(self, i, idx) -> Aff:
+        """The element offset result i is written at for index `idx` (with a schedule, the
+        domain point: the result's offset)."""
+        out = self.outputs[i]
+        if self.sched is None:
+            return strided_offset(idx, out.shape, out.strides)
+        return self.em.from_affine(self.sched.results[i].offset.results[0], self.dims)
 
     def _lower_any_width(self) -> str:
         try:
@@ -116,6 +218,7 @@ class _KernelLowering(ReductionMixin, OpsMixin):
 
     def _lower(self, width):
         self.em = em = Emitter(width)
+        self.dims = None   # with a schedule: the Aff of each domain dim, in the loop body
         self.row_vals = {}
         self.stash = None
         self.stash_active = False
@@ -257,14 +360,17 @@ class _KernelLowering(ReductionMixin, OpsMixin):
             groups.setdefault(tuple(_shape(v)), []).append(i)
         for shape, outs in groups.items():
             def body(idx, outs=outs):
+                point = self._at_domain(idx)
                 for i in outs:
-                    self._store(i, self._eval(self.yielded[i], idx), idx)
+                    self._store(i, self._eval(self.yielded[i], point), point)
             self._loop_nest(list(shape), body)
 
     # --------------------------------------------------------------- evaluation
     def _eval(self, v, idx) -> Val:
         em = self.em
         key = (v, tuple(idx), em.W, em.lane_var)
+        if self.sched is not None:  # the loop variables the domain dims of idx stand for
+            key += tuple(self.dims[d] for d in sorted(set().union(*map(dims_used, idx))))
         got = em.lookup(key)
         if got is not None:
             return got
@@ -273,11 +379,12 @@ class _KernelLowering(ReductionMixin, OpsMixin):
             em.remember(key, res)
             return res
         if self.stash_active and v == self.stash[0]:
-            res = self._load(self.outputs[self.stash[1]], idx)
+            res = self._load(self.outputs[self.stash[1]], self._result_offset(self.stash[1], idx))
             em.remember(key, res)
             return res
         if v in self.arg_index:
-            res = self._load(self.inputs[self.arg_index[v]], idx)
+            i = self.arg_index[v]
+            res = self._load(self.inputs[i], self._input_offset(i, idx))
         else:
             o = self.defining[v]
             res = self._eval_op(o, v, idx)
@@ -298,9 +405,10 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         t = em.op(f"arith.truncf {res.ssa} : {cty} to {mty}", mty)
         return Val(em.op(f"arith.extf {t} : {mty} to {cty}", cty), res.vec, dt.comp)
 
-    def _load(self, arg: _Arg, idx) -> Val:
+    def _load(self, arg: _Arg, off: Aff) -> Val:
+        """The element of `arg` at offset `off` (a vector load, a broadcast or a gather,
+        by how `off` moves per lane)."""
         em = self.em
-        off = strided_offset(idx, arg.shape, arg.strides)
         c = em.lane_coeff(off)
         dt = arg.dtype
         mem = dt.mem
@@ -343,15 +451,14 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         return em.op(f"arith.truncf {ssa} : {cty} to {mty}", mty)
 
     def _store(self, i, val: Val, idx):
-        self._write(self.outputs[i], val, idx)
+        self._write(self.outputs[i], val, self._result_offset(i, idx))
 
-    def _write(self, out: _Arg, val: Val, idx):
+    def _write(self, out: _Arg, val: Val, off: Aff):
         em = self.em
         if val.comp != out.dtype.comp:  # a buffer holds only values of its own type
             raise KernelLoweringError(
                 f"internal error: kernel {self.name} would store a {val.comp} value into "
                 f"{out.name}, a buffer of {out.dtype.mem} (computed as {out.dtype.comp})")
-        off = strided_offset(idx, out.shape, out.strides)
         c = em.lane_coeff(off)
         if em.W > 1 and em.lane_var and (val.vec or c):
             v = self._to_mem(Val(em.to_vec(val), True, val.comp), out.dtype)
