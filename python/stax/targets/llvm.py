@@ -518,4 +518,7 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", ctx=
     k = CpuKernel(name, text, llvm_ir, engine, len(low.inputs) + len(low.outputs), width,
                   low.splittable, work)
     k.llvm_dialect_module = m  # printed only when the kernel is saved (runtime.cpu_kernel.kernel_text)
+    # how its loads and stores were addressed: from the kernel schedule, or (a gather, a
+    # computed read or result) by cpu_index's own algebra; tests check the route
+    k.addressing = "schedule" if low.sched is not None else "cpu_index"
     return k
