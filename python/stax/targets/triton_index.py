@@ -275,6 +275,10 @@ class _IndexMixin:
             except (KeyError, ValueError, IndexError, TypeError) as e:
                 raise KernelLoweringError(f"kernel {self.name}: its stax.schedule attribute "
                                           f"cannot be read ({e}); verify the module") from e
+            if s is not None and len(s.results) != len(outs):
+                raise KernelLoweringError(f"kernel {self.name}: its stax.schedule attribute "
+                                          f"has {len(s.results)} results for {len(outs)} "
+                                          "kernel results; verify the module")
             try:
                 if s is None or (s.input_strides, s.output_strides) != want:
                     s = kernel_schedule.analyze(k, ins, outs)
@@ -298,13 +302,28 @@ class _IndexMixin:
                 return
         self.check = (ix.base, ir.AffineMap.get(len(ix.base), 0, list(ix.exprs)))
 
-    def _check_offset(self, reads, ix: Ix, off):
-        """The offset of a read or store at the domain point is the schedule's."""
+    def _check_offset(self, arg: _Arg, reads, ix: Ix, off):
+        """The offset of a read or store at the domain point is the schedule's: its offset,
+        or the offset of its map with arg's size-1 dims read at 0 (the only coordinate
+        they have; a concat's size-1 operand is read at `d - split` under its `where`)."""
         if self.check is None or self.check[0] != ix.base:
             return
-        sizes = ix.sizes()
-        got = {str(kernel_schedule.simplify(r.offset.results[0].compose(self.check[1]), sizes))
-               for r in reads if r.offset is not None}
+        sizes, dom = ix.sizes(), self.check[1]
+        def at(e):
+            return str(kernel_schedule.simplify(e.compose(dom), sizes))
+
+        got = set()
+        for r in reads:
+            if r.offset is None:
+                continue
+            want = at(r.offset.results[0])
+            got.add(want)
+            full = kernel_schedule.linear_offset(r.map.results, arg.strides)
+            if at(full) != want:   # an offset that is not its own map's: no second form
+                continue
+            kept = [(e, st) for e, n, st in zip(r.map.results, arg.shape, arg.strides) if n != 1]
+            got.add(at(kernel_schedule.linear_offset([e for e, _ in kept],
+                                                     [st for _, st in kept])))
         if str(off) not in got:
             raise KernelLoweringError(f"kernel {self.name}: offset {off} is none of the "
                                       f"schedule's {sorted(got)}")
@@ -358,9 +377,9 @@ class _IndexMixin:
         s = self._schedule()
         if s is not None:
             if arg.name.startswith("%in"):
-                self._check_offset(s.reads_of(int(arg.name[3:])), ix, off)
+                self._check_offset(arg, s.reads_of(int(arg.name[3:])), ix, off)
             elif arg.name.startswith("%out"):
-                self._check_offset([s.results[int(arg.name[4:])]], ix, off)
+                self._check_offset(arg, [s.results[int(arg.name[4:])]], ix, off)
         return self.ix_expr(off, ix)
 
     def _load(self, arg: _Arg, idx) -> V:
