@@ -197,8 +197,9 @@ class _IndexMixin:
                                   "affine in a constant")
 
     def _ix_sum(self, e, ix: Ix) -> V:
-        """A sum of terms; dims that sum a delinearized index with its row-major strides
-        (times a common factor) are that linear index (no div/rem)."""
+        """A sum of terms; consecutive dims of a delinearized
+        index summed with its row-major strides (times a common factor) are one div/rem
+        of its linear index (all of them: the linear index itself)."""
         terms, const = kernel_schedule.sum_terms(e)
         dims = {}
         for t, c in terms:
@@ -206,16 +207,21 @@ class _IndexMixin:
             if isinstance(t, ir.AffineDimExpr) and t.position not in dims:
                 dims[t.position] = c
         pos = {b.ssa: p for p, b in enumerate(ix.base)}
-        vals, done = [], set()
+        items, done = [], set()   # (coefficient, emit)
         for idx, shape, lin in self.delin.values():
             for run, c, st, n in self._runs(idx, shape, pos, dims, done):
                 # sum of dims i..j of lin over shape, times c: (lin / st_j) % numel(i..j)
-                vals.append(self.ix_mul(self.ix_rem(self.ix_div(lin, st), n), c))
+                items.append((abs(dims[run[0]]), lambda lin=lin, st=st, n=n, c=c:
+                              self.ix_mul(self.ix_rem(self.ix_div(lin, st), n), c)))
                 done |= set(run)
         for t, c in terms:
             t = t.maybe_downcast()
             if not (isinstance(t, ir.AffineDimExpr) and t.position in done):
-                vals.append(self.ix_mul(self.ix_expr(t, ix), c))
+                items.append((abs(c), lambda t=t, c=c: self.ix_mul(self.ix_expr(t, ix), c)))
+        # smallest stride first, each larger one added in front: (x*64 + (y*4 + z)) shares
+        # its inner sums with other offsets of the same index
+        items.sort(key=lambda item: item[0])
+        vals = [emit() for _, emit in items]
         # add terms of one block shape first: each partial sum is broadcast once
         by_shape = {}
         for x in vals:
@@ -224,8 +230,8 @@ class _IndexMixin:
         for group in by_shape.values():
             part = self.ix_const(0)
             for x in group:
-                part = self.ix_add(part, x)
-            acc = self.ix_add(acc, part)
+                part = self.ix_add(x, part)
+            acc = self.ix_add(part, acc)
         return self.ix_add(acc, self.ix_const(const))
 
     @staticmethod
