@@ -601,3 +601,11 @@ def analyze(kernel_op, input_strides=None, output_strides=None) -> KernelSchedul
     op = getattr(kernel_op, "operation", kernel_op)
     with op.context:
         return _Analysis(op, input_strides, output_strides).run()
+
+
+# public names for the code generators that compose index maps the same way (Triton)
+view_map = _view_map
+reshape_map = _reshape_map
+compose = _compose
+linear_offset = _offset
+sum_terms = _terms
