@@ -34,7 +34,7 @@ from stax._mlir import ir
 from stax.dialects.schedule import (CpuTiling, GpuTiling, KernelSchedule, Read, Result)
 
 __all__ = ["analyze", "ScheduleError", "simplify", "contiguous_strides", "VIEW_OPS",
-           "view_map", "compose", "offset",
+           "view_map", "reshape_map", "compose", "linear_offset", "sum_terms",
            "INDEX_OPS", "REDUCTION_OPS"]
 
 REDUCTION_OPS = frozenset({"stax.reduce_sum", "stax.reduce_max", "stax.reduce_min",
@@ -207,9 +207,6 @@ def _offset(index, strides):
     return e
 
 
-# public for the code generators that compose maps through the body themselves (llvm.py)
-compose, offset = _compose, _offset
-
 
 # ----------------------------------------------------------------------------- IR queries
 
@@ -273,7 +270,6 @@ def _view_map(op):
     return _reshape_map(src, dst)
 
 
-view_map = _view_map  # public: a generator composes its index through a view with it
 
 
 def _forward_map(op):
@@ -604,6 +600,8 @@ def analyze(kernel_op, input_strides=None, output_strides=None) -> KernelSchedul
 
 
 # public names for the code generators that compose index maps the same way (Triton)
+# public for the code generators, which compose their index through the body's views with
+# the analysis' own maps (llvm.py, triton_index.py): the algebra exists once
 view_map = _view_map
 reshape_map = _reshape_map
 compose = _compose

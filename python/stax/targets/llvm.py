@@ -189,7 +189,7 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         S = list(self.sched.domain)
         index = [str(kernel_schedule.simplify(e, S)) for e in idx]
         # a size-1 dim adds nothing, whatever its stride
-        off = kernel_schedule.simplify(kernel_schedule.offset(
+        off = kernel_schedule.simplify(kernel_schedule.linear_offset(
             [ir.AffineConstantExpr.get(0) if n == 1 else kernel_schedule.simplify(e, S)
              for e, n in zip(idx, arg.shape)], arg.strides), S)
         for r in self.sched.reads_of(i):
