@@ -121,6 +121,8 @@ def _instrument_stax(reports, counter, ob):
     convolutions, fallback ops, restrides) under the dispatch mode `ob` (a
     TorchDispatchMode around the whole call would make Dynamo run the frame as written)."""
     import types
+
+    import torch
     for rep in reports:
         for g in rep.graphs:
             glb = getattr(g, "_globals", None)
@@ -130,7 +132,8 @@ def _instrument_stax(reports, counter, ob):
                 if name[:1] == "k" and name[1:].isdigit():
                     if not isinstance(v, _CountingKernel):
                         glb[name] = _CountingKernel(v, counter)
-                elif isinstance(v, types.FunctionType) and name not in \
+                elif isinstance(v, (types.FunctionType, torch._ops.OpOverload,
+                                    torch._ops.OpOverloadPacket)) and name not in \
                         _WRAPPER_HELPERS_NOT_COUNTED and not name.startswith("_guard") \
                         and not getattr(v, "_stax_bench_wrapped", False):
                     glb[name] = _under(ob.mode, v)

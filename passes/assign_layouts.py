@@ -18,8 +18,10 @@ Guarantees, for every `func.func` of the module:
   `layout_algebra.view_strides` can express are views, never copies. A reshape that is
   no view of its source's layout becomes a one-op copy kernel with `stax.copy = "<why>"`
   and a result layout of its own; nothing else is copied.
-- Every fallback result has `stax.result_layouts`: the strides torch's meta kernel gives
-  the op with its operands as the wrapper passes them (eager's `operand_layouts`, else
+- Every fallback result has `stax.result_layouts`: the strides torch gives the op on fake
+  tensors of the module's device (`stax.device`, default cpu: device rules such as a
+  channels-last convolution hold, as in the traced graph) with its operands as the
+  wrapper passes them (eager's `operand_layouts`, else
   their own), which the wrapper enforces at run time (contiguous where there is no meta
   kernel). Its views are then laid out like any other (offsets from the result's own).
 - The module gets `stax.bytes_moved = {copies, kernels, library}`: the bytes the copy
@@ -43,6 +45,7 @@ from stax.passes.layout_algebra import (VIEW_OPS, contiguous_strides, output_lay
 __all__ = ["PASS_NAME", "run", "assign_layouts", "wrap_op_in_kernel", "KERNEL_OPS"]
 
 PASS_NAME = "stax-assign-layouts"
+DEVICE_ATTR = "stax.device"  # module attribute: the device type fallback ops are probed on
 KERNEL_OPS = (KERNEL, "stax.kernel")
 FALLBACK_OPS = (FALLBACK, "stax.fallback")
 
@@ -106,16 +109,18 @@ def _numel(shape) -> int:
     return n
 
 
-def _fallback_layouts(op, known) -> list:
-    """The strides torch gives a fallback op's results: its overload run on meta tensors
-    with the operands as the wrapper passes them (eager's strides, `operand_layouts`,
+def _fallback_layouts(op, known, device: str = "cpu") -> list:
+    """The strides torch gives a fallback op's results: its overload run on fake tensors
+    of the graph's device (`wrapper_fallback.probe_mode`) with the operands as the wrapper
+    passes them (eager's strides, `operand_layouts`,
     else their own layout), as the wrapper predicts them (`wrapper_fallback`), which
     restrides at run time if the op did otherwise. Contiguous where the op cannot be
     run on meta tensors or returns no tensor there."""
     import torch
     from stax.compiled_graph import _resolve_overload
-    from stax.wrapper_fallback import _call_to_src, _tensor_type
+    from stax.wrapper_fallback import _call_to_src, _tensor_type, probe_mode, probe_operand
     attrs = op.attributes
+    mode = probe_mode()
     try:
         overload = _resolve_overload(ir.StringAttr(attrs["target"]).value)
         call = json.loads(ir.StringAttr(attrs["call"]).value)
@@ -128,7 +133,7 @@ def _fallback_layouts(op, known) -> list:
                 continue
             shape, dtype = _tensor_type(v)
             st = st if st is not None else known.get(v, (contiguous_strides(shape),))[0]
-            metas.append(torch.empty_strided(shape, tuple(st), dtype=dtype, device="meta"))
+            metas.append(probe_operand(mode, shape, tuple(st), dtype, device))
         fp8 = (json.loads(ir.StringAttr(attrs["fp8_views"]).value)
                if "fp8_views" in attrs else {})
         for i, dn in fp8.get("operands", {}).items():
@@ -136,7 +141,7 @@ def _fallback_layouts(op, known) -> list:
         srcs = [""] * len(metas)
         args = [_call_to_src(a, srcs, metas)[1] for a in call.get("args", [])]
         kwargs = {k: _call_to_src(a, srcs, metas)[1] for k, a in call.get("kwargs", {}).items()}
-        with torch.no_grad():
+        with torch.no_grad(), mode:
             m = overload(*args, **kwargs)
     except Exception:  # noqa: BLE001 - no meta kernel, or an argument it cannot take
         m = None
@@ -157,10 +162,11 @@ class _Assigner:
     """Walks one function's top-level ops in order, tracking (strides, root, offset) of
     each value whose layout is known at compile time."""
 
-    def __init__(self, func_op, bytes_moved: dict):
+    def __init__(self, func_op, bytes_moved: dict, device: str = "cpu"):
         self.func = func_op.operation
         self.block = self.func.regions[0].blocks[0]
         self.bytes = bytes_moved
+        self.device = device  # where fallback ops are probed for eager's result strides
         self.known: dict = {}  # value -> (strides, root value, offset in elements)
         self.out_rule: dict = {}  # returned value -> eager's strides (writable)
 
@@ -215,7 +221,7 @@ class _Assigner:
         elif name == "stax.constant":
             self.define_buffers(op, [contiguous_strides(_shape(r)) for r in op.results])
         elif name in FALLBACK_OPS and all(_shape(r) is not None for r in op.results):
-            self.define_buffers(op, _fallback_layouts(op, self.known))
+            self.define_buffers(op, _fallback_layouts(op, self.known, self.device))
         elif name == COLLECTIVE and "result_layouts" in op.attributes:
             recorded = json.loads(ir.StringAttr(op.attributes["result_layouts"]).value)
             self.define_buffers(op, [tuple(st) for st in recorded])
@@ -243,9 +249,16 @@ class _Assigner:
         self.known[r] = (tuple(vst), root, off + voff)
 
 
-def assign_layouts(func_op, bytes_moved: dict) -> None:
+def assign_layouts(func_op, bytes_moved: dict, device: str = "cpu") -> None:
     """Assign the layouts of one function in place, adding its bytes to `bytes_moved`."""
-    _Assigner(func_op, bytes_moved).run()
+    _Assigner(func_op, bytes_moved, device).run()
+
+
+def _module_device(module) -> str:
+    """The device type the module is compiled for: its `stax.device` attribute (the
+    driver sets it), else "cpu" (stax-opt on a hand-written module)."""
+    attrs = module.operation.attributes
+    return ir.StringAttr(attrs[DEVICE_ATTR]).value if DEVICE_ATTR in attrs else "cpu"
 
 
 def run(module: "ir.Module") -> None:
@@ -253,9 +266,10 @@ def run(module: "ir.Module") -> None:
     with module.context, ir.Location.unknown():
         verify_pass_ir(module, "input", PASS_NAME)
         moved = {"copies": 0, "kernels": 0, "library": 0}
+        device = _module_device(module)
         for op in module.body.operations:
             if op.operation.name == "func.func":
-                assign_layouts(op.operation, moved)
+                assign_layouts(op.operation, moved, device)
         i64 = ir.IntegerType.get_signless(64)
         module.operation.attributes[BYTES_MOVED_ATTR] = ir.DictAttr.get(
             {k: ir.IntegerAttr.get(i64, v) for k, v in moved.items()})

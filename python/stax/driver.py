@@ -436,6 +436,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
             dump.ir("wrap-stray-ops", module)
         name_kernels(func_op)
         write_boundary_layouts(func_op, imported, example_inputs, names)
+        module.operation.attributes["stax.device"] = ir.StringAttr.get(torch.device(device).type)
         assign_layouts(module, func_op, notes, dump)
         # each kernel's domain, index maps over the layouts just decided, phases, tiling
         # (docs/schedule.md): what the code generators read

@@ -514,7 +514,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                                  f"{str(a.dtype).replace('torch.', '')} (matmul outside kernels)")
         elif name in FALLBACK_OPS:
             em.lines += srcmap.comment(op)
-            _emit_fallback(op, em, vals, define_as_decided, fallback_ops)
+            _emit_fallback(op, em, vals, define_as_decided, fallback_ops, device=device)
         elif name == COLLECTIVE:  # a library call, in graph order
             em.lines += srcmap.comment(op)
             _emit_fallback(op, em, vals, define, fallback_ops, collective=True)

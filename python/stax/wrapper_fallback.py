@@ -75,13 +75,28 @@ def _call_to_src(obj, operand_src, operand_meta):
     return _py_literal(obj), obj
 
 
-def _meta(v):  # v: a stax.wrapper._Val (dtype None: a script object, passed as is)
+def probe_mode():
+    """Where an op is run to predict the strides eager gives its results: fake tensors on
+    the graph's device (`probe_operand`). Device-specific stride rules then hold, as they
+    did for the fake tensors the graph was traced with; torch's bare meta kernels do not
+    know them (a CPU or cuDNN convolution of a channels-last input is channels-last, the
+    meta kernel says contiguous, and the result was restrided by a copy)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def probe_operand(mode, shape, strides, dtype, device: str):
+    with mode:
+        return torch.empty_strided(shape, strides, dtype=dtype, device=device)
+
+
+def _meta(v, mode, device):  # v: a stax.wrapper._Val (dtype None: a script object, as is)
     if v.dtype is None:
         return None
-    return torch.empty_strided(v.shape, v.strides, dtype=v.dtype, device="meta")
+    return probe_operand(mode, v.shape, v.strides, v.dtype, device)
 
 
-def _emit_fallback(op, em, vals, define, fallback_ops, collective=False):
+def _emit_fallback(op, em, vals, define, fallback_ops, collective=False, device="cpu"):
     """Emit the call of one stax_graph.fallback (or, `collective`, stax_graph.collective)
     op; `em` is a stax.wrapper._Emitter. A collective's result strides are eager's
     (`result_layouts`), and an async one's data is complete only after its wait_tensor,
@@ -105,7 +120,8 @@ def _emit_fallback(op, em, vals, define, fallback_ops, collective=False):
             srcs[i] = var
             ins[i] = dataclasses.replace(v, var=var, strides=tuple(st), root=var, offset=0,
                                          root_dynamic=True)
-    metas = [_meta(v) for v in ins]
+    mode, dev = probe_mode(), torch.device(device).type
+    metas = [_meta(v, mode, dev) for v in ins]
     # A legalized graph carries fp8 as uint8; an op that computes on fp8 gets fp8 views
     # of its byte operands and hands back bytes (`fp8_views`, set by stax-legalize-fp8).
     fp8_views = (json.loads(ir.StringAttr(attrs["fp8_views"]).value)
@@ -124,7 +140,7 @@ def _emit_fallback(op, em, vals, define, fallback_ops, collective=False):
                                       json.loads(ir.StringAttr(attrs["result_layouts"]).value))]
     else:
         try:
-            with torch.no_grad():
+            with torch.no_grad(), mode:
                 m = overload(*[x for _, x in args], **{k: x for k, (_, x) in kwargs.items()})
             predicted = list(m) if isinstance(m, (tuple, list)) else [m]
         except Exception:

@@ -264,3 +264,19 @@ def test_views_of_a_fallback_result(tmp_path, monkeypatch):
                x, tmp_path=tmp_path, monkeypatch=monkeypatch)
     assert "stax_graph.fallback" in ir
     assert re.search(r'"stax_graph.fallback".*stax.result_layouts = \[array<i64: 512, 1>\]', ir)
+
+
+def test_channels_last_convolution_result_is_not_copied(tmp_path, monkeypatch):
+    """A convolution (a fallback op: PyTorch's) of a channels-last input returns a
+    channels-last result on the CPU, as the traced fake tensors say; torch's bare meta
+    kernel says contiguous. The pass predicts on fake tensors of the graph's device, so
+    the kernel after it reads the result where it is: no restride copy at run time."""
+    w = torch.randn(64, 64, 3, 3).to(memory_format=torch.channels_last)
+    x = torch.randn(4, 64, 16, 16).to(memory_format=torch.channels_last)
+    w = w.to(DEVICE)
+    ir = check(lambda x: torch.relu(torch.nn.functional.conv2d(x, w, padding=1) * 0.5 + 1),
+               x, tmp_path=tmp_path, monkeypatch=monkeypatch)
+    cl = ", ".join(map(str, x.stride()))  # (16384, 1, 1024, 64)
+    fallback = next(ln for ln in ir.splitlines() if "aten.convolution.default" in ln
+                    and "stax.result_layouts" in ln)
+    assert f"stax.result_layouts = [array<i64: {cl}>]" in fallback, fallback
