@@ -1,20 +1,22 @@
-"""The CPU target's reduction kernels: the phase analysis and the loops that emit them.
+"""The CPU target's reduction kernels: the loops that emit them, phase by phase.
 
 A reduction kernel reduces one domain S over dims D (all its reductions share that
 signature; stax-fuse splits the rest). It loops over rows (the kept dims) and, per row,
-runs its reductions in dependency order: a reduction's phase is 1 + the deepest
-reduction it depends on, and the reductions of one phase share one loop over the row,
+runs its reductions in dependency order, in the phases the kernel schedule records
+(`passes/kernel_schedule`: a reduction's phase is 1 + the deepest reduction it depends
+on), and the reductions of one phase share one loop over the row,
 with vector accumulators (`_emit_phase`), or, where the reduced dims precede the last
 kept dim (a sum over the batch dim), W neighbouring rows at once with one accumulator
 lane each (column mode, `_emit_phase_column`). Then the per-row results are stored
 (`_store_row`) and the full-domain outputs written in one loop over the row. A float
 sum is blocked (`_acc_loops`) so each accumulator lane adds O(sqrt(n)) values. In the
 last phase, the value it reduces may be stashed in a full-row output and read back by
-the output loop instead of being recomputed. This is, with cpu_index, the part a shared
-kernel schedule will replace (issue 9)."""
+the output loop instead of being recomputed. Its loads and stores are addressed from the
+schedule too (llvm.py); row/column mode and the stash are still decided here."""
 import math
 
 from stax._mlir import ir
+from stax.passes import kernel_schedule
 from stax.targets.cpu_dtypes import dtype_of
 from stax.targets.cpu_emitter import Val
 from stax.targets.cpu_errors import KernelLoweringError
@@ -53,6 +55,19 @@ class ReductionMixin:
             dims = sorted(_ints(op, "dims"))
         return shp, dims
 
+    def _phases(self) -> dict:
+        """Phase of each reduction (1 + the deepest reduction it depends on), as the kernel
+        schedule records it: the phase analysis exists once, in passes/kernel_schedule."""
+        s = self.sched
+        if s is None:  # a kernel addressed by cpu_index (a gather): its phases all the same
+            try:
+                s = self._schedule()
+            except kernel_schedule.ScheduleError as e:
+                raise KernelLoweringError(f"kernel {self.name}: {e}") from None
+        pos = {o: i for i, o in enumerate(self.body)}
+        group = {p: k + 1 for k, g in enumerate(s.phases) for p in g}
+        return {r: group[pos[r]] for r in self.reductions}
+
     def _emit_reduction_kernel(self):
         em = self.em
         S, D = self._reduction_signature(self.reductions[0])
@@ -65,25 +80,7 @@ class ReductionMixin:
         self.S, self.D = S, D
         outer_dims = [d for d in range(len(S)) if d not in D]
         self.outer_dims = outer_dims
-        # Phase of each reduction: 1 + the deepest reduction it depends on.
-        phase = {}
-
-        def deps(v, seen):
-            o = self.defining.get(v)
-            if o is None or o in seen:
-                return set()
-            seen.add(o)
-            out = set()
-            if o.operation.name in _REDUCTIONS:
-                out.add(o)
-                return out
-            for x in o.operands:
-                out |= deps(x, seen)
-            return out
-
-        for r in self.reductions:
-            ds = deps(r.operands[0], set())
-            phase[r] = 1 + max((phase[d] for d in ds), default=0)
+        phase = self._phases()
         phases = sorted(set(phase.values()))
         # An output with the domain's element count is written per element (it may be a
         # reshape of the domain, or a row value broadcast back); the rest are per row.
