@@ -35,7 +35,7 @@ from stax.dialects.schedule import (CpuTiling, GpuTiling, KernelSchedule, Read, 
 
 __all__ = ["analyze", "ScheduleError", "simplify", "contiguous_strides", "VIEW_OPS",
            "view_map", "reshape_map", "compose", "linear_offset", "sum_terms",
-           "INDEX_OPS", "REDUCTION_OPS"]
+           "INDEX_OPS", "REDUCTION_OPS", "reduction_phases"]
 
 REDUCTION_OPS = frozenset({"stax.reduce_sum", "stax.reduce_max", "stax.reduce_min",
                            "stax.reduce_prod", "stax.argmax", "stax.argmin"})
@@ -298,6 +298,38 @@ def _forward_map(op):
 
 # ----------------------------------------------------------------------------- the analysis
 
+def reduction_phases(body) -> dict:
+    """Each reduction of a kernel body (its ops, yield excluded; Operations or OpViews,
+    the keys are the objects given) -> its phase: 1 + the deepest phase of the reductions
+    its operand depends on (softmax: max 1, sum 2). The one phase analysis: the schedule's
+    `phases` and both code generators read it."""
+    defining = {}
+    for o in body:
+        for r in o.results:
+            defining[r] = o
+
+    def is_reduction(o):
+        return getattr(o, "operation", o).name in REDUCTION_OPS
+
+    def deps(v, seen):
+        o = defining.get(v)
+        if o is None or id(o) in seen:
+            return []
+        seen.add(id(o))
+        if is_reduction(o):
+            return [o]
+        out = []
+        for x in o.operands:
+            out += deps(x, seen)
+        return out
+
+    phase = {}
+    for o in body:
+        if is_reduction(o):
+            phase[o] = 1 + max((phase[d] for d in deps(o.operands[0], set())), default=0)
+    return phase
+
+
 class _Analysis:
     def __init__(self, kernel_op, input_strides, output_strides):
         self.op = op = getattr(kernel_op, "operation", kernel_op)
@@ -516,23 +548,7 @@ class _Analysis:
 
     # --------------------------------------------------------------- phases
     def phases(self):
-        phase = {}
-
-        def deps(v, seen):
-            o = self.defining.get(v)
-            if o is None or o in seen:
-                return set()
-            seen.add(o)
-            if o.name in REDUCTION_OPS:
-                return {o}
-            out = set()
-            for x in o.operands:
-                out |= deps(x, seen)
-            return out
-
-        for o in self.body:
-            if o.name in REDUCTION_OPS:
-                phase[o] = 1 + max((phase[d] for d in deps(o.operands[0], set())), default=0)
+        phase = reduction_phases(self.body)
         groups = {}
         for o, p in phase.items():
             groups.setdefault(p, []).append(self.pos[o])

@@ -56,17 +56,9 @@ class ReductionMixin:
         return shp, dims
 
     def _phases(self) -> dict:
-        """Phase of each reduction (1 + the deepest reduction it depends on), as the kernel
-        schedule records it: the phase analysis exists once, in passes/kernel_schedule."""
-        s = self.sched
-        if s is None:  # a kernel addressed by cpu_index (a gather): its phases all the same
-            try:
-                s = self._schedule()
-            except kernel_schedule.ScheduleError as e:
-                raise KernelLoweringError(f"kernel {self.name}: {e}") from None
-        pos = {o: i for i, o in enumerate(self.body)}
-        group = {p: k + 1 for k, g in enumerate(s.phases) for p in g}
-        return {r: group[pos[r]] for r in self.reductions}
+        """Phase of each reduction (1 + the deepest reduction it depends on): the one
+        phase analysis, `kernel_schedule.reduction_phases`, which the schedule records."""
+        return kernel_schedule.reduction_phases(self.body)
 
     def _emit_reduction_kernel(self):
         em = self.em

@@ -4,9 +4,9 @@ persistent (whole rows in registers), looped (scf.for over RBLOCK chunks) or spl
 (programs reduce parts of the reduced range into a workspace, a final kernel combines
 them) -- and where each output is stored (row space or full space).
 
-`_ReductionMixin` is one part of `triton_ttir._Lowering`. This is the phase analysis a
-kernel schedule will take over (issue 9): a reduction's phase is 1 + the deepest phase
-of the reductions it reads; row values a phase needs are computed once per row block,
+`_ReductionMixin` is one part of `triton_ttir._Lowering`. The phases are the kernel
+schedule's (`passes/kernel_schedule`: a reduction's phase is 1 + the deepest phase of the
+reductions it reads); row values a phase needs are computed once per row block,
 outside its loop. Guarantees: every reduction of a kernel has one signature (S, D), or
 a KernelLoweringError; an output is stored once, over the whole domain (full space) or
 once per row (row space), and any other output shape is refused.
@@ -75,11 +75,7 @@ class _ReductionMixin:
         kr = self._arange(RB, "k", axis=0)
         self.krange = kr
 
-        # phases: 1 + the deepest reduction each depends on
-        phase = {}
-        for red in self.reductions:
-            ds = self._red_deps(red.operands[0])
-            phase[red] = 1 + max((phase[d] for d in ds), default=0)
+        phase = self._phases()
         phases = sorted(set(phase.values()))
         full_outs, row_outs = self._classify_outputs(rows)
 
@@ -324,6 +320,11 @@ class _ReductionMixin:
             return new
         self._finish_reductions(reds, vals)
         return None
+
+    def _phases(self) -> dict:
+        """Phase of each reduction (1 + the deepest reduction it depends on): the one
+        phase analysis, `kernel_schedule.reduction_phases`, which the schedule records."""
+        return kernel_schedule.reduction_phases(self.body)
 
     def _red_deps(self, v):
         out, seen, stack = set(), set(), [v]
