@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from stax._mlir import ir
 from stax.dialects.schedule import (CpuTiling, GpuTiling, KernelSchedule, Read, Result)
+from stax.targets.kernel_ir import contiguous_strides  # (a list; also this module's API)
 
 __all__ = ["analyze", "ScheduleError", "simplify", "contiguous_strides", "VIEW_OPS",
            "view_map", "reshape_map", "compose", "linear_offset", "sum_terms",
@@ -190,14 +191,6 @@ def _compose(view_map: "ir.AffineMap", index, ndims):
     """`view_map` applied to `index` (exprs over the domain's `ndims` dims)."""
     sub = ir.AffineMap.get(ndims, 0, list(index))
     return [r.compose(sub) for r in view_map.results]
-
-
-def contiguous_strides(shape):
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= max(s, 1)
-    return list(reversed(st))
 
 
 def _offset(index, strides):

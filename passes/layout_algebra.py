@@ -8,6 +8,7 @@ beyond reading a view op's attributes.
 from __future__ import annotations
 
 from stax.runtime.layout import non_overlapping
+from stax.targets.kernel_ir import contiguous_strides as _row_major
 
 __all__ = ["VIEW_OPS", "contiguous_strides", "view_strides", "view_layout",
            "output_layout", "read_extent"]
@@ -16,12 +17,8 @@ VIEW_OPS = ("stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:
-    """Row-major strides of `shape` (a size-0 or size-1 dim counts as 1)."""
-    strides, acc = [], 1
-    for s in reversed(list(shape)):
-        strides.append(acc)
-        acc *= max(int(s), 1)
-    return tuple(reversed(strides))
+    """Row-major strides of `shape` (a size-0 or size-1 dim counts as 1), as a tuple."""
+    return tuple(_row_major([int(s) for s in shape]))
 
 
 def view_strides(shape, strides, new_shape):

@@ -115,8 +115,6 @@ _WRAPPER_OPS = KERNEL_OPS + FALLBACK_OPS + (COLLECTIVE, "stax.matmul", "stax.con
 # ----------------------------------------------------------------------------- types
 
 
-from stax.passes.layout_algebra import contiguous_strides  # noqa: E402,F401 (re-exported)
-
 
 # ----------------------------------------------------------------------------- guards
 

@@ -32,7 +32,7 @@ from stax.driver import (FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8, ou
 from stax.errors import StaxUnsupportedError
 from stax.gpu_tuning import _autotuner_importable, _triton_compiler, _Tuner
 from stax.guards import _dtype_src, _guard_src
-from stax.passes.layout_algebra import view_layout, view_strides  # noqa: F401 (re-exported)
+from stax.passes.layout_algebra import view_layout
 from stax.provenance import SourceMap
 from stax.real_tensors import real_tensors
 from stax.routes import ALIGN, CPU_ROUTE, TRITON_ROUTE

@@ -254,7 +254,7 @@ def test_reshape_of_channels_last_input_is_no_view():
 
 
 def test_view_strides_match_torch():
-    from stax.wrapper import view_strides
+    from stax.passes.layout_algebra import view_strides
     cases = [((1, 2, 1, 3), (6, 1, 6, 2), (6,)), ((4, 6), (6, 1), (2, 12)),
              ((4, 6), (1, 4), (24,)), ((4, 6), (1, 4), (4, 2, 3)), ((2, 3, 4), (12, 1, 3), (2, 12)),
              ((2, 1, 4), (4, 99, 1), (8,)), ((3, 4), (8, 2), (12,)), ((3, 4), (8, 2), (3, 2, 2))]
