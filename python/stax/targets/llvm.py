@@ -192,15 +192,22 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         off = kernel_schedule.simplify(kernel_schedule.linear_offset(
             [ir.AffineConstantExpr.get(0) if n == 1 else kernel_schedule.simplify(e, S)
              for e, n in zip(idx, arg.shape)], arg.strides), S)
-        for r in self.sched.reads_of(i):
-            if r.map is not None and [str(e) for e in r.map.results] == index:
+        reads = [r for r in self.sched.reads_of(i) if r.map is not None]
+        for r in reads:
+            if [str(e) for e in r.map.results] == index:
                 if str(r.offset.results[0]) != str(off):
                     raise KernelLoweringError(
                         f"internal error: kernel {self.name} input {i} read at ({index}): the "
                         f"schedule's offset {r.offset} is not the strides' {off}")
                 return self.em.from_affine(r.offset.results[0], self.dims)
+        # No read has this map as written, e.g. a size-1 dim the generator's index holds
+        # as 0 and the schedule's map as its dim: the same address is the same read.
+        for r in reads:
+            if str(kernel_schedule.simplify(r.offset.results[0], S)) == str(off):
+                return self.em.from_affine(off, self.dims)
         raise KernelLoweringError(f"internal error: kernel {self.name} reads input {i} at "
-                                  f"({', '.join(index)}), which its schedule has no read for")
+                                  f"({', '.join(index)}) (offset {off}), which its schedule "
+                                  "has no read for")
 
     def _result_offset(self, i, idx) -> Aff:
         """The element offset result i is written at for index `idx` (with a schedule, the
