@@ -33,6 +33,7 @@ from __future__ import annotations
 from stax._mlir import ir
 from stax.dialects.schedule import (CpuTiling, GpuTiling, KernelSchedule, Read, Result)
 from stax.targets.kernel_ir import contiguous_strides  # (a list; also this module's API)
+from stax.targets.kernel_ir import reduction_signature
 
 __all__ = ["analyze", "ScheduleError", "simplify", "contiguous_strides", "VIEW_OPS",
            "view_map", "reshape_map", "compose", "linear_offset", "sum_terms",
@@ -223,11 +224,10 @@ def _numel(shape):
 
 
 def _reduction_signature(op):
-    S = _shape(op.operands[0])
-    if op.name in ("stax.argmax", "stax.argmin"):
-        return S, [_int(op, "dim")], ir.BoolAttr(op.attributes["keepdim"]).value \
-            if "keepdim" in op.attributes else False
-    return S, sorted(_ints(op, "dims")), ir.BoolAttr(op.attributes["keepdim"]).value
+    """kernel_ir.reduction_signature, with the op's keepdim."""
+    S, D = reduction_signature(op)
+    keep = op.attributes["keepdim"] if "keepdim" in op.attributes else None
+    return S, D, ir.BoolAttr(keep).value if keep is not None else False
 
 
 def _reshape_map(src, dst):

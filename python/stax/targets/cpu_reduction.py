@@ -15,17 +15,16 @@ the output loop instead of being recomputed. Its loads and stores are addressed 
 schedule too (llvm.py); row/column mode and the stash are still decided here."""
 import math
 
-from stax._mlir import ir
 from stax.passes import kernel_schedule
 from stax.targets.cpu_dtypes import dtype_of
 from stax.targets.cpu_emitter import Val
 from stax.targets.cpu_errors import KernelLoweringError
 from stax.targets.cpu_index import Aff, Var, row_major_linear, strided_offset
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
+from stax.targets.kernel_ir import reduction_signature as _reduction_signature
 from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import highest as _highest
-from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.kernel_ir import lowest as _lowest
 from stax.targets.kernel_ir import numel as _numel
 from stax.targets.kernel_ir import shape as _shape
@@ -47,14 +46,6 @@ class ReductionMixin:
     `_plain_loops`; it sets `S`, `D`, `outer_dims`, `outer_idx`, `full_index`, `stash`,
     `stash_active` and, for a kernel with no kept dim, `splittable`."""
 
-    def _reduction_signature(self, op):
-        shp = _shape(op.operands[0])
-        if op.operation.name in ("stax.argmax", "stax.argmin"):
-            dims = [ir.IntegerAttr(op.attributes["dim"]).value]
-        else:
-            dims = sorted(_ints(op, "dims"))
-        return shp, dims
-
     def _phases(self) -> dict:
         """Phase of each reduction (1 + the deepest reduction it depends on): the one
         phase analysis, `kernel_schedule.reduction_phases`, which the schedule records."""
@@ -62,12 +53,12 @@ class ReductionMixin:
 
     def _emit_reduction_kernel(self):
         em = self.em
-        S, D = self._reduction_signature(self.reductions[0])
+        S, D = _reduction_signature(self.reductions[0])
         for r in self.reductions[1:]:
-            if self._reduction_signature(r) != (S, D):
+            if _reduction_signature(r) != (S, D):
                 raise KernelLoweringError(
                     f"kernel {self.name} mixes reductions of different signatures "
-                    f"({S} over {D} and {self._reduction_signature(r)}); stax-fuse should "
+                    f"({S} over {D} and {_reduction_signature(r)}); stax-fuse should "
                     "have split them")
         self.S, self.D = S, D
         outer_dims = [d for d in range(len(S)) if d not in D]

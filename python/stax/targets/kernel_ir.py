@@ -54,6 +54,15 @@ def contiguous_strides(dims) -> list:
     return list(reversed(st))
 
 
+def reduction_signature(op) -> tuple:
+    """(the shape it reduces, the sorted reduced dims) of a reduction op: what every
+    reduction of one kernel shares (stax-fuse's contract)."""
+    op = getattr(op, "operation", op)
+    if op.name in ("stax.argmax", "stax.argmin"):
+        return shape(op.operands[0]), [ir.IntegerAttr(op.attributes["dim"]).value]
+    return shape(op.operands[0]), sorted(int_array(op, "dims"))
+
+
 def kernel_ops(module) -> list:
     """Every `stax_graph.kernel` op of a module, in program order, at any depth."""
     from stax.dialects.stax_dialect import KERNEL

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stax._mlir import ir
+from stax.targets.kernel_ir import reduction_signature as _reduction_signature
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import etype as _etype
-from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.kernel_ir import numel as _numel
 from stax.targets.kernel_ir import shape as _shape
 from stax.targets.triton_dtypes import _dt
@@ -148,15 +147,6 @@ def split_final_config(rows, nsplit) -> TritonConfig:
 
 
 # ----------------------------------------------------------------------------- analysis
-
-def _reduction_signature(op):
-    shp = _shape(op.operands[0])
-    if op.operation.name in ("stax.argmax", "stax.argmin"):
-        dims = [ir.IntegerAttr(op.attributes["dim"]).value]
-    else:
-        dims = sorted(_ints(op, "dims"))
-    return shp, dims
-
 
 def analyze_kernel(kernel_op) -> KernelShape:
     """The numbers the config choice depends on (no strides needed)."""
