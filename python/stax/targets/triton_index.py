@@ -1,25 +1,64 @@
 """Index algebra of the Triton code generator: the index type (i32, or i64 once a tensor
 or the iteration space reaches 2^31 elements), index arithmetic that folds constants and
-tracks bounds (`ix_add / ix_mul / ix_div / ix_rem`), delinearize / linearize over a
-shape, program ids and ranges, bounds masks, pointers and offsets, and the masked loads
-and stores built from them.
+tracks bounds (`ix_add / ix_mul / ix_div / ix_rem`), the block index (`delinearize` of a
+linear index over a shape), index maps (`Ix`: affine expressions over the block index,
+composed through views with the kernel schedule's view maps), the emission of an affine
+expression as index arithmetic, program ids and ranges, bounds masks, pointers, and the
+masked loads and stores at the schedule's offsets.
 
 `_IndexMixin` is one part of `triton_ttir._Lowering`: it reads the lowering's `em`,
-`inputs` / `outputs`, `masks` and `cond`, keeps `delin`, and sets `it`. Guarantees: an
-index value's `hi` bounds its meaningful lanes (exclusive), and a div / rem by a divisor
-the index stays under folds away; linearizing a delinearized index over the same shape
-gives the original linear index back, without div / rem, when it stays below numel.
+`inputs` / `outputs`, `masks`, `cond` and `kernel_op`, keeps `delin` and `check`, and sets
+`it`. Guarantees: an index value's `hi` bounds its meaningful lanes (exclusive), and a
+div / rem by a divisor the index stays under folds away; a load or store offset is
+`kernel_schedule.simplify(sum stride * map)` (the analysis' offset), and at the domain
+point it is one of the schedule's offsets (else a KernelLoweringError); dims of a
+delinearized index summed with its row-major strides are emitted from the linear index
+(no div / rem). The view algebra itself lives in `passes/kernel_schedule.py` only.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from stax._mlir import ir
+from stax.dialects.schedule import has_schedule, read_schedule
+from stax.passes import kernel_schedule
 from stax.targets.kernel_ir import contiguous_strides as _contig
 from stax.targets.kernel_ir import numel as _numel
 from stax.targets.triton_dtypes import DT
+from stax.targets.llvm import KernelLoweringError
 from stax.targets.triton_emitter import V, _common
 
 I32_LIMIT = (1 << 31) - 1
+_NO_BOUND = 1 << 40          # simplifier bound of an index value with no known bound
+_DIM = re.compile(r"\bd(\d+)\b")
+
+
+def _c(v):
+    return ir.AffineConstantExpr.get(int(v))
+
+
+def _d(i):
+    return ir.AffineDimExpr.get(i)
+
+
+def _const_of(e):
+    e = e.maybe_downcast()
+    return e.value if isinstance(e, ir.AffineConstantExpr) else None
+
+
+@dataclass(frozen=True)
+class Ix:
+    """Where a value is read: one affine expression per coordinate of the value over
+    `base`, the block index values the kernel iterates (a delinearized linear index,
+    rows, the reduced index, a gathered index): dim i is base[i]. Views compose their
+    index map onto the expressions (the schedule's maps); nothing is emitted until an
+    offset or a coordinate is needed."""
+    base: tuple
+    exprs: tuple
+
+    def sizes(self):
+        return [b.hi if b.hi is not None else _NO_BOUND for b in self.base]
 
 
 @dataclass
@@ -94,29 +133,206 @@ class _IndexMixin:
     def delinearize(self, lin: V, shape):
         idx = [self.ix_rem(self.ix_div(lin, p), s) if s != 1 else self.ix_const(0)
                for s, p in zip(shape, _contig(shape))]
-        # Remember where this index came from: re-linearizing it over the same shape
-        # (a contiguous tensor, a reshape) gives `lin` back without div/rem. Only true
-        # when lin stays below numel(shape): delinearizing the row index over a smaller
-        # shape (a 0-dim or [C] value broadcast over the rows) wraps it (lin % numel),
-        # and re-linearizing must give that index, not lin (a 0-dim input was read at
-        # element r of a 1-element buffer). An all-constant index needs no memo.
+        # Remember where this index came from: an offset summing its dims with the
+        # shape's row-major strides is `lin` again, without div/rem (`_ix_sum`). Only
+        # true when lin stays below numel(shape): delinearizing the row index over a
+        # smaller shape (a 0-dim or [C] value broadcast over the rows) wraps it
+        # (lin % numel). An all-constant index needs no memo.
         if lin.hi is not None and lin.hi <= _numel(shape) and \
                 not all(i.is_const for i in idx):
-            self.delin.setdefault((self._ikey(idx), tuple(shape)), lin)
+            self.delin.setdefault((tuple((i.ssa, i.cval) for i in idx), tuple(shape)),
+                                  (tuple(idx), tuple(shape), lin))
         return idx
 
-    def linearize(self, idx, shape):
-        got = self.delin.get((self._ikey(idx), tuple(shape)))
-        if got is not None:   # SSA names are unique, so a hit is always in scope
-            return got
-        acc = self.ix_const(0)
-        for i, s, st in zip(idx, shape, _contig(shape)):
-            if s != 1:
-                acc = self.ix_add(acc, self.ix_mul(i, st))
-        return acc
+    # --------------------------------------------------------------- index maps
+    def ix_of(self, idx) -> Ix:
+        """A list of index values as an Ix: the identity over its (distinct) values."""
+        if isinstance(idx, Ix):
+            return idx
+        base, pos, exprs = [], {}, []
+        for i in idx:
+            if i.is_const:
+                exprs.append(_c(i.cval))
+                continue
+            if i.ssa not in pos:
+                pos[i.ssa] = len(base)
+                base.append(i)
+            exprs.append(_d(pos[i.ssa]))
+        return Ix(tuple(base), tuple(exprs))
 
-    def _ikey(self, idx):
-        return tuple((i.ssa, i.cval) for i in idx)
+    def ix_with(self, ix: Ix, exprs) -> Ix:
+        """`exprs` over ix's base, simplified with its bounds (the schedule's simplifier)."""
+        sizes = ix.sizes()
+        return Ix(ix.base, tuple(kernel_schedule.simplify(e, sizes) for e in exprs))
+
+    def ix_view(self, ix: Ix, view_op) -> Ix:
+        """Where a view's operand is read when the view is read at `ix`."""
+        return self.ix_with(ix, kernel_schedule.compose(kernel_schedule.view_map(view_op),
+                                                        ix.exprs, len(ix.base)))
+
+    def _ix_key(self, ix: Ix):
+        names = [b.ssa for b in ix.base]
+        return tuple(_DIM.sub(lambda m: names[int(m.group(1))], str(e)) for e in ix.exprs)
+
+    def ix_expr(self, e, ix: Ix) -> V:
+        """Emit the affine expression `e` over ix's base as index arithmetic."""
+        e = e.maybe_downcast()
+        if isinstance(e, ir.AffineConstantExpr):
+            return self.ix_const(e.value)
+        if isinstance(e, ir.AffineDimExpr):
+            return ix.base[e.position]
+        if isinstance(e, ir.AffineAddExpr):
+            return self._ix_sum(e, ix)
+        if isinstance(e, (ir.AffineMulExpr, ir.AffineFloorDivExpr, ir.AffineModExpr)):
+            c, x = _const_of(e.rhs), e.lhs
+            if c is None and isinstance(e, ir.AffineMulExpr):
+                c, x = _const_of(e.lhs), e.rhs
+            if c is not None:
+                a = self.ix_expr(x, ix)
+                if isinstance(e, ir.AffineMulExpr):
+                    return self.ix_mul(a, c)
+                return self.ix_div(a, c) if isinstance(e, ir.AffineFloorDivExpr) \
+                    else self.ix_rem(a, c)
+        raise KernelLoweringError(f"kernel {self.name}: index expression {e} is not "
+                                  "affine in a constant")
+
+    def _ix_sum(self, e, ix: Ix) -> V:
+        """A sum of terms; consecutive dims of a delinearized
+        index summed with its row-major strides (times a common factor) are one div/rem
+        of its linear index (all of them: the linear index itself)."""
+        terms, const = kernel_schedule.sum_terms(e)
+        dims = {}
+        for t, c in terms:
+            t = t.maybe_downcast()
+            if isinstance(t, ir.AffineDimExpr) and t.position not in dims:
+                dims[t.position] = c
+        pos = {b.ssa: p for p, b in enumerate(ix.base)}
+        items, done = [], set()   # (coefficient, emit)
+        for idx, shape, lin in self.delin.values():
+            for run, c, st, n in self._runs(idx, shape, pos, dims, done):
+                # sum of dims i..j of lin over shape, times c: (lin / st_j) % numel(i..j)
+                items.append((abs(dims[run[0]]), lambda lin=lin, st=st, n=n, c=c:
+                              self.ix_mul(self.ix_rem(self.ix_div(lin, st), n), c)))
+                done |= set(run)
+        for t, c in terms:
+            t = t.maybe_downcast()
+            if not (isinstance(t, ir.AffineDimExpr) and t.position in done):
+                items.append((abs(c), lambda t=t, c=c: self.ix_mul(self.ix_expr(t, ix), c)))
+        # smallest stride first, each larger one added in front: (x*64 + (y*4 + z)) shares
+        # its inner sums with other offsets of the same index
+        items.sort(key=lambda item: item[0])
+        vals = [emit() for _, emit in items]
+        # add terms of one block shape first: each partial sum is broadcast once
+        by_shape = {}
+        for x in vals:
+            by_shape.setdefault(x.shape, []).append(x)
+        acc = self.ix_const(0)
+        for group in by_shape.values():
+            part = self.ix_const(0)
+            for x in group:
+                part = self.ix_add(x, part)
+            acc = self.ix_add(part, acc)
+        return self.ix_add(acc, self.ix_const(const))
+
+    @staticmethod
+    def _runs(idx, shape, pos, dims, done):
+        """Runs of two or more consecutive dims of a delinearized index whose
+        coefficients in a sum are c times their row-major strides over a suffix: (base
+        positions, c, stride of the last dim, elements the run spans)."""
+        out, run = [], []
+        contig = _contig(shape)
+
+        def close():
+            if len(run) >= 2:
+                (p_last, m_last) = run[-1]
+                n = 1
+                for _, m in run:
+                    n *= shape[m]
+                out.append(([p for p, _ in run], dims[p_last], contig[m_last], n))
+            run.clear()
+
+        for m, (i, s) in enumerate(zip(idx, shape)):
+            if s == 1:
+                continue
+            p = None if i.is_const else pos.get(i.ssa)
+            if p is None or p not in dims or p in done:
+                close()
+                continue
+            if run:
+                p_prev, m_prev = run[-1]
+                if dims[p_prev] * contig[m] != dims[p] * contig[m_prev] or m != m_prev + 1 \
+                        and any(shape[x] != 1 for x in range(m_prev + 1, m)):
+                    close()
+            run.append((p, m))
+        close()
+        return out
+
+    # --------------------------------------------------------------- schedule
+    def _schedule(self):
+        """The kernel's schedule for these strides: its stax.schedule attribute when it
+        was made for them, else the analysis; None when the kernel has none."""
+        if not hasattr(self, "_sched"):
+            k = self.kernel_op
+            ins, outs = self.strides
+            want = (tuple(tuple(int(x) for x in s) for s in ins),
+                    tuple(tuple(int(x) for x in s) for s in outs))
+            try:
+                s = read_schedule(k) if has_schedule(k) else None
+            except (KeyError, ValueError, IndexError, TypeError) as e:
+                raise KernelLoweringError(f"kernel {self.name}: its stax.schedule attribute "
+                                          f"cannot be read ({e}); verify the module") from e
+            if s is not None and len(s.results) != len(outs):
+                raise KernelLoweringError(f"kernel {self.name}: its stax.schedule attribute "
+                                          f"has {len(s.results)} results for {len(outs)} "
+                                          "kernel results; verify the module")
+            try:
+                if s is None or (s.input_strides, s.output_strides) != want:
+                    s = kernel_schedule.analyze(k, ins, outs)
+            except kernel_schedule.ScheduleError:
+                s = None
+            self._sched = s
+        return self._sched
+
+    def _check_domain(self, ix: Ix, shape, result=None):
+        """Check offsets against the schedule while `ix` is the domain point (ix.exprs:
+        the domain's dims over ix's base) and the value evaluated there is the one the
+        schedule traces: a reduction's operand (result None), or kernel result `result`
+        whose map is the identity."""
+        self.check = None
+        s = self._schedule()
+        if s is None or tuple(shape) != tuple(s.domain):
+            return
+        if result is not None:
+            r = s.results[result]
+            if r.map is None or str(r.map) != str(ir.AffineMap.get_identity(len(s.domain))):
+                return
+        self.check = (ix.base, ir.AffineMap.get(len(ix.base), 0, list(ix.exprs)))
+
+    def _check_offset(self, arg: _Arg, reads, ix: Ix, off):
+        """The offset of a read or store at the domain point is the schedule's: its offset,
+        or the offset of its map with arg's size-1 dims read at 0 (the only coordinate
+        they have; a concat's size-1 operand is read at `d - split` under its `where`)."""
+        if self.check is None or self.check[0] != ix.base:
+            return
+        sizes, dom = ix.sizes(), self.check[1]
+        def at(e):
+            return str(kernel_schedule.simplify(e.compose(dom), sizes))
+
+        got = set()
+        for r in reads:
+            if r.offset is None:
+                continue
+            want = at(r.offset.results[0])
+            got.add(want)
+            full = kernel_schedule.linear_offset(r.map.results, arg.strides)
+            if at(full) != want:   # an offset that is not its own map's: no second form
+                continue
+            kept = [(e, st) for e, n, st in zip(r.map.results, arg.shape, arg.strides) if n != 1]
+            got.add(at(kernel_schedule.linear_offset([e for e, _ in kept],
+                                                     [st for _, st in kept])))
+        if str(off) not in got:
+            raise KernelLoweringError(f"kernel {self.name}: offset {off} is none of the "
+                                      f"schedule's {sorted(got)}")
 
     # --------------------------------------------------------------- masks
     def _and(self, a, b, shape):
@@ -157,19 +373,24 @@ class _IndexMixin:
         return em.op(f"tt.addptr {base}, {em.mat(off, shape)} : {tpty}, "
                      f"{em.ty(shape, self.it)}", "p"), tpty
 
-    def _offset(self, arg: _Arg, idx):
-        contig = _contig(arg.shape)
-        if all(st == c for s, st, c in zip(arg.shape, arg.strides, contig) if s != 1):
-            return self.linearize(idx, arg.shape)
-        off = self.ix_const(0)
-        for i, s, st in zip(idx, arg.shape, arg.strides):
-            if s != 1 and st != 0:
-                off = self.ix_add(off, self.ix_mul(i, st))
-        return off
+    def _offset(self, arg: _Arg, ix: Ix) -> V:
+        """The storage offset of arg read at ix: the schedule's linear offset, checked
+        against the schedule at the domain point, emitted."""
+        kept = [(e, st) for e, s, st in zip(ix.exprs, arg.shape, arg.strides) if s != 1]
+        off = kernel_schedule.simplify(
+            kernel_schedule.linear_offset([e for e, _ in kept], [st for _, st in kept]),
+            ix.sizes())
+        s = self._schedule()
+        if s is not None:
+            if arg.name.startswith("%in"):
+                self._check_offset(arg, s.reads_of(int(arg.name[3:])), ix, off)
+            elif arg.name.startswith("%out"):
+                self._check_offset(arg, [s.results[int(arg.name[4:])]], ix, off)
+        return self.ix_expr(off, ix)
 
     def _load(self, arg: _Arg, idx) -> V:
         em = self.em
-        off = self._offset(arg, idx)
+        off = self._offset(arg, self.ix_of(idx))
         shape = off.shape
         mask = self._full_mask(shape) if shape else None
         if mask is not None and mask.shape != shape:
@@ -184,7 +405,7 @@ class _IndexMixin:
     def _store(self, out: _Arg, val: V, idx, shape):
         """Store val at out[idx] over the block shape `shape`, masked by its bounds."""
         em = self.em
-        off = self._offset(out, idx)
+        off = self._offset(out, self.ix_of(idx))
         mask = self._mask_for(shape)
         ptr, tpty = self._ptr(out, off, shape)
         v = self._to_mem(val, out.dt, shape)

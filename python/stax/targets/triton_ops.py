@@ -1,11 +1,13 @@
-"""Per-op evaluation of the Triton code generator: a kernel value at a multi-index
-(`_eval`), views as index arithmetic (broadcast_in_dim, permute, slice, reshape),
-gather, concat and pad under masks, full / iota, and the scalar semantics of compare,
-binary and unary ops (IEEE division and sqrt, libdevice through extern_elementwise).
+"""Per-op evaluation of the Triton code generator: a kernel value at an index map
+(`_eval`, an `Ix`), views composing their map onto it (the kernel schedule's
+`view_map`: broadcast_in_dim, permute, slice, reshape), gather (a computed coordinate),
+concat and pad under masks, full / iota, and the scalar semantics of compare, binary
+and unary ops (IEEE division and sqrt, libdevice through extern_elementwise).
 
 `_OpsMixin` is one part of `triton_ttir._Lowering`: it reads the lowering's `em`,
 `defining`, `arg_index`, `inputs`, `row_vals`, `cond` and `mask_ctx`. Guarantees: a value
-is evaluated once per (index, active concat / pad conditions, pointwise mask) in a scope;
+is evaluated once per (index map over its block values, active concat / pad
+conditions, pointwise mask) in a scope;
 a reduction result is only read once its row value is computed (else a
 KernelLoweringError); views never copy.
 """
@@ -25,15 +27,23 @@ from stax.targets.kernel_ir import shape as _shape
 from stax.targets.llvm import KernelLoweringError
 from stax.targets.triton_dtypes import _DT, DT, _dt, _isf
 from stax.targets.triton_emitter import V, _common
+from stax.targets.triton_index import Ix
+
+
+def _zero():
+    return ir.AffineConstantExpr.get(0)
 
 
 class _OpsMixin:
     """Evaluation of the kernel body's ops for `triton_ttir._Lowering`."""
 
     def _eval(self, v, idx) -> V:
+        """v read at idx (a list of index values, or an Ix)."""
         em = self.em
         shp = _shape(v)
-        idx = [self.ix_const(0) if s == 1 else i for i, s in zip(idx, shp)]
+        ix = self.ix_of(idx)
+        if any(s == 1 for s in shp):   # a size-1 dim is read at 0
+            ix = Ix(ix.base, tuple(_zero() if s == 1 else e for e, s in zip(ix.exprs, shp)))
         if v in self.row_vals:
             key = ("row", v, tuple(c.ssa for c in self.cond), self.mask_ctx)
             got = em.lookup(key)
@@ -41,32 +51,33 @@ class _OpsMixin:
                 got = self._round_if_stored(v, self.row_vals[v])
                 em.remember(key, got)
             return got
-        key = ("val", v, self._ikey(idx), tuple(c.ssa for c in self.cond), self.mask_ctx)
+        key = ("val", v, self._ix_key(ix), tuple(c.ssa for c in self.cond), self.mask_ctx)
         got = em.lookup(key)
         if got is not None:
             return got
         if v in self.arg_index:
-            res = self._load(self.inputs[self.arg_index[v]], idx)
+            res = self._load(self.inputs[self.arg_index[v]], ix)
         else:
             o = self.defining[v]
             if o.operation.name in _REDUCTIONS:
                 raise KernelLoweringError(
                     f"kernel {self.name}: reduction result used before it is computed, or at "
                     "another row than the current one (unsupported)")
-            res = self._eval_op(o, v, idx)
+            res = self._eval_op(o, v, ix)
             if o.operation.name not in ROUNDED_RESULT_OPS:
                 res = self._round_if_stored(v, res)
         em.remember(key, res)
         return res
 
-    def _eval_gather(self, o, idx) -> V:
+    def _eval_gather(self, o, ix) -> V:
         """input[..., indices[i_d], ...]: load the index (where the result is read), wrap
         a negative one, clamp into range (an out-of-range index must not read outside
-        the buffer; torch raises there), and read the input at it."""
+        the buffer; torch raises there), and read the input at it: a computed coordinate,
+        a new dim of the base."""
         em = self.em
         d = ir.IntegerAttr(o.attributes["dim"]).value
         n = _shape(o.operands[0])[d]
-        k = self._eval(o.operands[1], [idx[d]])
+        k = self._eval(o.operands[1], Ix(ix.base, (ix.exprs[d],)))
         sh = k.shape
         kty, ity = em.ty(sh, k.elem), em.ty(sh, self.it)
         kv = em.mat(k, sh)
@@ -81,34 +92,17 @@ class _OpsMixin:
         kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : {em.ty(sh, 'i1')}, {ity}", "i")
         kv = em.op(f"arith.maxsi {kv}, {zero} : {ity}", "i")
         kv = em.op(f"arith.minsi {kv}, {em.mat(V(None, (), self.it, cval=n - 1), sh)} : {ity}", "i")
-        new = list(idx)
-        new[d] = V(kv, sh, self.it, hi=n)
-        return self._eval(o.operands[0], new)
+        exprs = list(ix.exprs)
+        exprs[d] = ir.AffineDimExpr.get(len(ix.base))
+        return self._eval(o.operands[0], Ix(ix.base + (V(kv, sh, self.it, hi=n),), tuple(exprs)))
 
     def _eval_op(self, o, v, idx) -> V:
         name = o.operation.name
         rdt = _dt(_etype(v))
-        if name == "stax.broadcast_in_dim":
-            dims = _ints(o, "dims")
-            src = _shape(o.operands[0])
-            return self._eval(o.operands[0], [idx[d] if src[i] != 1 else self.ix_const(0)
-                                              for i, d in enumerate(dims)])
-        if name == "stax.permute":
-            perm = _ints(o, "perm")
-            inv = [0] * len(perm)
-            for i, p in enumerate(perm):
-                inv[p] = i
-            return self._eval(o.operands[0], [idx[inv[d]] for d in range(len(perm))])
-        if name == "stax.slice":
-            start, step = _ints(o, "start"), _ints(o, "step")
-            return self._eval(o.operands[0], [self.ix_add(self.ix_mul(i, s), self.ix_const(a))
-                                              for i, a, s in zip(idx, start, step)])
+        if name in _VIEWS:
+            return self._eval(o.operands[0], self.ix_view(idx, o))
         if name == "stax.gather":
             return self._eval_gather(o, idx)
-        if name == "stax.reshape":
-            src = _shape(o.operands[0])
-            lin = self.linearize(idx, _shape(v))
-            return self._eval(o.operands[0], self.delinearize(lin, src))
         if name == "stax.full":
             val = scalar_attr_value(o.attributes["value"])
             if rdt.bool_:
@@ -119,7 +113,7 @@ class _OpsMixin:
             return V(None, (), rdt.comp, cval=val)
         if name == "stax.iota":
             d = ir.IntegerAttr(o.attributes["dim"]).value
-            i = idx[d]
+            i = self.ix_expr(idx.exprs[d], idx)
             if i.is_const:
                 return V(None, (), rdt.comp, cval=i.cval if not _isf(rdt.comp) else float(i.cval))
             return self._convert(V(i.ssa, i.shape, self.it), _DT[self.it], rdt)
@@ -180,11 +174,9 @@ class _OpsMixin:
         """Each input is loaded under a mask restricting it to its range, then selected."""
         d = ir.IntegerAttr(o.attributes["dim"]).value
         n0 = _shape(o.operands[0])[d]
-        i = idx[d]
-        c = self._cond_ix("slt", i, n0)
-        sub0 = list(idx)
-        sub1 = list(idx)
-        sub1[d] = self.ix_add(i, self.ix_const(-n0))
+        c = self._cond_ix("slt", self.ix_expr(idx.exprs[d], idx), n0)
+        sub0 = idx
+        sub1 = self.ix_with(idx, [e - n0 if j == d else e for j, e in enumerate(idx.exprs)])
         if c.is_const:
             return self._eval(o.operands[0], sub0) if c.cval else self._eval(o.operands[1], sub1)
         a = self._with_cond(c, lambda: self._eval(o.operands[0], sub0))
@@ -198,11 +190,12 @@ class _OpsMixin:
         conds = None
         sub = []
         for d, (lo, n) in enumerate(zip(low, src)):
-            sub.append(self.ix_add(idx[d], self.ix_const(-lo)) if lo else idx[d])
+            sub.append(idx.exprs[d] - lo)
             if lo == 0 and high[d] <= 0:
                 continue
-            c1 = self._cond_ix("sge", idx[d], lo) if lo > 0 else V(None, (), "i1", cval=1)
-            c2 = self._cond_ix("slt", idx[d], lo + n)
+            i = self.ix_expr(idx.exprs[d], idx)
+            c1 = self._cond_ix("sge", i, lo) if lo > 0 else V(None, (), "i1", cval=1)
+            c2 = self._cond_ix("slt", i, lo + n)
             for c in (c1, c2):
                 if c.is_const and c.cval:
                     continue
@@ -215,6 +208,7 @@ class _OpsMixin:
                 else:
                     sh = _common(conds.shape, c.shape)
                     conds = V(self._and(conds, c, sh), sh, "i1")
+        sub = self.ix_with(idx, sub)
         pv = scalar_attr_value(o.attributes["value"])
         padv = V(None, (), rdt.comp, cval=(int(bool(pv)) if rdt.bool_ else pv))
         if conds is None:

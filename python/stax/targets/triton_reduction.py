@@ -231,9 +231,12 @@ class _ReductionMixin:
     def _store_full(self, i, idx):
         """Store full-space output i at the domain index idx (over [XB, RB])."""
         shp = _shape(self.yielded[i])
+        ix = self.ix_of(idx)
+        self._check_domain(ix, self.S, i)
         if shp != list(self.S):   # a reshape of the domain: same element order
-            idx = self.delinearize(self.linearize(idx, self.S), shp)
-        self._store(self.outputs[i], self._eval(self.yielded[i], idx), idx, (self.XB, self.RB))
+            ix = self.ix_with(ix, kernel_schedule.compose(
+                kernel_schedule.reshape_map(shp, list(self.S)), ix.exprs, len(ix.base)))
+        self._store(self.outputs[i], self._eval(self.yielded[i], ix), ix, (self.XB, self.RB))
 
     def _set_masks(self, rmask, kmask):
         full = (self.XB, self.RB)
@@ -281,7 +284,8 @@ class _ReductionMixin:
         em = self.em
         full = (self.XB, self.RB)
         fmask = self.masks[full]
-        idx = self._full_index(k)
+        idx = self.ix_of(self._full_index(k))
+        self._check_domain(idx, self.S)
         new = []
         j = 0
         vals = []
@@ -292,7 +296,8 @@ class _ReductionMixin:
             neutral = em.const(self._neutral(kind, dt), dt.comp, full)
             xm = em.op(f"arith.select {fmask.ssa}, {x}, {neutral} : {em.ty(full, 'i1')}, {ty}")
             if kind in ("argmax", "argmin"):
-                lin = self.linearize(self._red_idx(k), [self.S[d] for d in self.D])
+                # the linear reduced index is k (a single element: 0)
+                lin = k if _numel([self.S[d] for d in self.D]) > 1 else self.ix_const(0)
                 li = em.mat(lin, full)
                 if self.it != "i64":
                     li = em.op(f"arith.extsi {li} : {em.ty(full, self.it)} to {em.ty(full, 'i64')}")
@@ -348,6 +353,7 @@ class _ReductionMixin:
 
     def _row_index(self, shape):
         """Index of the current rows in a row-space value of this shape."""
+        self.check = None
         return self.delinearize(self.r, shape)
 
     def _prepare_rows(self):

@@ -3,8 +3,10 @@
 The analysis follows the CPU target (`llvm.py`): a kernel is either pointwise (every
 non-view op has the domain shape) or a reduction kernel (every reduction reduces a
 tensor of shape S over dims D; values live in "full" space S or "row" space). Values
-are computed by evaluating the yielded SSA values at a multi-index; views
-(broadcast_in_dim, permute, slice, reshape) are index arithmetic, never copies.
+are computed by evaluating the yielded SSA values at an index map over the block's
+index values; views (broadcast_in_dim, permute, slice, reshape) compose the kernel
+schedule's view maps onto it, never copy, and loads and stores use the schedule's
+linear offsets (`passes/kernel_schedule.py`, checked against the kernel's schedule).
 
 Block shapes:
 * pointwise: 1-D blocks of BLOCK elements over the output's linear index
@@ -36,7 +38,8 @@ The code generator is split by job (each a flat module of `stax.targets`):
   configs, split heuristics (the tiling choice);
 * `triton_dtypes`: element types (DT), constant literals, the fp8 overflow probe;
 * `triton_emitter`: the SSA text emitter and block values (V);
-* `triton_index`: index algebra, masks, pointers, offsets, loads and stores;
+* `triton_index`: index algebra, index maps and their emission, masks, pointers,
+  offsets (the schedule's), loads and stores;
 * `triton_reduction`: the phases of reduction kernels (persistent, looped, split);
 * `triton_combine`: accumulators, combines and tt.reduce of each reduction kind;
 * `triton_ops`: per-op evaluation (views, gather, concat, pad, compare, binary, unary);
@@ -51,6 +54,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from stax._mlir import ir
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import extent as _extent
@@ -124,6 +128,10 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
             raise KernelLoweringError(
                 f"kernel {name}: {len(self.args)} inputs / {len(self.yielded)} outputs but "
                 f"{len(in_strides)} / {len(out_strides)} stride lists")
+        for v in self.args + self.yielded:
+            if not ir.RankedTensorType(v.type).has_static_shape:
+                raise KernelLoweringError(f"kernel {name}: a dynamic shape ({v.type}); the "
+                                          "Triton target needs static shapes (specialize first)")
         self.inputs = []
         for i, (a, st) in enumerate(zip(self.args, in_strides)):
             shp = _shape(a)
@@ -150,6 +158,7 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
         self.mask_ctx = None      # pointwise: the numel whose mask is active
         self.row_vals = {}
         self.delin = {}
+        self.check = None         # (base, domain map): offsets checked against the schedule
         self.rounded = {}
         self.raw = set()         # mem-typed SSA values that are bytes as loaded
 
@@ -211,7 +220,8 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
             self.masks[shape] = self.masks[key]
             self.mask_ctx = numel
             self.masks[()] = None
-            idx = self.delinearize(lin, out.shape)
+            idx = self.ix_of(self.delinearize(lin, out.shape))
+            self._check_domain(idx, out.shape, i)
             val = self._eval(self.yielded[i], idx)
             self._store(out, val, idx, shape)
         return "pointwise"
