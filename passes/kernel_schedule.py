@@ -37,7 +37,8 @@ from stax.targets.kernel_ir import reduction_signature
 
 __all__ = ["analyze", "ScheduleError", "simplify", "contiguous_strides", "VIEW_OPS",
            "view_map", "reshape_map", "compose", "linear_offset", "sum_terms",
-           "INDEX_OPS", "REDUCTION_OPS", "reduction_phases"]
+           "INDEX_OPS", "REDUCTION_OPS", "reduction_phases", "expr_range", "where_pins",
+           "restrict_to_where"]
 
 REDUCTION_OPS = frozenset({"stax.reduce_sum", "stax.reduce_max", "stax.reduce_min",
                            "stax.reduce_prod", "stax.argmax", "stax.argmin"})
@@ -186,6 +187,66 @@ def simplify(e, sizes):
             break
         prev = text
     return e
+
+
+def expr_range(e, sizes):
+    """(lo, hi): the values `e` takes over dims 0 <= d_i < sizes[i] (inclusive bounds)."""
+    _, lo, hi = _bounded(e, sizes)
+    return lo, hi
+
+
+def where_pins(where, sizes) -> dict:
+    """{text of a term: its one value} for the terms of the conditions `where` (each >= 0)
+    that, within 0 <= d_i < sizes[i], can take only one value where they hold: the
+    coordinate along the dim of a concat or pad operand of extent 1. A condition with one
+    term bounds it; a condition whose largest value over the bounds is 0 holds only with
+    every term at its bound."""
+    bounds = {}
+
+    def rng(t):
+        return bounds.get(str(t)) or expr_range(t, sizes)
+
+    for _ in range(2):  # a bound found by a later condition can pin a term of an earlier one
+        for w in where:
+            terms, const = _terms(simplify(w, sizes))
+            if len(terms) == 1:
+                t, a = terms[0]
+                lo, hi = rng(t)
+                if a > 0:   # a*t + const >= 0
+                    lo = max(lo, -(const // a))
+                else:
+                    hi = min(hi, const // -a)
+                bounds[str(t)] = (lo, hi)
+            top = const + sum(max(a * rng(t)[0], a * rng(t)[1]) for t, a in terms)
+            if terms and top == 0:
+                for t, a in terms:
+                    v = rng(t)[1] if a > 0 else rng(t)[0]
+                    bounds[str(t)] = (v, v)
+    return {k: lo for k, (lo, hi) in bounds.items() if lo == hi}
+
+
+def _replace(e, pins):
+    """`e` with every subexpression whose text is a key of `pins` replaced by its value."""
+    if str(e) in pins:
+        return _c(pins[str(e)])
+    e = e.maybe_downcast()
+    if isinstance(e, ir.AffineAddExpr):
+        return _replace(e.lhs, pins) + _replace(e.rhs, pins)
+    if isinstance(e, ir.AffineMulExpr):
+        return _replace(e.lhs, pins) * _replace(e.rhs, pins)
+    for kind in (ir.AffineFloorDivExpr, ir.AffineModExpr, ir.AffineCeilDivExpr):
+        if isinstance(e, kind):
+            return kind.get(_replace(e.lhs, pins), _replace(e.rhs, pins))
+    return e
+
+
+def restrict_to_where(e, where, sizes):
+    """`e` as it is where every condition of `where` holds (within the dims' bounds): the
+    terms those conditions pin replaced by their value, simplified. A read's offset on its
+    own region: a concat operand of extent 1 along the concat dim is read at one
+    coordinate there, whatever the map writes for it."""
+    pins = where_pins(list(where or ()), sizes)
+    return simplify(_replace(e, pins), sizes) if pins else e
 
 
 def _compose(view_map: "ir.AffineMap", index, ndims):

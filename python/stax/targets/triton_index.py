@@ -11,7 +11,9 @@ masked loads and stores at the schedule's offsets.
 `it`. Guarantees: an index value's `hi` bounds its meaningful lanes (exclusive), and a
 div / rem by a divisor the index stays under folds away; a load or store offset is
 `kernel_schedule.simplify(sum stride * map)` (the analysis' offset), and at the domain
-point it is one of the schedule's offsets (else a KernelLoweringError); dims of a
+point it is one of the schedule's offsets, or one of them on its read's region (the terms
+its `where` pins replaced by their value: a concat or pad operand of extent 1), else an
+internal KernelLoweringError; dims of a
 delinearized index summed with its row-major strides are emitted from the linear index
 (no div / rem). The view algebra itself lives in `passes/kernel_schedule.py` only.
 """
@@ -309,12 +311,16 @@ class _IndexMixin:
         self.check = (ix.base, ir.AffineMap.get(len(ix.base), 0, list(ix.exprs)))
 
     def _check_offset(self, arg: _Arg, reads, ix: Ix, off):
-        """The offset of a read or store at the domain point is the schedule's: its offset,
-        or the offset of its map with arg's size-1 dims read at 0 (the only coordinate
-        they have; a concat's size-1 operand is read at `d - split` under its `where`)."""
+        """The offset of a read or store at the domain point is the schedule's: a read's
+        offset, or that offset on the read's own region (its `where` conditions): there a
+        concat or pad operand of extent 1 has one coordinate along its dim, which the
+        generator reads at 0 as it reads every size-1 dim, while the schedule's map keeps
+        the dim's expression. Any other offset is an internal error."""
         if self.check is None or self.check[0] != ix.base:
             return
         sizes, dom = ix.sizes(), self.check[1]
+        domain = list(self._schedule().domain)
+
         def at(e):
             return str(kernel_schedule.simplify(e.compose(dom), sizes))
 
@@ -322,17 +328,15 @@ class _IndexMixin:
         for r in reads:
             if r.offset is None:
                 continue
-            want = at(r.offset.results[0])
-            got.add(want)
-            full = kernel_schedule.linear_offset(r.map.results, arg.strides)
-            if at(full) != want:   # an offset that is not its own map's: no second form
-                continue
-            kept = [(e, st) for e, n, st in zip(r.map.results, arg.shape, arg.strides) if n != 1]
-            got.add(at(kernel_schedule.linear_offset([e for e, _ in kept],
-                                                     [st for _, st in kept])))
+            e = r.offset.results[0]
+            got.add(at(e))
+            where = getattr(r, "where", None)
+            if where is not None:
+                got.add(at(kernel_schedule.restrict_to_where(e, where.results, domain)))
         if str(off) not in got:
-            raise KernelLoweringError(f"kernel {self.name}: offset {off} is none of the "
-                                      f"schedule's {sorted(got)}")
+            raise KernelLoweringError(f"internal error: kernel {self.name}: {arg.name[1:]} is "
+                                      f"read at offset {off}, none of the schedule's "
+                                      f"{sorted(got)}")
 
     # --------------------------------------------------------------- masks
     def _and(self, a, b, shape):
