@@ -17,7 +17,9 @@ any MLIR tool can parse scheduled IR. docs/schedule.md describes every field:
       results = [{space = ..., map = ..., offset = ...} or {space, computed}, ...],
       phases = [array<i64: body positions of the reductions of phase 0>, ...],
       row_values = array<i64: ...>,                    (body positions of per-row ops)
-      tiling = {gpu = {...}, cpu = {...}}}
+      tiling = {gpu = {mode, block, rblock, num_warps, num_stages, split,
+                       tile_dims = array<i64: p, q>, tile_blocks = array<i64: BP, BQ>
+                       (mode "tiled" only)}, cpu = {...}}}
 
 This module imports nothing of the passes or the targets (targets read attributes; they
 import no pass).
@@ -36,7 +38,8 @@ __all__ = ["ATTR", "VERSION", "Read", "Result", "GpuTiling", "CpuTiling", "Kerne
 ATTR = "stax.schedule"
 VERSION = 1
 SPACES = ("full", "row")
-GPU_MODES = ("pointwise", "persistent", "looped", "split")
+GPU_MODES = ("pointwise", "tiled", "persistent", "looped", "split")
+TILE_BLOCK_MAX = 1024     # a tiled dim's block; the tile (their product) at most 2**16
 _REDUCTIONS = frozenset({"stax.reduce_sum", "stax.reduce_max", "stax.reduce_min",
                          "stax.reduce_prod", "stax.argmax", "stax.argmin"})
 
@@ -68,12 +71,18 @@ class Result:
 
 @dataclass(frozen=True)
 class GpuTiling:
-    mode: str            # pointwise | persistent | looped | split
-    block: int           # pointwise BLOCK; reduction XBLOCK (rows per program)
-    rblock: int          # reduced elements per step (1 for pointwise)
+    mode: str            # pointwise | tiled | persistent | looped | split
+    block: int           # pointwise BLOCK; tiled: the tile's elements; reduction XBLOCK
+    rblock: int          # reduced elements per step (1 for pointwise and tiled)
     num_warps: int
     num_stages: int
     split: int           # programs sharing one row block's reduced range
+    # mode "tiled" (a pointwise kernel over 2-D tiles): the domain dims (p, q) of the
+    # tile's axes 0 and 1 (index [BP, 1] along p, [1, BQ] along q; q is the dim the
+    # results are contiguous along) and their blocks (BP, BQ); other dims come from the
+    # program id, one value per program
+    tile_dims: tuple = ()
+    tile_blocks: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -236,9 +245,13 @@ def to_attr(s: KernelSchedule) -> "ir.DictAttr":
     tiling = {}
     if s.gpu is not None:
         g = s.gpu
-        tiling["gpu"] = _entry({"mode": g.mode, "block": g.block, "rblock": g.rblock,
-                                "num_warps": g.num_warps, "num_stages": g.num_stages,
-                                "split": g.split})
+        gpu = _entry({"mode": g.mode, "block": g.block, "rblock": g.rblock,
+                      "num_warps": g.num_warps, "num_stages": g.num_stages, "split": g.split})
+        if g.tile_dims or g.tile_blocks:
+            gpu = ir.DictAttr.get({**{a.name: a.attr for a in gpu},
+                                   "tile_dims": _dense(g.tile_dims),
+                                   "tile_blocks": _dense(g.tile_blocks)})
+        tiling["gpu"] = gpu
     if s.cpu is not None:
         c = s.cpu
         tiling["cpu"] = _entry({"vector_width": c.vector_width,
@@ -273,7 +286,9 @@ def read_schedule(kernel_op) -> KernelSchedule:
         g = ir.DictAttr(tiling["gpu"])
         gpu = GpuTiling(_str(g["mode"]), *(_int(g[k]) for k in
                                            ("block", "rblock", "num_warps", "num_stages",
-                                            "split")))
+                                            "split")),
+                        tile_dims=_ints(g["tile_dims"]) if "tile_dims" in g else (),
+                        tile_blocks=_ints(g["tile_blocks"]) if "tile_blocks" in g else ())
     if "cpu" in tiling:
         c = ir.DictAttr(tiling["cpu"])
         cpu = CpuTiling(_int(c["vector_width"]), _int(c["parallel_min_elements"]),
@@ -348,7 +363,36 @@ def _is_pow2(n) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def _check_tiling(t):
+def _check_tile(g, mode, kind, rank):
+    """Mode "tiled" has both tile fields, other modes neither; two distinct domain dims,
+    blocks that are powers of two up to TILE_BLOCK_MAX whose product is `block`."""
+    has = [k for k in ("tile_dims", "tile_blocks") if k in g]
+    if mode != "tiled":
+        if has:
+            raise _Bad(f"field 'tiling.gpu.{has[0]}' belongs to mode \"tiled\" only, not "
+                       f"\"{mode}\"")
+        return
+    if kind != "pointwise":
+        raise _Bad(f"field 'tiling.gpu.mode' is \"tiled\" in a {kind} kernel; only pointwise "
+                   "kernels are tiled")
+    dims = _ints(_need(g, "tile_dims", ir.DenseI64ArrayAttr, "tiling.gpu."))
+    blocks = _ints(_need(g, "tile_blocks", ir.DenseI64ArrayAttr, "tiling.gpu."))
+    if len(dims) != 2 or dims[0] == dims[1] or not all(0 <= d < rank for d in dims):
+        raise _Bad(f"field 'tiling.gpu.tile_dims' = {list(dims)} must be two distinct dims "
+                   f"of the domain (rank {rank})")
+    if len(blocks) != 2 or not all(_is_pow2(b) and b <= TILE_BLOCK_MAX for b in blocks):
+        raise _Bad(f"field 'tiling.gpu.tile_blocks' = {list(blocks)} must be two powers of "
+                   f"two up to {TILE_BLOCK_MAX}")
+    block = _int(g["block"])
+    if block != blocks[0] * blocks[1]:
+        raise _Bad(f"field 'tiling.gpu.block' = {block} must be the tile's elements "
+                   f"{blocks[0]} * {blocks[1]} in mode \"tiled\"")
+    for k in ("rblock", "split"):
+        if _int(g[k]) != 1:
+            raise _Bad(f"field 'tiling.gpu.{k}' must be 1 in mode \"tiled\"")
+
+
+def _check_tiling(t, kind="pointwise", rank=0):
     _known(t, "tiling", "tiling")
     if "gpu" in t:
         g = _need(t, "gpu", ir.DictAttr, "tiling.")
@@ -366,6 +410,7 @@ def _check_tiling(t):
                 raise _Bad(f"field 'tiling.gpu.{k}' = {v} must be positive")
         if mode == "split" and _int(g["split"]) < 2:
             raise _Bad("field 'tiling.gpu.split' must be at least 2 in mode \"split\"")
+        _check_tile(g, mode, kind, rank)
     if "cpu" in t:
         c = _need(t, "cpu", ir.DictAttr, "tiling.")
         _known(c, "tiling.cpu", "tiling.cpu")
@@ -384,7 +429,8 @@ _FIELDS = {
     "reads": {"input", "space", "map", "offset", "where", "computed", "path"},
     "results": {"space", "map", "offset", "computed"},
     "tiling": {"gpu", "cpu"},
-    "tiling.gpu": {"mode", "block", "rblock", "num_warps", "num_stages", "split"},
+    "tiling.gpu": {"mode", "block", "rblock", "num_warps", "num_stages", "split",
+                   "tile_dims", "tile_blocks"},
     "tiling.cpu": {"vector_width", "parallel_min_elements", "work"},
 }
 
@@ -489,7 +535,7 @@ def _check(op):
     for p in _ints(_need(d, "row_values", ir.DenseI64ArrayAttr, "")):
         if not 0 <= p < len(body):
             raise _Bad(f"field 'row_values' names body op #{p}; the body has {len(body)} ops")
-    _check_tiling(_need(d, "tiling", ir.DictAttr, ""))
+    _check_tiling(_need(d, "tiling", ir.DictAttr, ""), kind, rank)
 
 
 def _space(e, w, kind):

@@ -23,22 +23,24 @@ work out for itself:
 - the reduction phases in dependency order (softmax: max, then sum of exp(x - max)) and
   the per-row values;
 - a GPU tiling from the Triton generator's own public heuristics
-  (`triton_ttir.analyze_kernel`, `default_config`) and what of the CPU generator's choice
-  is public (`llvm.VECTOR_WIDTH`, `cpu_kernel.PARALLEL_MIN_ELEMENTS`).
+  (`triton_ttir.analyze_kernel`, `default_config`), or a 2-D tile for a pointwise kernel
+  with a transposed read (`gpu_tile`), and what of the CPU generator's choice is public
+  (`llvm.VECTOR_WIDTH`, `cpu_kernel.PARALLEL_MIN_ELEMENTS`).
 
 A kernel this cannot describe raises `ScheduleError` naming the kernel and why.
 """
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.dialects.schedule import (CpuTiling, GpuTiling, KernelSchedule, Read, Result)
+from stax.dialects.schedule import (CpuTiling, GpuTiling, KernelSchedule, Read, Result,
+                                    stride_along)
 from stax.targets.kernel_ir import contiguous_strides  # (a list; also this module's API)
 from stax.targets.kernel_ir import reduction_signature
 
 __all__ = ["analyze", "ScheduleError", "simplify", "contiguous_strides", "VIEW_OPS",
            "view_map", "reshape_map", "compose", "linear_offset", "sum_terms",
            "INDEX_OPS", "REDUCTION_OPS", "reduction_phases", "expr_range", "where_pins",
-           "restrict_to_where"]
+           "restrict_to_where", "gpu_tile", "TILE_MIN", "TILE_BLOCK"]
 
 REDUCTION_OPS = frozenset({"stax.reduce_sum", "stax.reduce_max", "stax.reduce_min",
                            "stax.reduce_prod", "stax.argmax", "stax.argmin"})
@@ -46,6 +48,14 @@ VIEW_OPS = frozenset({"stax.broadcast_in_dim", "stax.reshape", "stax.permute", "
 # ops evaluated at a domain point that read their operands at other points
 INDEX_OPS = frozenset({"stax.concat", "stax.pad", "stax.gather"})
 GEN_OPS = frozenset({"stax.full", "stax.iota"})
+
+
+# A pointwise kernel gets a 2-D GPU tile when a read is contiguous along another domain dim
+# than the results are, and is strided along theirs (a transposed operand), both dims of at
+# least TILE_MIN elements: each load is then contiguous along its own tile axis. Blocks of
+# TILE_BLOCK (or the dim's size, a power of two at least 16) per tiled dim.
+TILE_MIN = 16
+TILE_BLOCK = 64
 
 
 class ScheduleError(Exception):
@@ -261,6 +271,42 @@ def _offset(index, strides):
         e = e + x * _c(s)
     return e
 
+
+
+def _unit_dims(offset, rank):
+    """The domain dims along which an offset map moves by exactly one element."""
+    return [d for d in range(rank) if stride_along(offset, d) == 1]
+
+
+def _tile_block(n):
+    return min(TILE_BLOCK, max(TILE_MIN, 1 << max(0, (n - 1).bit_length())))
+
+
+def gpu_tile(domain, reads, results):
+    """(p, q, BP, BQ, num_warps) of a pointwise kernel's 2-D GPU tile, or None (the 1-D
+    block over the results' linear index). q: the one dim every result is contiguous
+    along (each result of the domain's shape, identity map); p: a dim some read is
+    contiguous along while it moves more than one element (or by div/mod) along q. Both
+    dims have at least TILE_MIN elements; no read is computed (a gather)."""
+    rank = len(domain)
+    ident = str(ir.AffineMap.get_identity(rank))
+    if rank < 2 or not results or any(r.map is None or str(r.map) != ident for r in results):
+        return None
+    qs = set(_unit_dims(results[0].offset, rank))
+    for r in results[1:]:
+        qs &= set(_unit_dims(r.offset, rank))
+    if len(qs) != 1 or any(r.map is None for r in reads):
+        return None
+    (q,) = qs
+    for r in reads:
+        if stride_along(r.offset, q) in (0, 1):
+            continue   # contiguous or broadcast along q: the 1-D block reads it well
+        for p in _unit_dims(r.offset, rank):
+            if p != q and domain[p] >= TILE_MIN and domain[q] >= TILE_MIN:
+                bp, bq = _tile_block(domain[p]), _tile_block(domain[q])
+                warps = 8 if bp * bq >= 4096 else (4 if bp * bq >= 1024 else 2)
+                return p, q, bp, bq, warps
+    return None
 
 
 # ----------------------------------------------------------------------------- IR queries
@@ -620,13 +666,17 @@ class _Analysis:
         return tuple(out)
 
     # --------------------------------------------------------------- tiling
-    def gpu_tiling(self):
+    def gpu_tiling(self, reads=(), results=()):
         try:
             from stax.targets.triton_ttir import analyze_kernel, default_config
         except ImportError:  # the Triton generator is not importable here
             return None
         shape = analyze_kernel(self.op)
         cfg = default_config(shape)
+        tile = gpu_tile(self.S, reads, results) if shape.kind == "pointwise" else None
+        if tile is not None:
+            p, q, bp, bq, warps = tile
+            return GpuTiling("tiled", bp * bq, 1, warps, 1, 1, (p, q), (bp, bq))
         if shape.kind == "pointwise":
             mode = "pointwise"
         elif cfg.split > 1:
@@ -651,14 +701,15 @@ class _Analysis:
         for o in self.body:  # every computed value lives in the domain or its rows
             if o.name not in VIEW_OPS | GEN_OPS and o.results and o.name not in REDUCTION_OPS:
                 self.space_of(o.results[0])
+        reads, results = tuple(self.reads()), tuple(self.results())
         return KernelSchedule(
             kind=self.kind, domain=tuple(self.S), parallel_dims=tuple(self.P),
             reduced_dims=tuple(self.D), keepdim=self.keepdim,
             input_strides=tuple(tuple(s) for s in self.in_strides),
             output_strides=tuple(tuple(s) for s in self.out_strides),
-            reads=tuple(self.reads()), results=tuple(self.results()),
+            reads=reads, results=results,
             phases=self.phases(), row_values=self.row_values(),
-            gpu=self.gpu_tiling(), cpu=self.cpu_tiling())
+            gpu=self.gpu_tiling(reads, results), cpu=self.cpu_tiling())
 
 
 def analyze(kernel_op, input_strides=None, output_strides=None) -> KernelSchedule:

@@ -141,3 +141,137 @@ def test_region_pins_of_where_conditions():
         assert str(r) == "d0"
         r = kernel_schedule.restrict_to_where(d0 * c(3) + d1, [c(2) - d1], [5, 3])
         assert str(r) == "d0 * 3 + d1"   # nothing pinned: unchanged
+
+
+# ----------------------------------------------------------------------------- 2-D tiles
+
+def _permute_add(src_shape, perm, dt):
+    """(x.permute(perm) + y) * 2: x of src_shape, y and the result of the permuted shape."""
+    dst = tuple(src_shape[i] for i in perm)
+    X, Y = ttype(src_shape, dt), ttype(dst, dt)
+    body = f'''    %t = "stax.permute"(%a0) {{perm = array<i64: {", ".join(map(str, perm))}>}} : ({X}) -> {Y}
+    %s = "stax.add"(%t, %a1) : ({Y}, {Y}) -> {Y}
+    %two = "stax.full"() {{value = 2.0 : {_MEM[dt]}}} : () -> {Y}
+    %r = "stax.mul"(%s, %two) : ({Y}, {Y}) -> {Y}
+    "stax_graph.yield"(%r) : ({Y}) -> ()'''
+    return body, dst
+
+
+def _assert_2d(text, bp=64, bq=64):
+    """The kernel is one 2-D block: [BP, 1] and [1, BQ] ranges, [BP, BQ] loads and
+    stores, and no div/mod on a block tensor (offsets are index * stride sums)."""
+    assert f"tensor<{bp}x1xi32>" in text and f"tensor<1x{bq}xi32>" in text, text
+    loads = [ln for ln in text.splitlines() if "tt.load" in ln]
+    assert loads and all(f"tensor<{bp}x{bq}x!tt.ptr" in ln for ln in loads), loads
+    assert f"tt.store" in text and f"tensor<{bp}x{bq}x!tt.ptr" in text
+    bad = [ln for ln in text.splitlines()
+           if ("arith.divui" in ln or "arith.remui" in ln) and "tensor<" in ln]
+    assert not bad, bad
+
+
+TILED = [((512, 512), (1, 0)), ((771, 513), (1, 0)), ((3, 257, 130), (0, 2, 1)),
+         ((2, 48, 17, 33), (0, 2, 3, 1))]
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("src,perm", TILED)
+def test_permute_add_is_a_2d_tile_and_matches_eager(src, perm, dtype):
+    """x.permute + y on 2-D tiles (issue 9, benchmarks/layout.py transpose_add): at 512^2,
+    with tails on both axes (513 x 771), a batch dim and an NCHW -> NHWC permute (two dims
+    from the program id); the values are eager's, bit for bit."""
+    body, dst = _permute_add(src, perm, dtype)
+    x = torch.randn(src).to(dtype).to(DEV)
+    y = torch.randn(dst).to(dtype).to(DEV)
+    outs, k = compile_and_run(body, [x, y], [(dst, dtype)],
+                              name=f"tile_{'x'.join(map(str, src))}_{_MEM[dtype]}")
+    _assert_2d(k.ttir_kernel.text)
+    assert k.ttir_kernel.num_warps == 8 and k.ttir_kernel.config.block == 64 * 64
+    want = (x.cpu().permute(perm) + y.cpu()) * 2
+    assert torch.equal(outs[0], want)
+
+
+def test_tile_dims_and_blocks_in_the_schedule():
+    """The schedule decides the tile: dims (p, q) = (the transposed read's contiguous dim,
+    the result's), blocks 64 (or a smaller dim's power of two, at least 16)."""
+    ctx = new_context()
+    for src, perm, want in [((771, 513), (1, 0), ((0, 1), (64, 64), 8)),
+                            ((2, 48, 17, 33), (0, 2, 3, 1), ((2, 3), (64, 64), 8)),
+                            ((20, 40), (1, 0), ((0, 1), (64, 32), 4)),
+                            ((3, 257, 130), (0, 2, 1), ((1, 2), (64, 64), 8))]:
+        body, dst = _permute_add(src, perm, F32)
+        with ctx, ir.Location.unknown():
+            m = ir.Module.parse(kernel_text(body, [(src, F32), (dst, F32)], [(dst, F32)]))
+            kop = m.body.operations[0].regions[0].blocks[0].operations[0]
+            sched = kernel_schedule.analyze(kop.operation)
+            g = sched.gpu
+            # the attribute round-trips the tile and verifies
+            from stax.dialects.schedule import ATTR, read_schedule, schedule_errors, to_attr
+            kop.operation.attributes[ATTR] = to_attr(sched)
+            assert schedule_errors(kop.operation) == []
+            assert read_schedule(kop.operation).gpu == g
+        assert (g.mode, g.tile_dims, g.tile_blocks, g.num_warps) == ("tiled",) + want, src
+        assert g.block == want[1][0] * want[1][1] and g.rblock == 1 and g.split == 1
+
+
+@pytest.mark.parametrize("src,perm", [((8, 8), (1, 0)), ((512, 4), (1, 0)),
+                                      ((4, 512, 64), (1, 0, 2))])
+def test_no_tile_where_loads_are_contiguous_or_dims_are_small(src, perm):
+    """A plain add, a transpose with a dim under 16, and a permute that keeps the last dim
+    (every read contiguous along the result's dim) keep the 1-D block."""
+    body, dst = _permute_add(src, perm, F32)
+    x, y = torch.randn(src).to(DEV), torch.randn(dst).to(DEV)
+    outs, k = compile_and_run(body, [x, y], [(dst, F32)], name="k1d")
+    assert "x1xi32>" not in k.ttir_kernel.text and "tt.expand_dims" not in k.ttir_kernel.text
+    assert torch.equal(outs[0], (x.cpu().permute(perm) + y.cpu()) * 2)
+
+
+def test_explicit_config_keeps_the_tile_with_its_warps():
+    """An autotuner candidate (an explicit pointwise config) keeps the schedule's tile and
+    sets num_warps."""
+    from stax.targets.triton_ttir import TritonConfig
+    body, dst = _permute_add((96, 80), (1, 0), F32)
+    x, y = torch.randn(96, 80).to(DEV), torch.randn(dst).to(DEV)
+    outs, k = compile_and_run(body, [x, y], [(dst, F32)], name="ktuned",
+                              config=TritonConfig(256, 1, 2, 1))
+    _assert_2d(k.ttir_kernel.text)
+    assert k.ttir_kernel.num_warps == 2 and k.ttir_kernel.config.block == 4096
+    assert torch.equal(outs[0], (x.cpu().t() + y.cpu()) * 2)
+
+
+def test_transposed_strided_input_through_the_driver(monkeypatch):
+    """The whole route: (x.t() + y) * 2 traced for a (fake) CUDA device; x.t() reaches the
+    kernel as a strided input or a permute, the schedule tiles it, and the interpreted
+    kernels give eager's values."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from stax.driver import compile_graph
+    from stax.options import resolve_config
+    from ttir_interp import cpu_triton
+    monkeypatch.setenv("STAX_TRITON_ARCH", "90")
+
+    def fn(x, y):
+        return (x.t() + y) * 2.0
+
+    texts = []
+    import stax.targets.triton_ttir as TT
+    orig = TT.emit_ttir
+
+    def emit(*a, **kw):
+        tk = orig(*a, **kw)
+        texts.append(tk.text)
+        return tk
+    monkeypatch.setattr(TT, "emit_ttir", emit)
+    monkeypatch.setattr(stt, "emit_ttir", emit)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x, y = torch.empty(515, 260, device="cuda"), torch.empty(260, 515, device="cuda")
+        gm = make_fx(fn, tracing_mode="fake")(x, y)
+        cg = compile_graph(gm, [x, y], resolve_config(None, target="triton"))
+    assert cg.route == "triton" and cg.kernel_count == 1
+    assert len(texts) == 1
+    _assert_2d(texts[0])
+    xr, yr = torch.randn(515, 260), torch.randn(260, 515)
+    with cpu_triton(cg):
+        got = cg(xr, yr)
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    assert torch.equal(got, (xr.t() + yr) * 2.0)

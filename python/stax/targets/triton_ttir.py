@@ -12,6 +12,13 @@ Block shapes:
 * pointwise: 1-D blocks of BLOCK elements over the output's linear index
   (`offs = pid * BLOCK + make_range`), masked by `offs < numel`; each output is
   delinearized by its own (constant) dims and stored at its own strides.
+* tiled pointwise (the schedule's `tiling.gpu.mode = "tiled"`, a transposed read): 2-D
+  blocks [BP, BQ] over the domain dims (p, q) of the schedule's tile: index `ip = tp * BP
+  + range` ([BP, 1]) along p, `iq = tq * BQ + range` ([1, BQ]) along q, every other dim
+  one scalar per program; the program id is (tq, tp, the other dims) row-major; the mask
+  is `ip < P and iq < Q`. Offsets are the schedule's sums of index * stride (no div/mod
+  unless a map has one), so each load is contiguous along its own axis and Triton's
+  coalescing converts layouts between them.
 * reduction: 2-D blocks [XBLOCK rows, RBLOCK reduced elements]. Row index
   `r = pid * XBLOCK + range` ([XBLOCK, 1]), reduced index `k` ([1, RBLOCK]);
   the kept dims are delinearized from r and the reduced dims from k.
@@ -152,6 +159,7 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
             for r in o.results:
                 self.defining[r] = o
         self.shape_info = analyze_kernel(kernel_op)
+        self.explicit_config = config
         self.config = config or default_config(self.shape_info)
         self.em = _Emitter()
         self.cond = ()            # extra load masks (concat / pad branches)
@@ -167,12 +175,12 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
         return with_deep_stack(self.kernel_op, self._lower)
 
     def _lower(self) -> TTIRKernel:
-        cfg = self.config
         em = self.em
         if self.reductions:
             body_kind = self._emit_reduction()
         else:
             body_kind = self._emit_pointwise()
+        cfg = self.config   # a tiled kernel's is its schedule's tile
         if body_kind == "reduction-split":
             nsplit = self.grid[1]
             final_cfg = split_final_config(self.shape_info.numel, nsplit)
@@ -195,6 +203,9 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
 
     # --------------------------------------------------------------- pointwise
     def _emit_pointwise(self):
+        tile = self._tile()
+        if tile is not None:
+            return self._emit_pointwise_tiled(*tile)
         em = self.em
         B = self.config.block
         numels = [_numel(o.shape) for o in self.outputs]
@@ -224,6 +235,71 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
             self._check_domain(idx, out.shape, i)
             val = self._eval(self.yielded[i], idx)
             self._store(out, val, idx, shape)
+        return "pointwise"
+
+
+    # --------------------------------------------------------------- tiled pointwise
+    def _tile(self):
+        """((p, q), (BP, BQ), domain) when the kernel's schedule tiles it in 2-D, else None.
+        The tile's num_warps is the schedule's, or an explicit config's (the autotuner's
+        pointwise candidates keep the tile and vary the warps)."""
+        s = self._schedule()
+        g = s.gpu if s is not None else None
+        if g is None or g.mode != "tiled":
+            return None
+        dom = tuple(s.domain)
+        ident = str(ir.AffineMap.get_identity(len(dom)))
+        if any(tuple(o.shape) != dom for o in self.outputs) or \
+                any(r.map is None or str(r.map) != ident for r in s.results):
+            raise KernelLoweringError(f"internal error: kernel {self.name}: its schedule tiles "
+                                      "it in 2-D, but a result is not the domain's")
+        cfg = self.explicit_config
+        warps, stages = (g.num_warps, g.num_stages) if cfg is None else \
+            (cfg.num_warps, cfg.num_stages)
+        self.config = TritonConfig(g.tile_blocks[0] * g.tile_blocks[1], 1, warps, stages)
+        return tuple(g.tile_dims), tuple(g.tile_blocks), dom
+
+    def _emit_pointwise_tiled(self, dims, blocks, dom):
+        em = self.em
+        (p, q), (bp, bq) = dims, blocks
+        n = _numel(dom)
+        self._choose_index_type(n + bp * bq)
+        it = self.it
+        others = [d for d in range(len(dom)) if d not in dims]
+        ntp, ntq = -(-dom[p] // bp), -(-dom[q] // bq)
+        nprog = ntp * ntq * _numel([dom[d] for d in others])
+        self.grid = (max(1, nprog), 1, 1)
+        self.masks = {(): None}
+        if n == 0:
+            return "pointwise"
+
+        def split(v, k):   # (v mod k, v div k)
+            return (self.ix_const(0), v) if k == 1 else (self.ix_rem(v, k), self.ix_div(v, k))
+
+        pid = V(self._program_id("x", "pid"), (), it, hi=nprog)
+        tq, rest = split(pid, ntq)
+        tp, rest = split(rest, ntp)
+        idx = [None] * len(dom)
+        for d, i in zip(others, self.delinearize(rest, [dom[d] for d in others])):
+            idx[d] = i
+        for d, b, axis, shape in ((p, bp, 1, (bp, 1)), (q, bq, 0, (1, bq))):
+            tile = tp if d == p else tq
+            start = self.ix_mul(tile, b)
+            rng = self._arange(b, "r", axis=axis)
+            i = rng if start.is_const and start.cval == 0 else em.op(
+                f"arith.addi {em.mat(start, shape)}, {rng} : {em.ty(shape, it)}", "i")
+            idx[d] = V(i, shape, it, hi=dom[d])
+            self.masks[shape] = V(em.op(f"arith.cmpi slt, {i}, {em.const(dom[d], it, shape)} : "
+                                        f"{em.ty(shape, it)}", "mask"), shape, "i1")
+        full = (bp, bq)
+        self.masks[full] = V(self._and(self.masks[(bp, 1)], self.masks[(1, bq)], full),
+                             full, "i1")
+        self.mask_ctx = ("tile", n)
+        ix = self.ix_of(idx)
+        for i, out in enumerate(self.outputs):
+            self._check_domain(ix, out.shape, i)
+            val = self._eval(self.yielded[i], ix)
+            self._store(out, val, ix, full)
         return "pointwise"
 
 
