@@ -75,13 +75,13 @@ func.func @pw(%arg0: tensor<4x8xf32>, %arg1: tensor<8x4xf32>) -> tensor<4x8xf32>
 
 // An unknown GPU mode.
 func.func @pw(%arg0: tensor<4x8xf32>, %arg1: tensor<8x4xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{kernel 'k0_fused_add' stax.schedule: field 'tiling.gpu.mode' = "tiled" must be one of}}
+  // expected-error @+1 {{kernel 'k0_fused_add' stax.schedule: field 'tiling.gpu.mode' = "blocked" must be one of}}
   %0 = "stax_graph.kernel"(%arg0, %arg1) ({
   ^bb0(%arg2: tensor<4x8xf32>, %arg3: tensor<8x4xf32>):
     %1 = "stax.permute"(%arg3) {perm = array<i64: 1, 0>} : (tensor<8x4xf32>) -> tensor<4x8xf32>
     %2 = "stax.add"(%arg2, %1) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
     "stax_graph.yield"(%2) : (tensor<4x8xf32>) -> ()
-  }) {kind = "pointwise", name = "k0_fused_add", stax.schedule = {domain = array<i64: 4, 8>, input_strides = [array<i64: 8, 1>, array<i64: 4, 1>], kind = "pointwise", output_strides = [array<i64: 8, 1>], parallel_dims = array<i64: 0, 1>, phases = [], reads = [{input = 0 : i64, map = affine_map<(d0, d1) -> (d0, d1)>, offset = affine_map<(d0, d1) -> (d0 * 8 + d1)>, path = "direct", space = "full"}, {input = 1 : i64, map = affine_map<(d0, d1) -> (d1, d0)>, offset = affine_map<(d0, d1) -> (d0 + d1 * 4)>, path = "permute", space = "full"}], reduced_dims = array<i64>, results = [{map = affine_map<(d0, d1) -> (d0, d1)>, offset = affine_map<(d0, d1) -> (d0 * 8 + d1)>, space = "full"}], row_values = array<i64>, tiling = {cpu = {parallel_min_elements = 65536 : i64, vector_width = 16 : i64, work = 32 : i64}, gpu = {block = 128 : i64, mode = "tiled", num_stages = 1 : i64, num_warps = 2 : i64, rblock = 1 : i64, split = 1 : i64}}, version = 1 : i64}} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x8xf32>
+  }) {kind = "pointwise", name = "k0_fused_add", stax.schedule = {domain = array<i64: 4, 8>, input_strides = [array<i64: 8, 1>, array<i64: 4, 1>], kind = "pointwise", output_strides = [array<i64: 8, 1>], parallel_dims = array<i64: 0, 1>, phases = [], reads = [{input = 0 : i64, map = affine_map<(d0, d1) -> (d0, d1)>, offset = affine_map<(d0, d1) -> (d0 * 8 + d1)>, path = "direct", space = "full"}, {input = 1 : i64, map = affine_map<(d0, d1) -> (d1, d0)>, offset = affine_map<(d0, d1) -> (d0 + d1 * 4)>, path = "permute", space = "full"}], reduced_dims = array<i64>, results = [{map = affine_map<(d0, d1) -> (d0, d1)>, offset = affine_map<(d0, d1) -> (d0 * 8 + d1)>, space = "full"}], row_values = array<i64>, tiling = {cpu = {parallel_min_elements = 65536 : i64, vector_width = 16 : i64, work = 32 : i64}, gpu = {block = 128 : i64, mode = "blocked", num_stages = 1 : i64, num_warps = 2 : i64, rblock = 1 : i64, split = 1 : i64}}, version = 1 : i64}} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
 
