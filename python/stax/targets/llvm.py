@@ -366,11 +366,18 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         for i, v in enumerate(self.yielded):
             groups.setdefault(tuple(_shape(v)), []).append(i)
         for shape, outs in groups.items():
-            def body(idx, outs=outs):
+            # the loops walk the first output's storage order (a channels-last or
+            # transposed output is written, and mostly read, along its stride-1 dim)
+            order = kernel_schedule.loop_order(shape, self.outputs[outs[0]].strides)
+
+            def body(loop_idx, outs=outs, order=order):
+                idx = [None] * len(order)
+                for k, d in enumerate(order):
+                    idx[d] = loop_idx[k]
                 point = self._at_domain(idx)
                 for i in outs:
                     self._store(i, self._eval(self.yielded[i], point), point)
-            self._loop_nest(list(shape), body)
+            self._loop_nest([shape[d] for d in order], body)
 
     # --------------------------------------------------------------- evaluation
     def _eval(self, v, idx) -> Val:
