@@ -115,10 +115,14 @@ def _kernels(module) -> list[tuple[object, int]]:
 
 
 def _relocate(func_op, location) -> None:
-    """Put every op of the parsed function at the kernel: the parser located them in
-    its own buffer, whose lines are no lines of the user's file."""
+    """Put every op and block argument of the parsed function at the kernel: the parser
+    located them in its own buffer, whose lines are no lines of the user's file."""
     def visit(op):
         op.location = location
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    arg.set_location(location)
         return ir.WalkResult.ADVANCE
     func_op.walk(visit)
 
