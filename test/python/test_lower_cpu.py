@@ -110,11 +110,39 @@ def test_model_runs_on_the_pass_output(name, monkeypatch):
         out = torch.compile(model, backend="stax")(*args)
         ref = model(*args)
     assert all(g.route == "stax-cpu" for r in B.reports() for g in r.graphs)
+    _check_kernels(from_pass, name)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def _check_kernels(from_pass, name):
     kinds = [k for _, k in from_pass.kernels]
     assert kinds and len(kinds) == sum(len(g.kernels) for r in B.reports() for g in r.graphs)
-    if name == "gpt2":  # layernorm and softmax rows among them
+    if name.startswith("gpt2"):  # layernorm and softmax rows among them
         assert kinds.count("reduction") >= 3, from_pass.kernels
-    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_training_step_runs_on_the_pass_output(monkeypatch):
+    """Forward and backward graphs of a GPT-2 block (column sums, the layernorm and
+    softmax backward): gradients equal eager's."""
+    torch.manual_seed(0)
+    model = models.GPT2Block(dim=32, n_heads=2)
+    x = torch.randn(2, 8, 32)
+    from_pass = _FromPass()
+    monkeypatch.setattr(llvm, "compile_kernel", from_pass)
+    monkeypatch.setenv("STAX_STRICT", "1")
+    torch._dynamo.reset()
+    B.clear()
+    xs = x.clone().requires_grad_()
+    torch.compile(model, backend="stax")(xs).square().mean().backward()
+    got = [p.grad.clone() for p in model.parameters()] + [xs.grad]
+    model.zero_grad()
+    xr = x.clone().requires_grad_()
+    model(xr).square().mean().backward()
+    ref = [p.grad for p in model.parameters()] + [xr.grad]
+    assert any("backward" in g.graph_id for r in B.reports() for g in r.graphs)
+    _check_kernels(from_pass, "gpt2_train")
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
 def _softmax_module(*passes):
