@@ -31,7 +31,8 @@ Guarantees:
   before stax-legalize-fp8) is a PassError at the kernel naming it and the reason;
   no kernel is skipped.
 - Nothing else changes: no graph op is added, removed or moved. `@stax_cpu` belongs to
-  this pass: it is rebuilt on every run, so running the pass twice gives the same IR.
+  this pass: it is rebuilt on every run (and absent when the module has no kernel), so
+  running the pass twice gives the same IR.
   The input and the output are verified.
 """
 from __future__ import annotations
@@ -55,6 +56,14 @@ def _kernel_label(op) -> str:
     return ir.StringAttr(op.attributes["name"]).value if "name" in op.attributes else "<unnamed>"
 
 
+def lowered_name(op, position: int) -> str:
+    """The symbol kernel `op` is lowered under, before uniquing: its `name` attribute
+    (the JIT's symbol, `stax.driver.name_kernels`), else `k<position in its function>`
+    (the wrapper's default)."""
+    return ir.StringAttr(op.attributes["name"]).value if "name" in op.attributes \
+        else f"k{position}"
+
+
 def _operand_layout(value):
     """The strides stax-assign-layouts gave `value`: a function argument's `stax.layout`,
     an op result's `stax.result_layouts` entry; None when it has none."""
@@ -69,11 +78,12 @@ def _operand_layout(value):
     return layouts[value.result_number] if layouts else None
 
 
-def kernel_strides(op) -> tuple[list[list[int]], list[list[int]]]:
+def kernel_strides(op, name=None) -> tuple[list[list[int]], list[list[int]]]:
     """(input strides, output strides) of kernel `op` from stax-assign-layouts'
-    attributes: the strides the wrapper passes it. PassError when one is missing."""
+    attributes: the strides the wrapper passes it. PassError (naming the kernel `name`,
+    default its `name` attribute) when one is missing."""
     from stax.dialects.layout import result_layouts
-    name = _kernel_label(op)
+    name = name or _kernel_label(op)
     ins = []
     for i, v in enumerate(op.operands):
         st = _operand_layout(v)
@@ -131,16 +141,16 @@ def _lower(op, name: str):
     """(the parsed module, its func.func): kernel `op` lowered by the CPU generator. The
     module owns the function until it is moved: keep it alive until then."""
     from stax.targets.llvm import KernelLoweringError, lower_kernel_to_mlir
-    ins, outs = kernel_strides(op)
+    ins, outs = kernel_strides(op, name)
     try:
         text = lower_kernel_to_mlir(op, ins, outs, name)
     except KernelLoweringError as e:
-        raise _error(f"kernel '{_kernel_label(op)}' cannot be lowered for the CPU: {e}",
+        raise _error(f"kernel '{name}' cannot be lowered for the CPU: {e}",
                      op.location) from None
     try:
         lowered = ir.Module.parse(text)
     except ir.MLIRError as e:
-        raise _error(f"internal error: the CPU lowering of kernel '{_kernel_label(op)}' "
+        raise _error(f"internal error: the CPU lowering of kernel '{name}' "
                      f"does not parse: {e}", op.location) from None
     funcs = [f.operation for f in lowered.body.operations]
     assert len(funcs) == 1 and funcs[0].name == "func.func", text[:200]
@@ -148,13 +158,16 @@ def _lower(op, name: str):
     return lowered, funcs[0]
 
 
-def _fresh_module(module):
-    """An empty `module @stax_cpu` at the end of `module` (an old one is erased)."""
+def _erase_old_module(module) -> None:
     for o in list(module.body.operations):
         o = o.operation
         if o.name == "builtin.module" and "sym_name" in o.attributes and \
                 ir.StringAttr(o.attributes["sym_name"]).value == CPU_MODULE:
             o.erase()
+
+
+def _new_module(module):
+    """An empty `module @stax_cpu` at the end of `module`."""
     cpu = ir.Operation.create("builtin.module",
                               attributes={"sym_name": ir.StringAttr.get(CPU_MODULE)},
                               regions=1, ip=ir.InsertionPoint(module.body))
@@ -170,15 +183,14 @@ def run(module: "ir.Module") -> None:
         # lower everything first: a refused kernel leaves the module as it was
         lowered, taken = [], set()
         for k, position in kernels:
-            base = ir.StringAttr(k.attributes["name"]).value if "name" in k.attributes \
-                else f"k{position}"
+            base = lowered_name(k, position)
             name, n = base, 1
             while name in taken:
                 name, n = f"{base}_{n}", n + 1
             taken.add(name)
             lowered.append((k, name, _lower(k, name)))
-        cpu = _fresh_module(module)
-        block = cpu.regions[0].blocks[0]
+        _erase_old_module(module)
+        block = _new_module(module).regions[0].blocks[0] if lowered else None
         for k, name, (_owner, func_op) in lowered:
             block.append(func_op)
             k.attributes[CPU_KERNEL_ATTR] = ir.SymbolRefAttr.get([CPU_MODULE, name])

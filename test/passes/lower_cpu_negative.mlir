@@ -55,3 +55,16 @@ func.func @fp8(%x: tensor<4x16xf8E4M3FN> {stax.layout = array<i64: 16, 1>}) -> t
   }) {kind = "pointwise", name = "k0_fused_neg", stax.result_layouts = [array<i64: 16, 1>]} : (tensor<4x16xf8E4M3FN>) -> tensor<4x16xf8E4M3FN>
   return %0 : tensor<4x16xf8E4M3FN>
 }
+
+// -----
+
+// An unnamed kernel is named as the pass would lower it: k<i>, its position.
+func.func @unnamed(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{kernel 'k0' operand #0 has no layout}}
+  %0 = "stax_graph.kernel"(%x) ({
+  ^bb0(%a: tensor<4x16xf32>):
+    %1 = "stax.neg"(%a) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    "stax_graph.yield"(%1) : (tensor<4x16xf32>) -> ()
+  }) {kind = "pointwise", stax.result_layouts = [array<i64: 16, 1>]} : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}

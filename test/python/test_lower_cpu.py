@@ -195,3 +195,34 @@ def test_kernel_without_layouts_is_a_pass_error_naming_it():
                                              r"#0 has no layout.*run stax-assign-layouts"):
         run_pipeline(module, ["stax-lower-cpu"])
     assert str(module) == before  # nothing half-done
+
+
+_NEG = """
+  %0 = "stax_graph.kernel"(%x) ({
+  ^bb0(%a: tensor<4x16xf32>):
+    %1 = "stax.neg"(%a) : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    "stax_graph.yield"(%1) : (tensor<4x16xf32>) -> ()
+  }) {kind = "pointwise"NAME, stax.result_layouts = [array<i64: 16, 1>]} : (tensor<4x16xf32>) -> tensor<4x16xf32>"""
+
+
+def test_names_are_the_kernels_own_made_unique():
+    """A named kernel keeps its name (the JIT's symbol); an unnamed one is k<i> by its
+    position in its function; a name taken by an earlier kernel gets a suffix."""
+    def func(fname, *names):
+        body = "".join(_NEG.replace("%0", f"%r{i}").replace("NAME", n)
+                       for i, n in enumerate(names))
+        return (f'func.func @{fname}(%x: tensor<4x16xf32> {{stax.layout = array<i64: 16, 1>}}) '
+                f'-> tensor<4x16xf32> {{{body}\n  return %r0 : tensor<4x16xf32>\n}}\n')
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.parse(func("f", ', name = "k0_fused_neg"', "") +
+                                 func("g", ', name = "k0_fused_neg"', "", ""))
+        run_pipeline(module, ["stax-lower-cpu"])
+        refs = [str(k.attributes[lower_cpu.CPU_KERNEL_ATTR]) for k in _kernels(module)]
+        assert refs == ["@stax_cpu::@k0_fused_neg", "@stax_cpu::@k1",
+                        "@stax_cpu::@k0_fused_neg_1", "@stax_cpu::@k1_1", "@stax_cpu::@k2"]
+        funcs = _lowered_funcs(module)
+        assert list(funcs) == [r.split("::@")[1] for r in refs]
+        k = _kernels(module)[3]
+        assert str(funcs["k1_1"]) == _func_text(llvm.lower_kernel_to_mlir(
+            k, [[16, 1]], [[16, 1]], "k1_1"))
