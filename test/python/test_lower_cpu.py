@@ -226,3 +226,13 @@ def test_names_are_the_kernels_own_made_unique():
         k = _kernels(module)[3]
         assert str(funcs["k1_1"]) == _func_text(llvm.lower_kernel_to_mlir(
             k, [[16, 1]], [[16, 1]], "k1_1"))
+
+
+def test_module_without_kernels_gets_no_cpu_module():
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.parse('func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n'
+                                 '  return %x : tensor<4xf32>\n}\n')
+        before = str(module)
+        run_pipeline(module, ["stax-lower-cpu"])
+        assert str(module) == before
