@@ -162,17 +162,33 @@ class SizedCpuKernel(CpuKernel):
     """A kernel compiled once for every size (targets/cpu_symbolic): its function takes,
     after the tensor pointers, one int per symbol of `symbols` (in that order). Call it as
     `k(*inputs, *outputs, sizes=[...])` with contiguous tensors of those sizes (the
-    caller guarantees it, as the guards do for a static kernel). The split over threads
+    caller guarantees it, as the guards do for a static kernel); without `sizes`, they
+    are read from the tensors (`sizes_of`). The split over threads
     is decided per call, by the elements the call's tensors hold."""
 
     def __init__(self, name, mlir_text, llvm_ir, engine, n_args, vector_width, splittable,
-                 symbols):
+                 symbols, symbol_sources=None):
         super().__init__(name, mlir_text, llvm_ir, engine, n_args, vector_width, splittable, 0)
         self.symbols = list(symbols)
         self.n_sizes = len(self.symbols)
+        # per symbol, a (tensor, dim) whose size is exactly that symbol, or None
+        self.symbol_sources = list(symbol_sources or [None] * self.n_sizes)
         self._slots = [_SizedArgSlot(n_args, self.n_sizes)]
 
-    def __call__(self, *tensors, sizes):
+    def sizes_of(self, tensors) -> list:
+        """The symbols' values read from the tensors' sizes (where a dim is exactly the
+        symbol); raises TypeError for a symbol that only occurs inside an expression."""
+        out = []
+        for s, src in zip(self.symbols, self.symbol_sources):
+            if src is None:
+                raise TypeError(f"kernel {self.name}: symbol {s} is no tensor's dim; pass "
+                                "sizes=")
+            out.append(tensors[src[0]].shape[src[1]])
+        return out
+
+    def __call__(self, *tensors, sizes=None):
+        if sizes is None:
+            sizes = self.sizes_of(tensors)
         if len(sizes) != self.n_sizes:
             raise TypeError(f"kernel {self.name} takes {self.n_sizes} sizes "
                             f"({', '.join(self.symbols)}), got {len(sizes)}")
@@ -245,7 +261,7 @@ def load_cpu_kernels(specs) -> list[CpuKernel]:
     arity), then go into as few modules as their symbols allow, one ExecutionEngine each, which translates it to LLVM
     IR and generates native code. No MLIR pass runs. `specs` are dicts with `text`, `name`,
     `n_args`, `vector_width`, `splittable`, `work`, and for a kernel with runtime sizes
-    `symbols` (its SizedCpuKernel's, in argument order). Raises KernelLoadError."""
+    `symbols` and `symbol_sources` (its SizedCpuKernel's). Raises KernelLoadError."""
     from torch_mlir import ir
     from torch_mlir.execution_engine import ExecutionEngine
     specs = list(specs)
@@ -285,7 +301,8 @@ def load_cpu_kernels(specs) -> list[CpuKernel]:
     for spec, g in zip(specs, owner):
         if spec.get("symbols"):
             k = SizedCpuKernel(spec["name"], None, None, engines[g], spec["n_args"],
-                               spec["vector_width"], spec["splittable"], spec["symbols"])
+                               spec["vector_width"], spec["splittable"], spec["symbols"],
+                               spec.get("symbol_sources"))
         else:
             k = CpuKernel(spec["name"], None, None, engines[g], spec["n_args"],
                           spec["vector_width"], spec["splittable"], spec["work"])

@@ -589,6 +589,17 @@ def _check_strides(low, input_strides, output_strides):
                     f"only contiguous ones ({a.strides}) are supported")
 
 
+def symbol_sources(low) -> list:
+    """Per symbol, the first (tensor, dim) of the kernel's inputs then outputs whose dim
+    is exactly that symbol (the runtime reads the symbol's value there), or None."""
+    out = []
+    args = low.inputs + low.outputs
+    for s in low.symbols:
+        out.append(next(((i, d) for i, a in enumerate(args) for d, n in enumerate(a.shape)
+                         if n == s), None))
+    return out
+
+
 def lower_to_mlir(kernel_op, name="kernel", input_strides=None, output_strides=None) -> str:
     """The runtime-size kernel as scf/vector/memref MLIR text."""
     low = _RuntimeSizeLowering(kernel_op, name)
@@ -599,8 +610,8 @@ def lower_to_mlir(kernel_op, name="kernel", input_strides=None, output_strides=N
 def compile_kernel(kernel_op, name="kernel", ctx=None, input_strides=None,
                    output_strides=None) -> SizedCpuKernel:
     """Lower one kernel with symbolic dims for the CPU and JIT it, once for every size.
-    Call the result as `k(*inputs, *outputs, sizes=[...])` with one int per symbol of
-    `k.symbols` (contiguous tensors). Raises KernelLoweringError for what it does not
+    Call the result as `k(*inputs, *outputs)` (contiguous tensors; the symbols' values
+    are read from their sizes) or with `sizes=[...]`, one int per symbol of `k.symbols`. Raises KernelLoweringError for what it does not
     support (the module docstring lists it)."""
     low = _RuntimeSizeLowering(kernel_op, name)
     _check_strides(low, input_strides, output_strides)
@@ -615,7 +626,7 @@ def compile_kernel(kernel_op, name="kernel", ctx=None, input_strides=None,
         PassManager.parse(llvm._PIPELINE).run(m.operation)
         engine = ExecutionEngine(m, opt_level=3)
     k = SizedCpuKernel(name, text, None, engine, len(low.inputs) + len(low.outputs),
-                       low.em.W, low.splittable, low.symbols)
+                       low.em.W, low.splittable, low.symbols, symbol_sources(low))
     k.llvm_dialect_module = m
     k.addressing = "runtime-sizes"
     return k

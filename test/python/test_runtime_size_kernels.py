@@ -1,0 +1,426 @@
+"""CPU kernels with runtime sizes (targets/cpu_symbolic): a kernel with `?` dims is compiled
+ONCE and then run at many sizes (1, primes, sizes not a multiple of the vector width, and
+512+ rows of 768), compared to eager on random inputs. Kernels come from make_fx's
+symbolic tracing through the symbolic importer and stax-fuse, or from MLIR text (static
+inner dims next to symbolic rows); what the generator does not support is refused with a
+KernelLoweringError naming the kernel."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from stax._mlir import ir, new_context
+from stax.dialects import symbolic
+from stax.dialects.stax_dialect import KERNEL, verify_module
+from stax.importer import import_graph
+from stax.passes import fuse
+from stax.runtime.cpu_kernel import SizedCpuKernel, kernel_text, load_cpu_kernels
+from stax.targets import cpu_symbolic, llvm
+from stax.targets.cpu_errors import KernelLoweringError
+from stax.targets.kernel_ir import contiguous_strides
+from stax.targets.kernel_ir import shape as _shape
+
+TOL = {torch.float32: (2e-5, 2e-5), torch.bfloat16: (2e-2, 2e-2), torch.float64: (1e-12, 1e-12)}
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """How many times a runtime-size kernel was lowered (each is one compile)."""
+    count = [0]
+    orig = cpu_symbolic._RuntimeSizeLowering.lower
+
+    def lower(self):
+        count[0] += 1
+        return orig(self)
+    monkeypatch.setattr(cpu_symbolic._RuntimeSizeLowering, "lower", lower)
+    return count
+
+
+class Graph:
+    """A symbolic graph of kernels only, each compiled once (llvm.compile_kernel), run at
+    any size: kernel operands are function arguments or earlier kernels' results."""
+
+    def __init__(self, module, ctx, constants=()):
+        self.ctx = ctx
+        self.module = module  # keeps the IR alive
+        self.func = module.body.operations[0]
+        block = self.func.regions[0].blocks[0]
+        self.params = list(block.arguments)
+        self.constants = list(constants)
+        self.ops = [o.operation for o in block.operations]
+        self.kernels = [o for o in self.ops if o.name == KERNEL]
+        assert all(o.name in (KERNEL, "func.return") for o in self.ops), \
+            [o.name for o in self.ops]
+        self.compiled = []
+        with ctx:
+            for i, k in enumerate(self.kernels):
+                if cpu_symbolic.has_runtime_sizes(k):
+                    self.compiled.append(llvm.compile_kernel(k, None, None, f"rk{i}"))
+                else:  # a static kernel of the graph (a constant's convert)
+                    st = lambda vs: [contiguous_strides(_shape(v)) for v in vs]  # noqa: E731
+                    self.compiled.append(llvm.compile_kernel(
+                        k, st(k.operands), st(k.results), f"rk{i}"))
+        self.sized = [k for k in self.compiled if isinstance(k, SizedCpuKernel)]
+
+    def __call__(self, *args):
+        args = list(args) + self.constants
+        env = {}
+        values = {}
+        for p, t in zip(self.params, args):
+            values[p] = t
+            for d, n in enumerate(symbolic.dims_of(p.type)):
+                if isinstance(n, str) and symbolic.free_symbols(n) == {n}:
+                    env[n] = t.shape[d]
+        for k, ck in zip(self.kernels, self.compiled):
+            ins = [values[v] for v in k.operands]
+            outs = []
+            for r in k.results:
+                dims = [n if isinstance(n, int) else _eval_size(n, env)
+                        for n in symbolic.dims_of(r.type)]
+                dt = _torch_dtype(ir.RankedTensorType(r.type).element_type)
+                outs.append(torch.empty(dims, dtype=dt))
+            if isinstance(ck, SizedCpuKernel):
+                ck(*ins, *outs, sizes=[env[s] for s in ck.symbols])
+            else:
+                ck(*ins, *outs)
+            for r, t in zip(k.results, outs):
+                values[r] = t
+        ret = self.ops[-1]
+        res = [values[v] for v in ret.operands]
+        return res[0] if len(res) == 1 else tuple(res)
+
+
+def _eval_size(expr, env):
+    total = 0
+    for mono, c in symbolic.parse(expr):
+        t = c
+        for s, e in mono:
+            t *= env[s] ** e
+        total += t
+    return total
+
+
+def _torch_dtype(et):
+    s = str(et)
+    return {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
+            "f64": torch.float64, "i32": torch.int32, "i64": torch.int64, "i1": torch.bool,
+            "i8": torch.int8, "ui8": torch.uint8}[s]
+
+
+def symbolic_graph(fn, *example):
+    gm = make_fx(fn, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*example)
+    ctx = new_context()
+    g = import_graph(gm, None, ctx, symbolic=True)
+    fuse.run(g.module)
+    verify_module(g.module)
+    consts = [g.constants[s.name] for s in g.inputs if s.kind == "constant"]
+    return Graph(g.module, ctx, consts)
+
+
+def text_graph(text):
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        m = ir.Module.parse(text)
+    fuse.run(m)
+    verify_module(m)
+    return Graph(m, ctx)
+
+
+def check(graph, fn, make, sizes):
+    for sz in sizes:
+        args = make(*sz)
+        want = fn(*args)
+        got = graph(*args)
+        want = want if isinstance(want, tuple) else (want,)
+        got = got if isinstance(got, tuple) else (got,)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype, (sz, g.shape, w.shape)
+            if w.is_floating_point():
+                rtol, atol = TOL[w.dtype]
+                torch.testing.assert_close(g, w, rtol=rtol, atol=atol, msg=lambda m: f"{sz}: {m}")
+            else:
+                assert torch.equal(g, w), sz
+
+
+ROWS = [(1,), (2,), (7,), (257,), (512,), (1000,)]
+SHAPES_2D = [(1, 1), (3, 16), (5, 17), (257, 31), (2, 1023), (512, 768)]
+
+
+def _route(graph, width=16):
+    assert graph.sized
+    for k in graph.sized:
+        assert k.addressing == "runtime-sizes"
+        assert k.vector_width == width, k.mlir
+        if width > 1:
+            assert "vector.load" in k.mlir
+        assert k.n_sizes == len(k.symbols) >= 1
+
+
+# ----------------------------------------------------------------------------- pointwise
+
+BIAS_TANH = """
+func.func @bias_tanh(%x: tensor<?x768xf32, #stax.sizes<["s0", 768]>>, %b: tensor<768xf32>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>> {
+  %0 = "stax.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<768xf32>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+  %1 = "stax.add"(%x, %0) : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>, tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+  %2 = "stax.tanh"(%1) : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+  %3 = "stax.mul"(%2, %x) : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>, tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+  return %3 : tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+}
+"""
+
+
+def test_bias_tanh_static_inner_dim(compiles):
+    g = text_graph(BIAS_TANH)
+    assert len(g.kernels) == 1 and g.compiled[0].symbols == ["s0"]
+    _route(g)
+    check(g, lambda x, b: torch.tanh(x + b) * x,
+          lambda n: (torch.randn(n, 768), torch.randn(768)), ROWS)
+    assert compiles[0] == 1
+
+
+def _gelu_mix(x, y):
+    return x * torch.sigmoid(1.702 * x) + torch.where(x > y, x, 0.1 * y)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_pointwise_symbolic_inner_dim_vector_tail(compiles, dtype):
+    """Both dims symbolic: the inner dim 17, 1023, 1 ... runs the vector loop and the tail."""
+    g = symbolic_graph(_gelu_mix, torch.randn(4, 6, dtype=dtype), torch.randn(4, 6, dtype=dtype))
+    assert len(g.kernels) == 1
+    _route(g)
+    check(g, _gelu_mix, lambda m, n: (torch.randn(m, n, dtype=dtype), torch.randn(m, n, dtype=dtype)),
+          SHAPES_2D)
+    assert compiles[0] == 1
+
+
+def test_broadcast_symbolic_and_static_dims(compiles):
+    """[s0, s1] with a [s1] bias (a symbolic dim broadcast) and a [s0, 1] column."""
+    fn = lambda x, b, c: (x + b) * c - c.exp()  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(4, 6), torch.randn(6), torch.randn(4, 1))
+    check(g, fn, lambda m, n: (torch.randn(m, n), torch.randn(n), torch.randn(m, 1)), SHAPES_2D)
+    assert compiles[0] == len(g.kernels)
+
+
+def test_integer_bit_exact(compiles):
+    fn = lambda a, b: (torch.where(a > b, a * b + 3, a - b), torch.maximum(a, -b).abs(),  # noqa: E731
+                       a.to(torch.int64) * 5)
+    mk = lambda m, n: (torch.randint(-1000, 1000, (m, n), dtype=torch.int32),  # noqa: E731
+                       torch.randint(-1000, 1000, (m, n), dtype=torch.int32))
+    g = symbolic_graph(fn, *mk(4, 6))
+    _route(g)
+    check(g, fn, mk, SHAPES_2D)
+    assert compiles[0] == len(g.kernels)
+
+
+def test_converts_and_compare_outputs(compiles):
+    fn = lambda x: ((x * 3).to(torch.bfloat16), (x > 0.5), x.to(torch.int32) + 1)  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(4, 6) * 4)
+    check(g, fn, lambda m, n: (torch.randn(m, n) * 4,), SHAPES_2D)
+    assert compiles[0] == len(g.kernels)
+
+
+def test_reshape_and_3d(compiles):
+    """[s0, s1, s2] viewed as [s0*s1, s2] (the trailing dim passes through the reshape)."""
+    fn = lambda x, y: x.reshape(-1, x.shape[-1]) * 2 + y  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(2, 3, 5), torch.randn(6, 5))
+    _route(g)
+    check(g, fn, lambda a, b, c: (torch.randn(a, b, c), torch.randn(a * b, c)),
+          [(1, 1, 1), (2, 3, 17), (3, 7, 1023), (4, 128, 768), (1, 257, 5), (5, 2, 16)])
+    assert compiles[0] == 1
+
+
+def test_one_lane_fallback_is_still_right(compiles):
+    """A transpose puts a runtime stride on the lane: the kernel is emitted 1-lane."""
+    fn = lambda x, y: x.t() + y  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(4, 6), torch.randn(6, 4))
+    _route(g, width=1)
+    check(g, fn, lambda m, n: (torch.randn(m, n), torch.randn(n, m)), SHAPES_2D)
+    fl = lambda x: x.reshape(-1) * 2  # noqa: E731
+    g2 = symbolic_graph(fl, torch.randn(4, 6))
+    check(g2, fl, lambda m, n: (torch.randn(m, n),), SHAPES_2D)
+    assert compiles[0] == 2
+
+
+# ----------------------------------------------------------------------------- reductions
+
+SOFTMAX_768 = """
+func.func @softmax(%x: tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> (tensor<?x768xf32, #stax.sizes<["s0", 768]>>, tensor<?x1xf32, #stax.sizes<["s0", 1]>>) {
+  %m = "stax.reduce_max"(%x) {dims = array<i64: 1>, keepdim = true} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x1xf32, #stax.sizes<["s0", 1]>>
+  %mb = "stax.broadcast_in_dim"(%m) {dims = array<i64: 0, 1>} : (tensor<?x1xf32, #stax.sizes<["s0", 1]>>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+  %d = "stax.sub"(%x, %mb) : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>, tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+  %e = "stax.exp"(%d) : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+  %s = "stax.reduce_sum"(%e) {dims = array<i64: 1>, keepdim = true} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x1xf32, #stax.sizes<["s0", 1]>>
+  %sb = "stax.broadcast_in_dim"(%s) {dims = array<i64: 0, 1>} : (tensor<?x1xf32, #stax.sizes<["s0", 1]>>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+  %r = "stax.div"(%e, %sb) : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>, tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?x768xf32, #stax.sizes<["s0", 768]>>
+  return %r, %s : tensor<?x768xf32, #stax.sizes<["s0", 768]>>, tensor<?x1xf32, #stax.sizes<["s0", 1]>>
+}
+"""
+
+
+def test_softmax_static_reduced_dim_symbolic_rows(compiles):
+    g = text_graph(SOFTMAX_768)
+    assert len(g.kernels) == 1
+    _route(g)
+
+    def fn(x):
+        e = (x - x.amax(-1, keepdim=True)).exp()
+        s = e.sum(-1, keepdim=True)
+        return e / s, s
+    check(g, fn, lambda n: (torch.randn(n, 768) * 3,), ROWS)
+    assert compiles[0] == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_softmax_symbolic_reduced_dim(compiles, dtype):
+    fn = lambda x: torch.softmax(x, -1)  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(4, 6, dtype=dtype))
+    assert len(g.kernels) == 1
+    _route(g)
+    check(g, fn, lambda m, n: (torch.randn(m, n, dtype=dtype) * 3,), SHAPES_2D)
+    assert compiles[0] == 1
+
+
+def test_layer_norm_rows_of_768(compiles):
+    """[s0, s1, 768]: two symbolic row dims, the reduced dim static; mean/rstd stored."""
+    def fn(x, w, b):
+        return torch.ops.aten.native_layer_norm(x, [768], w, b, 1e-5)
+    g = symbolic_graph(fn, torch.randn(2, 3, 768), torch.randn(768), torch.randn(768))
+    assert len(g.kernels) == 1
+    _route(g)
+    check(g, fn, lambda a, b: (torch.randn(a, b, 768) * 2 + 1, torch.randn(768), torch.randn(768)),
+          [(1, 1), (2, 3), (1, 257), (4, 128), (3, 171), (2, 300)])
+    assert compiles[0] == 1
+
+
+def test_layer_norm_after_flatten_to_rows(compiles):
+    fn = lambda x: F.layer_norm(x.reshape(-1, 768), (768,))  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(2, 3, 768))
+    check(g, fn, lambda a, b: (torch.randn(a, b, 768),), [(1, 1), (2, 3), (1, 257), (4, 130)])
+    assert compiles[0] == len(g.kernels)
+
+
+W768 = torch.randn(768)
+
+
+def _rms_bf16(x):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * \
+        W768.to(x.dtype)
+
+
+def test_rms_norm_bf16(compiles):
+    g = symbolic_graph(_rms_bf16, torch.randn(2, 3, 768).bfloat16())
+    check(g, _rms_bf16, lambda a, b: (torch.randn(a, b, 768).bfloat16(),),
+          [(1, 1), (2, 3), (1, 257), (4, 128), (3, 13), (1, 600)])
+    assert compiles[0] == len(g.sized) >= 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_sum_amax_last_dim(compiles, dtype):
+    fn = lambda x: (x.sum(-1), x.amax(-1), x.amin(-1, keepdim=True))  # noqa: E731
+    if dtype == torch.int32:
+        mk = lambda a, b, c: (torch.randint(-50, 50, (a, b, c), dtype=dtype),)  # noqa: E731
+        fn = lambda x: (x.sum(-1, dtype=torch.int32), x.amax(-1), x.amin(-1, keepdim=True))  # noqa: E731
+    else:
+        mk = lambda a, b, c: (torch.randn(a, b, c, dtype=dtype),)  # noqa: E731
+    g = symbolic_graph(fn, *mk(2, 3, 5))
+    _route(g)
+    check(g, fn, mk, [(1, 1, 1), (2, 3, 17), (1, 257, 31), (3, 2, 1023), (2, 256, 768), (5, 1, 16)])
+    assert compiles[0] == len(g.kernels)  # one compile per kernel, for all six sizes
+
+
+# ----------------------------------------------------------------------------- refused
+
+ARGMAX = """
+func.func @f(%x: tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?xi64, #stax.sizes<["s0"]>> {
+  %a = "stax.argmax"(%x) {dim = 1 : i64, keepdim = false} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?xi64, #stax.sizes<["s0"]>>
+  return %a : tensor<?xi64, #stax.sizes<["s0"]>>
+}
+"""
+
+
+def _first_kernel(fn=None, text=None):
+    ctx = new_context()
+    if text is None:
+        gm = make_fx(fn, tracing_mode="symbolic", _allow_non_fake_inputs=True)(torch.randn(4, 6))
+        m = import_graph(gm, None, ctx, symbolic=True).module
+    else:
+        with ctx, ir.Location.unknown():
+            m = ir.Module.parse(text)
+    fuse.run(m)
+    block = m.body.operations[0].regions[0].blocks[0]
+    return m, ctx, next(o.operation for o in block.operations if o.operation.name == KERNEL)
+
+
+@pytest.mark.parametrize("fn,text,what", [
+    (lambda x: x.sum(0), None, "reduction over dims [0]"),
+    (lambda x: x.amax((0, 1)), None, "reduction over dims [0, 1]"),
+    (None, ARGMAX, "stax.argmax"),
+])
+def test_unsupported_is_refused_naming_the_kernel(fn, text, what):
+    m, ctx, k = _first_kernel(fn, text)
+    with ctx, pytest.raises(KernelLoweringError) as e:
+        llvm.compile_kernel(k, None, None, "refused_kernel")
+    assert "refused_kernel" in str(e.value) and what in str(e.value)
+    assert "not supported" in str(e.value)
+
+
+def test_non_contiguous_strides_are_refused():
+    g = text_graph(BIAS_TANH)
+    with g.ctx, pytest.raises(KernelLoweringError, match="only contiguous"):
+        llvm.compile_kernel(g.kernels[0], [["s0", 1], [1]], None, "strided")
+    # the contiguous strides written out are accepted
+    with g.ctx:
+        k = llvm.compile_kernel(g.kernels[0], [[768, 1], [1]], [[768, 1]], "contig")
+    x, b = torch.randn(3, 768), torch.randn(768)
+    out = torch.empty(3, 768)
+    k(x, b, out)
+    torch.testing.assert_close(out, torch.tanh(x + b) * x)
+
+
+# ----------------------------------------------------------------------------- runtime
+
+def test_runtime_loads_a_sized_kernel_from_its_llvm_text():
+    """What an artifact stores (the LLVM-dialect text, the symbols) loads without the
+    compiler and runs at any size; the sizes may be passed explicitly."""
+    g = text_graph(SOFTMAX_768)
+    k = g.compiled[0]
+    spec = dict(text=kernel_text(k), name=k.name, n_args=k.n_args, vector_width=k.vector_width,
+                splittable=k.splittable, work=0, symbols=k.symbols,
+                symbol_sources=k.symbol_sources)
+    (loaded,) = load_cpu_kernels([spec])
+    assert isinstance(loaded, SizedCpuKernel) and loaded.symbols == ["s0"]
+    # the kernel's results: the row sums [s0, 1], then the softmax [s0, 768]
+    assert [symbolic.dims_of(r.type) for r in g.kernels[0].results] == [("s0", 1), ("s0", 768)]
+    for n in (1, 13, 700):
+        x = torch.randn(n, 768)
+        s, out = torch.empty(n, 1), torch.empty(n, 768)
+        loaded(x, s, out, sizes=[n])
+        torch.testing.assert_close(out, torch.softmax(x, -1), rtol=2e-5, atol=2e-6)
+        torch.testing.assert_close(s, (x - x.amax(-1, keepdim=True)).exp().sum(-1, keepdim=True))
+    with pytest.raises(TypeError, match="takes 1 sizes"):
+        loaded(x, s, out, sizes=[1, 2])
+    # a module whose function does not take the sizes the metadata names is refused
+    with pytest.raises(Exception, match="takes"):
+        load_cpu_kernels([dict(spec, symbols=["s0", "s1"])])
+
+
+def test_threads_split_rows_at_runtime_sizes(monkeypatch):
+    """Large calls split over threads (parts decided per call); small ones run whole."""
+    g = text_graph(BIAS_TANH)
+    k = g.compiled[0]
+    seen = []
+    orig = SizedCpuKernel._packed
+
+    def packed(self, slot, part, nparts):
+        seen.append((part, nparts))
+        return orig(self, slot, part, nparts)
+    monkeypatch.setattr(SizedCpuKernel, "_packed", packed)
+    monkeypatch.setattr("stax.runtime.cpu_kernel.cpu_parallelism", lambda: 3)
+    for n in (5, 1001):
+        seen.clear()
+        x, b = torch.randn(n, 768), torch.randn(768)
+        out = torch.empty(n, 768)
+        k(x, b, out)
+        torch.testing.assert_close(out, torch.tanh(x + b) * x)
+        assert sorted(seen) == ([(0, 1)] if n == 5 else [(0, 3), (1, 3), (2, 3)]), seen
