@@ -424,3 +424,37 @@ def test_threads_split_rows_at_runtime_sizes(monkeypatch):
         k(x, b, out)
         torch.testing.assert_close(out, torch.tanh(x + b) * x)
         assert sorted(seen) == ([(0, 1)] if n == 5 else [(0, 3), (1, 3), (2, 3)]), seen
+
+
+def test_long_symbolic_rows_sum_is_blocked(compiles):
+    """A float sum over a row of runtime length is blocked: about eager's accuracy on
+    rows of a million values near 100 (one running sum per lane would lose ~3 digits)."""
+    fn = lambda x: x.sum(-1)  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(3, 5))
+    for m, n in [(2, 3), (3, 1023), (1, 1_000_003), (4, 100_003)]:
+        x = torch.rand(m, n) + 100
+        exact = x.double().sum(-1)
+        err = ((g(x).double() - exact) / exact).abs().max().item()
+        eager = ((x.sum(-1).double() - exact) / exact).abs().max().item()
+        assert err < max(4 * eager, 1e-6), (m, n, err, eager)
+    assert compiles[0] == 1
+
+
+BOOL_ANY_ALL = """
+func.func @f(%x: tensor<?x?xf32, #stax.sizes<["s0", "s1"]>>, %t: tensor<f32>) -> (tensor<?xi1, #stax.sizes<["s0"]>>, tensor<?xi1, #stax.sizes<["s0"]>>) {
+  %tb = "stax.broadcast_in_dim"(%t) {dims = array<i64>} : (tensor<f32>) -> tensor<?x?xf32, #stax.sizes<["s0", "s1"]>>
+  %c = "stax.cmp_gt"(%x, %tb) : (tensor<?x?xf32, #stax.sizes<["s0", "s1"]>>, tensor<?x?xf32, #stax.sizes<["s0", "s1"]>>) -> tensor<?x?xi1, #stax.sizes<["s0", "s1"]>>
+  %any = "stax.reduce_max"(%c) {dims = array<i64: 1>, keepdim = false} : (tensor<?x?xi1, #stax.sizes<["s0", "s1"]>>) -> tensor<?xi1, #stax.sizes<["s0"]>>
+  %all = "stax.reduce_min"(%c) {dims = array<i64: 1>, keepdim = false} : (tensor<?x?xi1, #stax.sizes<["s0", "s1"]>>) -> tensor<?xi1, #stax.sizes<["s0"]>>
+  return %any, %all : tensor<?xi1, #stax.sizes<["s0"]>>, tensor<?xi1, #stax.sizes<["s0"]>>
+}
+"""
+
+
+def test_bool_reductions_any_all(compiles):
+    g = text_graph(BOOL_ANY_ALL)
+    _route(g)
+    fn = lambda x, t: ((x > t).any(-1), (x > t).all(-1))  # noqa: E731
+    check(g, fn, lambda m, n: (torch.randn(m, n), torch.tensor(-1.5 if n % 2 else 1.5)),
+          SHAPES_2D + [(3, 40), (8, 1), (4, 33)])
+    assert compiles[0] == len(g.kernels)

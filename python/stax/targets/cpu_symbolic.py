@@ -44,7 +44,7 @@ from stax.targets.cpu_emitter import Emitter, Val
 from stax.targets.cpu_errors import KernelLoweringError, NeedScalar
 from stax.targets.cpu_index import Aff, Var
 from stax.targets.cpu_reduction import _vred
-from stax.targets.kernel_ir import REDUCTION_OPS, etype, int_array
+from stax.targets.kernel_ir import REDUCTION_OPS, VIEW_OPS, etype, int_array
 from stax.targets.kernel_ir import highest, lowest, with_deep_stack
 
 __all__ = ["has_runtime_sizes", "symbols_of", "lower_to_mlir", "compile_kernel"]
@@ -56,6 +56,10 @@ _UNBOUNDED = 1 << 62
 #: bounds-checks, the bare-pointer convention needs a static shape, and any real tensor
 #: is smaller
 _RUNTIME_EXTENT = 1 << 40
+#: the vector.reduction of each reduction on i1 (as the accumulators combine: or / and)
+_I1_VRED = {"reduce_sum": "or", "reduce_max": "or", "reduce_prod": "and", "reduce_min": "and"}
+#: steps of a blocked float sum's inner loop (see _emit_runtime_phase's blocked_segment)
+_BLOCK_STEPS = 64
 
 def _dims(v):
     return list(symbolic.dims_of(v.type))
@@ -484,7 +488,9 @@ class _RuntimeSizeLowering(llvm._KernelLowering):
             return [self.outer_idx[d] if d in self.outer_idx else inner[0]
                     for d in range(len(S))]
 
-        for p in sorted(set(phase.values())):
+        phases = sorted(set(phase.values()))
+        self.stash = self._choose_stash(full_outs, phase, phases[-1]) if phases else None
+        for p in phases:
             self._emit_runtime_phase([r for r in self.reductions if phase[r] == p],
                                      S[D[0]], full_index)
         for i, keepdim in row_outs:
@@ -495,8 +501,28 @@ class _RuntimeSizeLowering(llvm._KernelLowering):
                 idx = full_index(inner)
                 for i in full_outs:
                     self._store(i, self._eval(self.yielded[i], idx), idx)
+            self.stash_active = self.stash is not None
             self._runtime_loop_nest([S[D[0]]], body, split=False)
+            self.stash_active = False
         self._close_loops(len(outer))
+
+    def _choose_stash(self, full_outs, phase, last):
+        """(value, output): a value the last phase reduces that a full-domain output of
+        exactly its compute type depends on (softmax's exp(x - max)). The phase writes it
+        there and the output loop reads it back instead of computing it again; the
+        output's own value overwrites it element by element after the read."""
+        last_inputs = [r.operands[0] for r in self.reductions if phase[r] == last]
+        for i in full_outs:
+            out = self.outputs[i]
+            if out.dtype.mem != out.dtype.comp:
+                continue
+            for c in last_inputs:
+                if c in self.defining and _dims(c) == self.S and \
+                        dtype_of(etype(c)).comp == out.dtype.mem and \
+                        self.defining[c].operation.name not in VIEW_OPS and \
+                        self._depends_on(self.yielded[i], c):
+                    return (c, i)
+        return None
 
     def _emit_runtime_phase(self, reds, n, full_index):
         """One pass over the row computing independent reductions: vector accumulators
@@ -523,47 +549,78 @@ class _RuntimeSizeLowering(llvm._KernelLowering):
                      "reduce_min": "andi"}[kind]
             return em.op(f"arith.{o} {acc}, {x} : {ty}", ty)
 
-        def segment(lo, hi, step, vec):
-            types = [em.vt(dt.comp, vec) for _, _, dt in specs]
-            accs = [init(kind, dt, ty) for (_, kind, dt), ty in zip(specs, types)]
-            iv = em.fresh()
-            res = [em.fresh() for _ in specs]
-            iters = [em.fresh() for _ in specs]
+        def loop_with_accs(iv, lo, hi, step, accs, types, body):
+            res = [em.fresh() for _ in accs]
+            iters = [em.fresh() for _ in accs]
             em.emit(f"{', '.join(res)} = scf.for {iv} = {lo} to {hi} step "
                     f"{em.const(step, 'index')} iter_args("
                     + ", ".join(f"{a} = {c}" for a, c in zip(iters, accs))
                     + ") -> (" + ", ".join(types) + ") {")
             em.push()
-            em.vars[iv] = Var(iv, self._extent_of(n), lane=vec)
-            if vec:
-                em.lane_var = iv
-            idx = full_index([Aff.var(iv)])
-            new = []
-            for (r, kind, dt), acc, ty in zip(specs, iters, types):
-                x = self._eval(r.operands[0], idx)
-                new.append(combine(kind, dt, acc, em.to_vec(x) if vec else x.ssa, ty))
-            em.lane_var = None
+            new = body(iv, iters)
             em.emit("scf.yield " + ", ".join(new) + " : " + ", ".join(types))
             em.pop()
             em.emit("}")
             return res
 
+        def blocked_segment(lo, hi, step, vec):
+            """segment() in blocks of _BLOCK_STEPS steps, each summed into a partial
+            that is added to the row's accumulator: a lane adds about
+            _BLOCK_STEPS + n / (step * _BLOCK_STEPS) values, not n / step."""
+            types = [em.vt(dt.comp, vec) for _, _, dt in specs]
+            accs = [init(kind, dt, ty) for (_, kind, dt), ty in zip(specs, types)]
+            span = step * _BLOCK_STEPS
+
+            def block(blk, cur):
+                bhi = em.op(f"arith.addi {blk}, {em.const(span, 'index')} : index", "index")
+                bhi = em.op(f"arith.minui {bhi}, {hi} : index", "index")
+                part = segment(blk, bhi, step, vec)
+                return [combine(kind, dt, a, b, ty)
+                        for (_, kind, dt), a, b, ty in zip(specs, cur, part, types)]
+            return loop_with_accs(em.fresh(), lo, hi, span, accs, types, block)
+
+        def segment(lo, hi, step, vec):
+            types = [em.vt(dt.comp, vec) for _, _, dt in specs]
+            accs = [init(kind, dt, ty) for (_, kind, dt), ty in zip(specs, types)]
+
+            def body(iv, iters):
+                em.vars[iv] = Var(iv, self._extent_of(n), lane=vec)
+                if vec:
+                    em.lane_var = iv
+                idx = full_index([Aff.var(iv)])
+                new = []
+                for (r, kind, dt), acc, ty in zip(specs, iters, types):
+                    x = self._eval(r.operands[0], idx)
+                    if self.stash is not None and r.operands[0] == self.stash[0]:
+                        self._write(self.outputs[self.stash[1]], x,
+                                    self._result_offset(self.stash[1], idx))
+                    new.append(combine(kind, dt, acc, em.to_vec(x) if vec else x.ssa, ty))
+                em.lane_var = None
+                return new
+            return loop_with_accs(em.fresh(), lo, hi, step, accs, types, body)
+
         W = em.W
         static = isinstance(n, int)
+        # a float sum over a row of runtime (or > _BLOCK_STEPS steps) length is blocked
+        sums = any(kind == "reduce_sum" and dt.comp.startswith("f") for _, kind, dt in specs)
+        blocked = sums and (not static or n // W > _BLOCK_STEPS)
         segs = []
         main = self._vector_main(n) if W > 1 else em.const(0, "index")
         if W > 1 and (not static or n >= W):
-            segs.append((True, segment(em.const(0, "index"), main, W, True)))
+            seg = blocked_segment if blocked else segment
+            segs.append((True, seg(em.const(0, "index"), main, W, True)))
         if not static or W == 1 or n % W:
             em.W = 1
-            segs.append((False, segment(main, self._size(n), 1, False)))
+            seg = blocked_segment if blocked and W == 1 else segment
+            segs.append((False, seg(main, self._size(n), 1, False)))
             em.W = W
         for k, (r, kind, dt) in enumerate(specs):
             final = None
             for vec, vals in segs:
                 v = vals[k]
                 if vec:
-                    v = em.op(f"vector.reduction <{_vred(kind, dt.comp, dt.unsigned)}>, {v} : "
+                    red = _I1_VRED[kind] if dt.comp == "i1" else _vred(kind, dt.comp, dt.unsigned)
+                    v = em.op(f"vector.reduction <{red}>, {v} : "
                               f"vector<{W}x{dt.comp}> into {dt.comp}", dt.comp)
                 final = v if final is None else combine(kind, dt, final, v, dt.comp)
             self.row_vals[r.results[0]] = Val(final, False, dt.comp)
