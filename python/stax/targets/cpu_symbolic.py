@@ -18,20 +18,21 @@ static kernel does. What it guarantees:
   the static generator does: slower, never wrong.
 * Supported: pointwise kernels (elementwise, compare and select, converts, bitcast,
   full, iota, broadcast of static or symbolic dims, permute, whole-dim slices, reshape,
-  and concat/pad along static dims) and reduction kernels whose reductions
-  (sum/max/min/prod) reduce the last dim, static or symbolic, of one shared domain; the
-  per-row values may be stored (keepdim or not) and the full-domain outputs written
-  (softmax, layer_norm, rms_norm). Anything else raises KernelLoweringError naming the
-  kernel and what is not supported, so the caller falls back to per-size
-  specialization: argmax/argmin, gathers, reductions over several or non-last dims,
-  concat/pad along a symbolic dim, outputs of a reduction kernel in another shape, a
-  reduction value read at another row.
+  and concat/pad along static dims) and reduction kernels (cpu_symbolic_reduction)
+  whose reductions (sum/max/min/prod) share one domain and its reduced dims, static or
+  symbolic: rows (the last dim reduced: softmax, layer_norm, rms_norm) or columns (the
+  last dim kept: a bias gradient's sum over the batch); the per-row values may be
+  stored (keepdim or not) and the full-domain outputs written. Anything else raises
+  KernelLoweringError naming the kernel and what is not supported, so the caller falls
+  back to per-size specialization: argmax/argmin, gathers, concat/pad along a symbolic
+  dim, outputs of a reduction kernel in another shape, a reduction value read at
+  another row.
 
 Static kernels never come here (llvm.compile_kernel dispatches on `has_runtime_sizes`),
 so their code is unchanged. Element evaluation (per-op values, loads, stores, bf16
 rounding) is the static generator's (llvm._KernelLowering, cpu_ops.OpsMixin); this module
-replaces what depends on sizes: operands, offsets, loops, views that reshape, and the
-reduction kernel's row loops.
+replaces what depends on sizes: operands, offsets, loops and views that reshape; the
+reduction kernel's loops are cpu_symbolic_reduction's.
 """
 import re
 
@@ -40,12 +41,11 @@ from stax.dialects import symbolic
 from stax.runtime.cpu_kernel import SizedCpuKernel
 from stax.targets import llvm
 from stax.targets.cpu_dtypes import dtype_of
-from stax.targets.cpu_emitter import Emitter, Val
+from stax.targets.cpu_emitter import Emitter
 from stax.targets.cpu_errors import KernelLoweringError, NeedScalar
 from stax.targets.cpu_index import Aff, Var
-from stax.targets.cpu_reduction import _vred
-from stax.targets.kernel_ir import REDUCTION_OPS, VIEW_OPS, etype, int_array
-from stax.targets.kernel_ir import highest, lowest, with_deep_stack
+from stax.targets.cpu_symbolic_reduction import RuntimeReductionMixin
+from stax.targets.kernel_ir import REDUCTION_OPS, etype, int_array, with_deep_stack
 
 __all__ = ["has_runtime_sizes", "symbols_of", "lower_to_mlir", "compile_kernel"]
 
@@ -56,10 +56,7 @@ _UNBOUNDED = 1 << 62
 #: bounds-checks, the bare-pointer convention needs a static shape, and any real tensor
 #: is smaller
 _RUNTIME_EXTENT = 1 << 40
-#: the vector.reduction of each reduction on i1 (as the accumulators combine: or / and)
-_I1_VRED = {"reduce_sum": "or", "reduce_max": "or", "reduce_prod": "and", "reduce_min": "and"}
-#: steps of a blocked float sum's inner loop (see _emit_runtime_phase's blocked_segment)
-_BLOCK_STEPS = 64
+
 
 def _dims(v):
     return list(symbolic.dims_of(v.type))
@@ -125,7 +122,7 @@ class _SymArg:
         return f"memref<{max(self.extent, 1)}x{self.dtype.mem}>"
 
 
-class _RuntimeSizeLowering(llvm._KernelLowering):
+class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
     """One kernel with symbolic dims lowered to one func.func taking the symbols' values.
     Reuses the static lowering's evaluation (`_eval`, loads, stores, per-op values) and
     replaces sizes, offsets, loops and the reduction kernel's structure."""
@@ -430,200 +427,6 @@ class _RuntimeSizeLowering(llvm._KernelLowering):
                 for i in outs:
                     self._store(i, self._eval(self.yielded[i], idx), idx)
             self._runtime_loop_nest(list(shape), body, split=self.em.indent == 2)
-
-    # --------------------------------------------------------------- reductions
-    def _signature(self, r):
-        S = _dims(r.operands[0])
-        return S, sorted(int_array(r, "dims"))
-
-    def _eval_op(self, o, v, idx) -> Val:
-        if o.operation.name in REDUCTION_OPS:
-            want = [self.row_index(True), self.row_index(False)]
-            if v not in self.row_vals or tuple(idx) not in [tuple(w) for w in want]:
-                self._refuse("a reduction's value read at another row (through a reshape "
-                             "or a permute of the row values)")
-            return self.row_vals[v]
-        return super()._eval_op(o, v, idx)
-
-    def row_index(self, keepdim):
-        """The current row's index in the row-value shape (keepdim: reduced dims as 0)."""
-        if keepdim:
-            return [Aff() if d in self.D else self.outer_idx[d] for d in range(len(self.S))]
-        return [self.outer_idx[d] for d in range(len(self.S)) if d not in self.D]
-
-    def _emit_runtime_reduction_kernel(self):
-        em = self.em
-        S, D = self._signature(self.reductions[0])
-        for r in self.reductions[1:]:
-            if self._signature(r) != (S, D):
-                self._refuse(f"reductions of different signatures ({S} over {D} and "
-                             f"{self._signature(r)})")
-        if D != [len(S) - 1]:
-            self._refuse(f"a reduction over dims {D} of {symbolic.fmt_dims(S)} (only the "
-                         "last dim is)")
-        self.S, self.D = S, D
-        keep = [S[d] if d not in D else 1 for d in range(len(S))]
-        drop = [S[d] for d in range(len(S)) if d not in D]
-        row_outs, full_outs = [], []
-        for i, v in enumerate(self.yielded):
-            dv = _dims(v)
-            if dv == S:
-                full_outs.append(i)
-            elif dv in (keep, drop):
-                row_outs.append((i, dv == keep))
-            else:
-                self._refuse(f"a reduction kernel's output of shape {symbolic.fmt_dims(dv)} "
-                             f"(its domain is {symbolic.fmt_dims(S)})")
-        phase = self._phases()
-        outer = [d for d in range(len(S)) if d not in D]
-        if not outer:
-            self.splittable = False
-        self.outer_idx = {}
-        for k, d in enumerate(outer):
-            lo, hi = (self._runtime_part_range(S[d], 1) if k == 0
-                      else (em.const(0, "index"), self._size(S[d])))
-            self.outer_idx[d] = self._open_loop(lo, hi, S[d])
-
-        def full_index(inner):
-            return [self.outer_idx[d] if d in self.outer_idx else inner[0]
-                    for d in range(len(S))]
-
-        phases = sorted(set(phase.values()))
-        self.stash = self._choose_stash(full_outs, phase, phases[-1]) if phases else None
-        for p in phases:
-            self._emit_runtime_phase([r for r in self.reductions if phase[r] == p],
-                                     S[D[0]], full_index)
-        for i, keepdim in row_outs:
-            index = self.row_index(keepdim)
-            self._store(i, self._eval(self.yielded[i], index), index)
-        if full_outs:
-            def body(inner):
-                idx = full_index(inner)
-                for i in full_outs:
-                    self._store(i, self._eval(self.yielded[i], idx), idx)
-            self.stash_active = self.stash is not None
-            self._runtime_loop_nest([S[D[0]]], body, split=False)
-            self.stash_active = False
-        self._close_loops(len(outer))
-
-    def _choose_stash(self, full_outs, phase, last):
-        """(value, output): a value the last phase reduces that a full-domain output of
-        exactly its compute type depends on (softmax's exp(x - max)). The phase writes it
-        there and the output loop reads it back instead of computing it again; the
-        output's own value overwrites it element by element after the read."""
-        last_inputs = [r.operands[0] for r in self.reductions if phase[r] == last]
-        for i in full_outs:
-            out = self.outputs[i]
-            if out.dtype.mem != out.dtype.comp:
-                continue
-            for c in last_inputs:
-                if c in self.defining and _dims(c) == self.S and \
-                        dtype_of(etype(c)).comp == out.dtype.mem and \
-                        self.defining[c].operation.name not in VIEW_OPS and \
-                        self._depends_on(self.yielded[i], c):
-                    return (c, i)
-        return None
-
-    def _emit_runtime_phase(self, reds, n, full_index):
-        """One pass over the row computing independent reductions: vector accumulators
-        over [0, n - n % W), scalar ones over the rest, combined at the end."""
-        em = self.em
-        specs = [(r, r.operation.name.split(".")[1], dtype_of(etype(r.operands[0])))
-                 for r in reds]
-
-        def init(kind, dt, ty):
-            fl = dt.comp.startswith("f")
-            v = {"reduce_sum": 0.0 if fl else 0, "reduce_prod": 1.0 if fl else 1,
-                 "reduce_max": lowest(dt.comp, dt.unsigned),
-                 "reduce_min": highest(dt.comp, dt.unsigned)}[kind]
-            return em.splat(v, ty)
-
-        def combine(kind, dt, acc, x, ty):
-            fl = dt.comp.startswith("f")
-            u = dt.unsigned
-            o = {"reduce_sum": "addf" if fl else "addi", "reduce_prod": "mulf" if fl else "muli",
-                 "reduce_max": "maximumf" if fl else ("maxui" if u else "maxsi"),
-                 "reduce_min": "minimumf" if fl else ("minui" if u else "minsi")}[kind]
-            if dt.comp == "i1":
-                o = {"reduce_sum": "ori", "reduce_max": "ori", "reduce_prod": "andi",
-                     "reduce_min": "andi"}[kind]
-            return em.op(f"arith.{o} {acc}, {x} : {ty}", ty)
-
-        def loop_with_accs(iv, lo, hi, step, accs, types, body):
-            res = [em.fresh() for _ in accs]
-            iters = [em.fresh() for _ in accs]
-            em.emit(f"{', '.join(res)} = scf.for {iv} = {lo} to {hi} step "
-                    f"{em.const(step, 'index')} iter_args("
-                    + ", ".join(f"{a} = {c}" for a, c in zip(iters, accs))
-                    + ") -> (" + ", ".join(types) + ") {")
-            em.push()
-            new = body(iv, iters)
-            em.emit("scf.yield " + ", ".join(new) + " : " + ", ".join(types))
-            em.pop()
-            em.emit("}")
-            return res
-
-        def blocked_segment(lo, hi, step, vec):
-            """segment() in blocks of _BLOCK_STEPS steps, each summed into a partial
-            that is added to the row's accumulator: a lane adds about
-            _BLOCK_STEPS + n / (step * _BLOCK_STEPS) values, not n / step."""
-            types = [em.vt(dt.comp, vec) for _, _, dt in specs]
-            accs = [init(kind, dt, ty) for (_, kind, dt), ty in zip(specs, types)]
-            span = step * _BLOCK_STEPS
-
-            def block(blk, cur):
-                bhi = em.op(f"arith.addi {blk}, {em.const(span, 'index')} : index", "index")
-                bhi = em.op(f"arith.minui {bhi}, {hi} : index", "index")
-                part = segment(blk, bhi, step, vec)
-                return [combine(kind, dt, a, b, ty)
-                        for (_, kind, dt), a, b, ty in zip(specs, cur, part, types)]
-            return loop_with_accs(em.fresh(), lo, hi, span, accs, types, block)
-
-        def segment(lo, hi, step, vec):
-            types = [em.vt(dt.comp, vec) for _, _, dt in specs]
-            accs = [init(kind, dt, ty) for (_, kind, dt), ty in zip(specs, types)]
-
-            def body(iv, iters):
-                em.vars[iv] = Var(iv, self._extent_of(n), lane=vec)
-                if vec:
-                    em.lane_var = iv
-                idx = full_index([Aff.var(iv)])
-                new = []
-                for (r, kind, dt), acc, ty in zip(specs, iters, types):
-                    x = self._eval(r.operands[0], idx)
-                    if self.stash is not None and r.operands[0] == self.stash[0]:
-                        self._write(self.outputs[self.stash[1]], x,
-                                    self._result_offset(self.stash[1], idx))
-                    new.append(combine(kind, dt, acc, em.to_vec(x) if vec else x.ssa, ty))
-                em.lane_var = None
-                return new
-            return loop_with_accs(em.fresh(), lo, hi, step, accs, types, body)
-
-        W = em.W
-        static = isinstance(n, int)
-        # a float sum over a row of runtime (or > _BLOCK_STEPS steps) length is blocked
-        sums = any(kind == "reduce_sum" and dt.comp.startswith("f") for _, kind, dt in specs)
-        blocked = sums and (not static or n // W > _BLOCK_STEPS)
-        segs = []
-        main = self._vector_main(n) if W > 1 else em.const(0, "index")
-        if W > 1 and (not static or n >= W):
-            seg = blocked_segment if blocked else segment
-            segs.append((True, seg(em.const(0, "index"), main, W, True)))
-        if not static or W == 1 or n % W:
-            em.W = 1
-            seg = blocked_segment if blocked and W == 1 else segment
-            segs.append((False, seg(main, self._size(n), 1, False)))
-            em.W = W
-        for k, (r, kind, dt) in enumerate(specs):
-            final = None
-            for vec, vals in segs:
-                v = vals[k]
-                if vec:
-                    red = _I1_VRED[kind] if dt.comp == "i1" else _vred(kind, dt.comp, dt.unsigned)
-                    v = em.op(f"vector.reduction <{red}>, {v} : "
-                              f"vector<{W}x{dt.comp}> into {dt.comp}", dt.comp)
-                final = v if final is None else combine(kind, dt, final, v, dt.comp)
-            self.row_vals[r.results[0]] = Val(final, False, dt.comp)
 
 
 # ----------------------------------------------------------------------------- compile
