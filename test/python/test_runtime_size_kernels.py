@@ -510,3 +510,87 @@ def test_bool_reductions_any_all(compiles):
     check(g, fn, lambda m, n: (torch.randn(m, n), torch.tensor(-1.5 if n % 2 else 1.5)),
           SHAPES_2D + [(3, 40), (8, 1), (4, 33)])
     assert compiles[0] == len(g.kernels)
+
+
+# ----------------------------------------------------------------------------- training graphs
+
+def _aot_graphs(fn, x, dynamic):
+    """aot_autograd's forward and backward graphs of fn(x) (dim 0 dynamic or not)."""
+    from torch._decomp import core_aten_decompositions
+    from torch._dynamo.backends.common import aot_autograd
+    graphs = []
+
+    def cap(gm, example_inputs):
+        graphs.append((gm, list(example_inputs)))
+        return gm.forward
+
+    torch._dynamo.reset()
+    if dynamic:
+        torch._dynamo.mark_dynamic(x, 0)
+    backend = aot_autograd(fw_compiler=cap, bw_compiler=cap,
+                           decompositions=core_aten_decompositions())
+    torch.compile(fn, backend=backend, fullgraph=True)(x).sum().backward()
+    torch._dynamo.reset()
+    return graphs
+
+
+def _graph_kernels(gm, ex, symbolic_import):
+    ctx = new_context()
+    g = import_graph(gm, ex, ctx, symbolic=symbolic_import)
+    fuse.run(g.module)
+    block = g.module.body.operations[0].regions[0].blocks[0]
+    return g, ctx, [o.operation for o in block.operations if o.operation.name == KERNEL]
+
+
+def _random_like(t):
+    dt = _torch_dtype(ir.RankedTensorType(t).element_type)
+    shape = list(ir.RankedTensorType(t).shape)
+    if dt.is_floating_point:
+        return torch.randn(shape).to(dt)
+    if dt == torch.bool:
+        return torch.rand(shape) > 0.5
+    return torch.randint(-20, 20, shape).to(dt)
+
+
+def test_training_graph_kernels_match_the_static_generator(compiles):
+    """Every kernel of a Linear + gelu + layer_norm + softmax block's forward and backward
+    (aot_autograd, batch dynamic): compiled once with runtime sizes, it agrees with the
+    static generator's kernel for each batch size on the same random operands."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(24, 48)
+
+    def fn(x):
+        return F.layer_norm(F.gelu(lin(x)) + 1, (48,)).softmax(-1)
+    dyn = _aot_graphs(fn, torch.randn(8, 24, requires_grad=True), True)
+    runtime = []   # (graph, its kernels, their compiled forms), kept alive
+    for gm, ex in dyn:
+        g, ctx, ks = _graph_kernels(gm, ex, True)
+        with ctx:
+            runtime.append((g, ctx, ks, [llvm.compile_kernel(k, None, None, f"dyn{i}")
+                                         for i, k in enumerate(ks)]))
+    n_runtime = sum(len(r[2]) for r in runtime)
+    assert compiles[0] == n_runtime >= 4
+    compared = 0
+    for batch in (3, 8, 37, 130):
+        static = _aot_graphs(fn, torch.randn(batch, 24, requires_grad=True), False)
+        assert len(static) == len(runtime)
+        for (sgm, sex), (_, _, ks, cks) in zip(static, runtime):
+            sg, sctx, sks = _graph_kernels(sgm, sex, False)
+            assert [str(k.attributes["name"]) for k in sks] == \
+                [str(k.attributes["name"]) for k in ks]
+            for i, (sk, ck) in enumerate(zip(sks, cks)):
+                st = lambda vs: [contiguous_strides(_shape(v)) for v in vs]  # noqa: E731
+                with sctx:
+                    sc = llvm.compile_kernel(sk, st(sk.operands), st(sk.results), f"st{i}")
+                ins = [_random_like(v.type) for v in sk.operands]
+                outs_s = [torch.empty(_shape(r), dtype=_torch_dtype(
+                    ir.RankedTensorType(r.type).element_type)) for r in sk.results]
+                outs_r = [torch.empty_like(o) for o in outs_s]
+                sc(*ins, *outs_s)
+                ck(*ins, *outs_r)
+                for a, b in zip(outs_r, outs_s):
+                    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5,
+                                               msg=lambda m: f"batch {batch} kernel {i}: {m}")
+                compared += 1
+    assert compiles[0] == n_runtime  # still one compile per kernel, for all four batches
+    assert compared == 4 * n_runtime
