@@ -594,3 +594,22 @@ def test_training_graph_kernels_match_the_static_generator(compiles):
                 compared += 1
     assert compiles[0] == n_runtime  # still one compile per kernel, for all four batches
     assert compared == 4 * n_runtime
+
+
+REDUCE_SIZE_ONE = """
+func.func @f(%x: tensor<?x1xf32, #stax.sizes<["s0", 1]>>) -> (tensor<?x1xf32, #stax.sizes<["s0", 1]>>, tensor<?x1xf32, #stax.sizes<["s0", 1]>>) {
+  %s = "stax.reduce_sum"(%x) {dims = array<i64: 1>, keepdim = true} : (tensor<?x1xf32, #stax.sizes<["s0", 1]>>) -> tensor<?x1xf32, #stax.sizes<["s0", 1]>>
+  %d = "stax.sub"(%x, %s) : (tensor<?x1xf32, #stax.sizes<["s0", 1]>>, tensor<?x1xf32, #stax.sizes<["s0", 1]>>) -> tensor<?x1xf32, #stax.sizes<["s0", 1]>>
+  %e = "stax.exp"(%x) : (tensor<?x1xf32, #stax.sizes<["s0", 1]>>) -> tensor<?x1xf32, #stax.sizes<["s0", 1]>>
+  %t = "stax.add"(%e, %s) : (tensor<?x1xf32, #stax.sizes<["s0", 1]>>, tensor<?x1xf32, #stax.sizes<["s0", 1]>>) -> tensor<?x1xf32, #stax.sizes<["s0", 1]>>
+  return %d, %t : tensor<?x1xf32, #stax.sizes<["s0", 1]>>, tensor<?x1xf32, #stax.sizes<["s0", 1]>>
+}
+"""
+
+
+def test_reduction_over_a_size_one_dim(compiles):
+    """A reduced dim of static size 1 (the row values have the domain's shape)."""
+    g = text_graph(REDUCE_SIZE_ONE)
+    fn = lambda x: (x - x.sum(1, keepdim=True), x.exp() + x.sum(1, keepdim=True))  # noqa: E731
+    check(g, fn, lambda n: (torch.randn(n, 1),), ROWS)
+    assert compiles[0] == len(g.kernels)

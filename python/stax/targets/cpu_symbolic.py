@@ -137,6 +137,10 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
         self.body = ops[:-1]
         self.yielded = list(ops[-1].operands)
         self.stored_vals = set(self.yielded)
+        for v in self.args + self.yielded:
+            if not isinstance(v.type, ir.RankedTensorType):
+                raise KernelLoweringError(f"kernel {name} (runtime sizes): an operand or "
+                                          f"result of type {v.type} is not supported")
         self.inputs = [_SymArg(f"%in{i}", _dims(a), dtype_of(etype(a)))
                        for i, a in enumerate(self.args)]
         self.outputs = [_SymArg(f"%out{i}", _dims(v), dtype_of(etype(v)))

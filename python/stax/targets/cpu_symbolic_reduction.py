@@ -50,8 +50,13 @@ class RuntimeReductionMixin:
 
     def _eval_op(self, o, v, idx) -> Val:
         if o.operation.name in REDUCTION_OPS:
-            want = [tuple(self.row_index(True)), tuple(self.row_index(False))]
-            if v not in self.row_vals or tuple(idx) not in want:
+            # a coordinate of a size-1 dim is 0 whatever it is written as
+            ones = [n == 1 for n in _dims(v)]
+
+            def norm(index):
+                return tuple(Aff() if one else a for a, one in zip(index, ones))
+            want = [norm(self.row_index(True)), norm(self.row_index(False))]
+            if v not in self.row_vals or len(idx) != len(ones) or norm(idx) not in want:
                 self._refuse("a reduction's value read at another row (through a reshape "
                              "or a permute of the row values)")
             return self.row_vals[v]
