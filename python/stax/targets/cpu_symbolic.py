@@ -167,10 +167,6 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
             self._refuse(f"a kernel of kind {kind!r}")
         for o in self.body:
             name = o.operation.name
-            if name in ("stax.argmax", "stax.argmin"):
-                self._refuse(name)
-            if name == "stax.gather":
-                self._refuse("stax.gather")
             if name == "stax.concat":
                 d = ir.IntegerAttr(o.attributes["dim"]).value
                 if any(isinstance(_dims(x)[d], str) for x in o.operands):
@@ -318,6 +314,35 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
 
     def _result_offset(self, i, idx) -> Aff:
         return self._offset(idx, self.outputs[i])
+
+    # --------------------------------------------------------------- gather
+    def _eval_gather(self, o, idx):
+        """input[..., indices[i_d], ...] (cpu_ops' gather with the gathered dim's size a
+        runtime value): a negative index counts from the end, and every index is clamped
+        into range so a bad one cannot read outside the buffer."""
+        em = self.em
+        d = ir.IntegerAttr(o.attributes["dim"]).value
+        n = _dims(o.operands[0])[d]
+        if em.lane_coeff(idx[d]):
+            raise NeedScalar()
+        k = self._eval(o.operands[1], [idx[d]])
+        if k.vec:
+            raise NeedScalar()
+        unsigned = dtype_of(etype(o.operands[1])).unsigned
+        kv = em.op(f"arith.{'index_castui' if unsigned else 'index_cast'} {k.ssa} : "
+                   f"{k.comp} to index", "index")
+        zero = em.const(0, "index")
+        if not unsigned:
+            neg = em.op(f"arith.cmpi slt, {kv}, {zero} : index", "i1")
+            wrapped = em.op(f"arith.addi {kv}, {self._size(n)} : index", "index")
+            kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : index", "index")
+            kv = em.op(f"arith.maxsi {kv}, {zero} : index", "index")
+        last = self._size(symbolic.dim_sum([n, -1]))
+        kv = em.op(f"arith.minsi {kv}, {last} : index", "index")
+        em.vars[kv] = Var(kv, self._extent_of(n))
+        new = list(idx)
+        new[d] = Aff.var(kv)
+        return self._eval(o.operands[0], new)
 
     # --------------------------------------------------------------- views
     def _view_index(self, o, idx):

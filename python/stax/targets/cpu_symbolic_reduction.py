@@ -2,6 +2,7 @@
 
 The reduction half of cpu_symbolic's lowering. A reduction kernel reduces one domain S
 (dims ints or size expressions) over dims D; every reduction of the kernel shares (S, D).
+A phase with argmax/argmin (row mode only) is one 1-lane loop (`_emit_arg_phase`).
 Two modes, as the static generator (cpu_reduction) has:
 
 * row mode (the last dim is reduced: softmax, layer_norm, `sum(-1)`, `sum((1, 2))`): a
@@ -20,17 +21,19 @@ a lane adds about 2 * _BLOCK_STEPS + n / _BLOCK_STEPS**2 values, not n. The valu
 full-domain output and read back by the output loop (the stash, row mode only). A
 reduction's value is only ever read at the current row; any other index is refused.
 """
+from stax._mlir import ir
 from stax.dialects import symbolic
 from stax.targets.cpu_dtypes import dtype_of
 from stax.targets.cpu_emitter import Val
 from stax.targets.cpu_index import Aff, Var
-from stax.targets.cpu_reduction import _vred
+from stax.targets.cpu_reduction import _arg_better, _vred
 from stax.targets.kernel_ir import REDUCTION_OPS, VIEW_OPS, etype, highest, int_array, lowest
 
 #: trips of one block of a blocked float sum, and the levels of blocks a long loop gets
 #: (see the module docstring): 64 * 64 * 64 trips keep ~6 digits near eager's
 _BLOCK_STEPS = 64
 _BLOCK_DEPTH = 2
+_ARG_OPS = ("stax.argmax", "stax.argmin")
 #: the vector.reduction of each reduction on i1 (as the accumulators combine: or / and)
 _I1_VRED = {"reduce_sum": "or", "reduce_max": "or", "reduce_prod": "and", "reduce_min": "and"}
 
@@ -46,6 +49,8 @@ class RuntimeReductionMixin:
     `_write`, `_result_offset`, `_depends_on`, `_phases`."""
 
     def _signature(self, r):
+        if r.operation.name in _ARG_OPS:
+            return _dims(r.operands[0]), [ir.IntegerAttr(r.attributes["dim"]).value]
         return _dims(r.operands[0]), sorted(int_array(r, "dims"))
 
     def _eval_op(self, o, v, idx) -> Val:
@@ -95,6 +100,9 @@ class RuntimeReductionMixin:
         phases = sorted(set(phase.values()))
         kept = [d for d in range(len(S)) if d not in D]
         self.column = bool(kept) and kept[-1] == len(S) - 1
+        args = [r.operation.name for r in self.reductions if r.operation.name in _ARG_OPS]
+        if args and self.column:
+            self._refuse(f"{args[0]} over a dim that is not the last")
         loop_dims = kept[:-1] if self.column else kept
         if not kept:
             self.splittable = False
@@ -202,6 +210,8 @@ class RuntimeReductionMixin:
         S, D = self.S, self.D
         specs = [(r, r.operation.name.split(".")[1], dtype_of(etype(r.operands[0])))
                  for r in reds]
+        if any(r.operation.name in _ARG_OPS for r in reds):
+            return self._emit_arg_phase(specs)
         W = em.W
         sums = any(kind == "reduce_sum" and dt.comp.startswith("f") for _, kind, dt in specs)
         c0 = em.const(0, "index")
@@ -247,6 +257,56 @@ class RuntimeReductionMixin:
                 final = v if final is None else self._acc_combine(kind, dt, final, v, dt.comp)
             vec_row = self.column and em.lane_var is not None and W > 1
             self.row_vals[r.results[0]] = Val(final, vec_row, dt.comp)
+
+    def _emit_arg_phase(self, specs):
+        """A phase with argmax/argmin (one reduced dim, the last): one 1-lane loop over
+        the row carrying (best value, its index) per arg reduction, an accumulator per
+        other reduction; the first index wins ties, NaN counts as the maximum."""
+        em = self.em
+        (d,) = self.D
+        n = self.S[d]
+        saved, em.W = em.W, 1
+        types, accs = [], []
+        for _, kind, dt in specs:
+            if kind in ("argmax", "argmin"):
+                start = lowest if kind == "argmax" else highest
+                types += [dt.comp, "i64"]
+                accs += [em.splat(start(dt.comp, dt.unsigned), dt.comp), em.const(0, "i64")]
+            else:
+                types.append(dt.comp)
+                accs.append(self._acc_init(kind, dt, dt.comp))
+
+        def body(iv, iters):
+            em.vars[iv] = Var(iv, self._extent_of(n))
+            idx = self._full_index([Aff.var(iv)])
+            pos = None
+            new = []
+            for r, kind, dt in specs:
+                x = self._eval(r.operands[0], idx)
+                if self.stash is not None and r.operands[0] == self.stash[0]:
+                    self._write(self.outputs[self.stash[1]], x,
+                                self._result_offset(self.stash[1], idx))
+                cur = iters[len(new)]
+                if kind in ("argmax", "argmin"):
+                    if pos is None:
+                        pos = em.op(f"arith.index_cast {iv} : index to i64", "i64")
+                    best_i = iters[len(new) + 1]
+                    better = _arg_better(em, kind, dt, x.ssa, cur)
+                    new += [em.op(f"arith.select {better}, {x.ssa}, {cur} : {dt.comp}", dt.comp),
+                            em.op(f"arith.select {better}, {pos}, {best_i} : i64", "i64")]
+                else:
+                    new.append(self._acc_combine(kind, dt, cur, x.ssa, dt.comp))
+            return new
+        res = self._loop_with_accs(em.const(0, "index"), self._size(n), 1, accs, types, body)
+        em.W = saved
+        j = 0
+        for r, kind, dt in specs:
+            if kind in ("argmax", "argmin"):
+                self.row_vals[r.results[0]] = Val(res[j + 1], False, "i64")
+                j += 2
+            else:
+                self.row_vals[r.results[0]] = Val(res[j], False, dt.comp)
+                j += 1
 
     def _acc_nest(self, levels, accs, types, specs, vec, blocked):
         """Loops over `levels` (outermost first) carrying the accumulators; returns their
