@@ -18,15 +18,16 @@ static kernel does. What it guarantees:
   the static generator does: slower, never wrong.
 * Supported: pointwise kernels (elementwise, compare and select, converts, bitcast,
   full, iota, broadcast of static or symbolic dims, permute, whole-dim slices, reshape,
-  and concat/pad along static dims) and reduction kernels (cpu_symbolic_reduction)
+  concat/pad along static dims, gathers) and reduction kernels (cpu_symbolic_reduction)
   whose reductions (sum/max/min/prod) share one domain and its reduced dims, static or
   symbolic: rows (the last dim reduced: softmax, layer_norm, rms_norm) or columns (the
-  last dim kept: a bias gradient's sum over the batch); the per-row values may be
-  stored (keepdim or not) and the full-domain outputs written. Anything else raises
-  KernelLoweringError naming the kernel and what is not supported, so the caller falls
-  back to per-size specialization: argmax/argmin, gathers, concat/pad along a symbolic
-  dim, outputs of a reduction kernel in another shape, a reduction value read at
-  another row.
+  last dim kept: a bias gradient's sum over the batch), and argmax/argmin over the last
+  dim; the per-row values may be stored (keepdim or not) and the full-domain outputs
+  written. Anything else raises KernelLoweringError naming the kernel and what is not
+  supported, so the caller falls back to per-size specialization: argmax/argmin over a
+  dim that is not the last, concat/pad along a symbolic dim, outputs of a reduction
+  kernel in another shape, a reduction value read at another row, strides that are
+  not contiguous.
 
 Static kernels never come here (llvm.compile_kernel dispatches on `has_runtime_sizes`),
 so their code is unchanged. Element evaluation (per-op values, loads, stores, bf16
