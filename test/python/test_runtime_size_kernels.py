@@ -80,7 +80,7 @@ class Graph:
                 dt = _torch_dtype(ir.RankedTensorType(r.type).element_type)
                 outs.append(torch.empty(dims, dtype=dt))
             if isinstance(ck, SizedCpuKernel):
-                ck(*ins, *outs, sizes=[env[s] for s in ck.symbols])
+                ck(*ins, *outs, sizes=[env[s] for s in ck.symbols], check=True)
             else:
                 ck(*ins, *outs)
             for r, t in zip(k.results, outs):
@@ -443,7 +443,7 @@ def test_runtime_loads_a_sized_kernel_from_its_llvm_text():
     k = g.compiled[0]
     spec = dict(text=kernel_text(k), name=k.name, n_args=k.n_args, vector_width=k.vector_width,
                 splittable=k.splittable, work=0, symbols=k.symbols,
-                symbol_sources=k.symbol_sources)
+                symbol_sources=k.symbol_sources, arg_dims=k.arg_dims)
     (loaded,) = load_cpu_kernels([spec])
     assert isinstance(loaded, SizedCpuKernel) and loaded.symbols == ["s0"]
     # the kernel's results: the row sums [s0, 1], then the softmax [s0, 768]
@@ -456,6 +456,12 @@ def test_runtime_loads_a_sized_kernel_from_its_llvm_text():
         torch.testing.assert_close(s, (x - x.amax(-1, keepdim=True)).exp().sum(-1, keepdim=True))
     with pytest.raises(TypeError, match="takes 1 sizes"):
         loaded(x, s, out, sizes=[1, 2])
+    # check=True: shapes and contiguity against the sizes, before any native code runs
+    loaded(x, s, out, check=True)
+    with pytest.raises(TypeError, match=r"tensor 0 is \[700, 768\].*contiguous \[701, 768\]"):
+        loaded(x, s, out, sizes=[701], check=True)
+    with pytest.raises(TypeError, match="tensor 0"):
+        loaded(torch.randn(768, 700).t(), s, out, check=True)
     # a module whose function does not take the sizes the metadata names is refused
     with pytest.raises(Exception, match="takes"):
         load_cpu_kernels([dict(spec, symbols=["s0", "s1"])])

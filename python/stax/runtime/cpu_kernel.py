@@ -163,17 +163,46 @@ class SizedCpuKernel(CpuKernel):
     after the tensor pointers, one int per symbol of `symbols` (in that order). Call it as
     `k(*inputs, *outputs, sizes=[...])` with contiguous tensors of those sizes (the
     caller guarantees it, as the guards do for a static kernel); without `sizes`, they
-    are read from the tensors (`sizes_of`). The split over threads
-    is decided per call, by the elements the call's tensors hold."""
+    are read from the tensors (`sizes_of`). With `check=True` a call first checks every
+    tensor's shape and contiguity against the sizes (`check_args`). The split over
+    threads is decided per call, by the elements the call's tensors hold."""
 
     def __init__(self, name, mlir_text, llvm_ir, engine, n_args, vector_width, splittable,
-                 symbols, symbol_sources=None):
+                 symbols, symbol_sources=None, arg_dims=None):
         super().__init__(name, mlir_text, llvm_ir, engine, n_args, vector_width, splittable, 0)
         self.symbols = list(symbols)
         self.n_sizes = len(self.symbols)
         # per symbol, a (tensor, dim) whose size is exactly that symbol, or None
         self.symbol_sources = list(symbol_sources or [None] * self.n_sizes)
+        # per tensor, its dims: an int, or a size polynomial [(coeff, [(symbol, exp)])]
+        self.arg_dims = arg_dims
         self._slots = [_SizedArgSlot(n_args, self.n_sizes)]
+
+    def shapes_for(self, sizes) -> list:
+        """Every tensor's shape at these symbol values (needs `arg_dims`)."""
+        if self.arg_dims is None:
+            raise TypeError(f"kernel {self.name} was loaded without its tensors' dims")
+        env = dict(zip(self.symbols, (int(s) for s in sizes)))
+
+        def value(d):
+            if isinstance(d, int):
+                return d
+            total = 0
+            for coeff, mono in d:
+                term = coeff
+                for sym, exp in mono:
+                    term *= env[sym] ** exp
+                total += term
+            return total
+        return [[value(d) for d in dims] for dims in self.arg_dims]
+
+    def check_args(self, tensors, sizes):
+        """Raise TypeError unless each tensor has its shape at `sizes` and is contiguous."""
+        for i, (t, shape) in enumerate(zip(tensors, self.shapes_for(sizes))):
+            if list(t.shape) != shape or not t.is_contiguous():
+                raise TypeError(f"kernel {self.name}: tensor {i} is {list(t.shape)} with "
+                                f"strides {list(t.stride())}; at {dict(zip(self.symbols, sizes))} "
+                                f"it must be a contiguous {shape}")
 
     def sizes_of(self, tensors) -> list:
         """The symbols' values read from the tensors' sizes (where a dim is exactly the
@@ -186,7 +215,7 @@ class SizedCpuKernel(CpuKernel):
             out.append(tensors[src[0]].shape[src[1]])
         return out
 
-    def __call__(self, *tensors, sizes=None):
+    def __call__(self, *tensors, sizes=None, check=False):
         if sizes is None:
             sizes = self.sizes_of(tensors)
         if len(sizes) != self.n_sizes:
@@ -195,6 +224,8 @@ class SizedCpuKernel(CpuKernel):
         if len(tensors) != self.n_args:
             raise TypeError(f"kernel {self.name} takes {self.n_args} tensors, got "
                             f"{len(tensors)}")
+        if check:
+            self.check_args(tensors, sizes)
         slots = self._slots
         slot = slots.pop() if slots else _SizedArgSlot(self.n_args, self.n_sizes)
         try:
@@ -261,7 +292,7 @@ def load_cpu_kernels(specs) -> list[CpuKernel]:
     arity), then go into as few modules as their symbols allow, one ExecutionEngine each, which translates it to LLVM
     IR and generates native code. No MLIR pass runs. `specs` are dicts with `text`, `name`,
     `n_args`, `vector_width`, `splittable`, `work`, and for a kernel with runtime sizes
-    `symbols` and `symbol_sources` (its SizedCpuKernel's). Raises KernelLoadError."""
+    `symbols`, `symbol_sources` and `arg_dims` (its SizedCpuKernel's). Raises KernelLoadError."""
     from torch_mlir import ir
     from torch_mlir.execution_engine import ExecutionEngine
     specs = list(specs)
@@ -302,7 +333,7 @@ def load_cpu_kernels(specs) -> list[CpuKernel]:
         if spec.get("symbols"):
             k = SizedCpuKernel(spec["name"], None, None, engines[g], spec["n_args"],
                                spec["vector_width"], spec["splittable"], spec["symbols"],
-                               spec.get("symbol_sources"))
+                               spec.get("symbol_sources"), spec.get("arg_dims"))
         else:
             k = CpuKernel(spec["name"], None, None, engines[g], spec["n_args"],
                           spec["vector_width"], spec["splittable"], spec["work"])

@@ -490,6 +490,14 @@ def symbol_sources(low) -> list:
     return out
 
 
+def arg_dims(low) -> list:
+    """Each tensor's dims for the runtime: an int, or its size polynomial as
+    [(coeff, [(symbol, exponent)])] (SizedCpuKernel.shapes_for evaluates it)."""
+    return [[d if isinstance(d, int) else [(c, [list(se) for se in mono])
+                                           for mono, c in symbolic.parse(d)]
+             for d in a.shape] for a in low.inputs + low.outputs]
+
+
 def lower_to_mlir(kernel_op, name="kernel", input_strides=None, output_strides=None) -> str:
     """The runtime-size kernel as scf/vector/memref MLIR text."""
     low = _RuntimeSizeLowering(kernel_op, name)
@@ -516,7 +524,8 @@ def compile_kernel(kernel_op, name="kernel", ctx=None, input_strides=None,
         PassManager.parse(llvm._PIPELINE).run(m.operation)
         engine = ExecutionEngine(m, opt_level=3)
     k = SizedCpuKernel(name, text, None, engine, len(low.inputs) + len(low.outputs),
-                       low.em.W, low.splittable, low.symbols, symbol_sources(low))
+                       low.em.W, low.splittable, low.symbols, symbol_sources(low),
+                       arg_dims(low))
     k.llvm_dialect_module = m
     k.addressing = "runtime-sizes"
     return k
