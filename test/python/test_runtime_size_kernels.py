@@ -750,3 +750,13 @@ def test_transformer_block_kernels_match_the_static_generator(compiles, dtype):
                 torch.testing.assert_close(a, b, rtol=tol, atol=tol, equal_nan=True,
                                            msg=lambda m: f"({batch}, {seq}) kernel {i}: {m}")
     assert compiles[0] == len(sized)
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.softmax(x, -1), lambda x: x.sum(0),
+                                lambda x: x.amax(-1), lambda x: x * 2 + 1])
+def test_thread_split_of_each_kernel_kind(monkeypatch, fn):
+    """Rows, columns and elements split over 3 parts at runtime sizes (parts of uneven
+    length, a part shorter than the vector width) give eager's result."""
+    monkeypatch.setattr("stax.runtime.cpu_kernel.cpu_parallelism", lambda: 3)
+    g = symbolic_graph(fn, torch.randn(4, 6))
+    check(g, fn, lambda m, n: (torch.randn(m, n),), [(1000, 101), (7, 20000), (3, 70001)])
