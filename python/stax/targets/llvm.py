@@ -502,6 +502,9 @@ _PIPELINE = ("builtin.module(func.func(arith-expand{include-bf16=true include-f8
 
 def lower_kernel_to_mlir(kernel_op, input_strides, output_strides, name="kernel") -> str:
     """The kernel as scf/vector/memref MLIR text (what gets JIT-compiled)."""
+    from stax.targets import cpu_symbolic  # `?` dims: one kernel for every size
+    if cpu_symbolic.has_runtime_sizes(kernel_op):
+        return cpu_symbolic.lower_to_mlir(kernel_op, name, input_strides, output_strides)
     return _KernelLowering(kernel_op, input_strides, output_strides, name).lower()
 
 
@@ -509,7 +512,12 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", ctx=
     """Lower one stax.kernel for the CPU and JIT it.
 
     `input_strides[i]` / `output_strides[j]` are the element strides of the tensors
-    that will be passed (the code is specialized for them)."""
+    that will be passed (the code is specialized for them). A kernel with `?` dims is
+    compiled once for every size instead (cpu_symbolic: contiguous tensors, the sizes
+    passed at each call)."""
+    from stax.targets import cpu_symbolic
+    if cpu_symbolic.has_runtime_sizes(kernel_op):
+        return cpu_symbolic.compile_kernel(kernel_op, name, ctx, input_strides, output_strides)
     low = _KernelLowering(kernel_op, input_strides, output_strides, name)
     text = low.lower()
     width = low.em.W
