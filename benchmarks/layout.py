@@ -21,9 +21,10 @@ the bytes moved per call, measured the same way for every backend where it can b
   (library matmuls, convolutions, copies), counted as eager's;
 - Inductor: on the CPU, every C++ kernel launch (`cpp_fused_*`, wrapped as stax's are)
   plus the ATen ops its code dispatches (extern matmuls, convolutions), counted as
-  eager's; on the GPU, `torch._inductor.metrics.num_bytes_accessed` and
-  `generated_kernel_count` (Inductor's own count for its Triton kernels, taken at compile
-  time: static graphs) plus those ATen ops.
+  eager's; on the GPU, every Triton kernel launch (`triton_*` CachingAutotuner `run`,
+  wrapped the same way) plus those ATen ops. (Inductor's own
+  `metrics.num_bytes_accessed` is only filled when its `inductor_metrics` log is at INFO:
+  it read 0 on the H200 at b9e94ee, so it is used only if no launch was seen.)
 
 A figure counts only when the run checked it: each compiled backend's output matches
 eager within the float64-reference tolerance (`checks.check_tensor`) and has eager's
@@ -139,6 +140,15 @@ def _instrument_stax(reports, counter, ob):
                     glb[name] = _under(ob.mode, v)
 
 
+class _CountingAutotuner(_CountingKernel):
+    """An Inductor Triton kernel (a CachingAutotuner) whose `run` launches are counted
+    like stax's kernels: once per launch, by the bytes of its tensor arguments."""
+
+    def run(self, *args, **kwargs):
+        self._count(args)
+        return self.kernel.run(*args, **kwargs)
+
+
 class _InductorInside:
     """Runs Inductor's compiled graphs (CompiledFxGraph.__call__) under the dispatch
     mode, so the ATen ops its code calls (extern kernels) are counted."""
@@ -155,9 +165,13 @@ class _InductorInside:
             # its C++ kernels (CPU) are counted as stax's are, by their tensor arguments
             glb = getattr(getattr(graph, "current_callable", None), "__globals__", {})
             for name, v in list(glb.items()):
-                if name.startswith("cpp_fused") and callable(v) and \
-                        not isinstance(v, _CountingKernel):
+                if isinstance(v, (_CountingKernel, _CountingAutotuner)):
+                    continue
+                if name.startswith("cpp_fused") and callable(v):
                     glb[name] = _CountingKernel(v, counter)
+                elif name.startswith("triton_") and callable(getattr(v, "run", None)):
+                    # its Triton kernels (GPU): launched as `kernel.run(*args, stream=)`
+                    glb[name] = _CountingAutotuner(v, counter)
             with mode:
                 return orig(graph, inputs)
         self.cls.__call__ = call
@@ -260,9 +274,10 @@ def _measure(name, fn, args, device, target_s):
             torch.cuda.synchronize()
         if name == "eager":
             launches, nbytes = ob.ops, ob.bytes
-        elif name == "inductor" and device == "cpu":  # its C++ kernels were wrapped
+        elif name == "inductor" and (device == "cpu" or counter["launches"]):
+            # its C++ or Triton kernels were wrapped, as stax's are
             launches, nbytes = counter["launches"] + ob.ops, counter["bytes"] + ob.bytes
-        elif name == "inductor":  # its Triton kernels: Inductor's own count
+        elif name == "inductor":  # no launch seen: Inductor's own compile-time count
             launches = counts["kernels_generated"] + ob.ops
             nbytes = counts["inductor_bytes"] + ob.bytes
         else:
@@ -341,11 +356,11 @@ def main(argv=None) -> int:
             f"{s['ms'] / e['ms']:.2f} | {s['ms'] / i['ms']:.2f} | "
             f"{e['launches']}/{i['launches']}/{s['launches']} | "
             f"{e['bytes'] / 1e6:.1f}/{i['bytes'] / 1e6:.1f}/{s['bytes'] / 1e6:.1f} | "
-            f"{s['bytes'] / max(i['bytes'], 1):.2f} |")
+            f"{s['bytes'] / i['bytes'] if i['bytes'] else float('nan'):.2f} |")
     lines += ["", "Bytes: eager and the ATen ops of the compiled code by a TorchDispatchMode "
               "(inputs + outputs by storage extent); stax's kernels by their tensor "
-              "arguments; Inductor's C++ kernels (CPU) the same way, its Triton kernels (GPU) "
-              "by its own `metrics.num_bytes_accessed`.",
+              "arguments; Inductor's C++ kernels (CPU) and Triton kernels (GPU) the same way, "
+              "by their tensor arguments per launch.",
               "", "The conv cases' convolution is PyTorch's in stax (a declared library op: "
               "`aten.convolution.default`); BatchNorm and ReLU are stax kernels.",
               "", f"Checks: {'all passed' if not problems else 'FAILED'}"]

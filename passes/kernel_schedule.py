@@ -39,8 +39,8 @@ from stax.targets.kernel_ir import reduction_signature
 
 __all__ = ["analyze", "ScheduleError", "simplify", "contiguous_strides", "VIEW_OPS",
            "view_map", "reshape_map", "compose", "linear_offset", "sum_terms",
-           "INDEX_OPS", "REDUCTION_OPS", "reduction_phases", "expr_range", "where_pins",
-           "restrict_to_where", "gpu_tile", "TILE_MIN", "TILE_BLOCK"]
+           "INDEX_OPS", "REDUCTION_OPS", "reduction_phases", "loop_order", "expr_range",
+           "where_pins", "restrict_to_where", "gpu_tile", "TILE_MIN", "TILE_BLOCK"]
 
 REDUCTION_OPS = frozenset({"stax.reduce_sum", "stax.reduce_max", "stax.reduce_min",
                            "stax.reduce_prod", "stax.argmax", "stax.argmin"})
@@ -328,6 +328,21 @@ def _numel(shape):
     for s in shape:
         n *= s
     return n
+
+
+def loop_order(shape, strides) -> tuple:
+    """The order (outermost first) a pointwise kernel walks its domain for an output of
+    `strides`: its dims by decreasing stride, so the innermost loop (the vectorized one on
+    the CPU, the fastest lanes on the GPU) moves along the output's stride-1 dim. A
+    row-major output (strides not increasing over its non-size-1 dims) keeps the identity
+    order, so every contiguous kernel's loops stay as they were. Ties keep dim order."""
+    rank = len(shape)
+    # size-1 and stride-0 dims move nothing in memory: they go outermost, in dim order
+    moving = [d for d in range(rank) if shape[d] > 1 and strides[d] != 0]
+    if all(strides[a] >= strides[b] for a, b in zip(moving, moving[1:])):
+        return tuple(range(rank))
+    return tuple(sorted(range(rank), key=lambda d: (d in moving,
+                                                    -strides[d] if d in moving else 0, d)))
 
 
 def _reduction_signature(op):

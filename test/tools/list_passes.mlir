@@ -3,6 +3,8 @@
 
 // CHECK: stax passes:
 // CHECK: stax-fuse {{.*}}stax_graph.kernel
+// CHECK: stax-lower-cpu {{.*}}scf/vector/memref
+// CHECK: stax-schedule {{.*}}schedule
 // CHECK: upstream MLIR passes
 // CHECK-DAG: canonicalize
 // CHECK-DAG: cse

@@ -8,7 +8,7 @@ import ctypes
 
 import torch
 
-__all__ = ["CpuKernel", "cpu_parallelism", "PARALLEL_MIN_ELEMENTS", "load_cpu_kernels",
+__all__ = ["CpuKernel", "SizedCpuKernel", "cpu_parallelism", "PARALLEL_MIN_ELEMENTS", "load_cpu_kernels",
            "kernel_text", "KernelLoadError"]
 
 
@@ -131,6 +131,125 @@ class CpuKernel:
 
 
 
+class _SizedArgSlot(_ArgSlot):
+    """An argument slot of a kernel with runtime sizes: the packed arguments are the
+    tensor pointers, then the sizes (one int64 per symbol, rewritten by each call), then
+    part and nparts."""
+
+    __slots__ = ("sizes", "n_sizes")
+
+    def __init__(self, n_args, n_sizes):
+        super().__init__(n_args)
+        self.n_sizes = n_sizes
+        self.sizes = (ctypes.c_int64 * max(n_sizes, 1))()
+
+    def packed(self, part, nparts):
+        key = (part, nparts)
+        got = self.parts.get(key)
+        if got is None:
+            p, n = ctypes.c_ssize_t(part), ctypes.c_ssize_t(nparts)
+            size = ctypes.sizeof(ctypes.c_void_p)
+            base, sbase = ctypes.addressof(self.ptrs), ctypes.addressof(self.sizes)
+            arr = (ctypes.c_void_p * (self.n_args + self.n_sizes + 2))(
+                *[base + i * size for i in range(self.n_args)],
+                *[sbase + i * ctypes.sizeof(ctypes.c_int64) for i in range(self.n_sizes)],
+                ctypes.addressof(p), ctypes.addressof(n))
+            got = self.parts[key] = (arr, p, n)
+        return got[0]
+
+
+class SizedCpuKernel(CpuKernel):
+    """A kernel compiled once for every size (targets/cpu_symbolic): its function takes,
+    after the tensor pointers, one int per symbol of `symbols` (in that order). Call it as
+    `k(*inputs, *outputs, sizes=[...])` with contiguous tensors of those sizes (the
+    caller guarantees it, as the guards do for a static kernel); without `sizes`, they
+    are read from the tensors (`sizes_of`). With `check=True` a call first checks every
+    tensor's shape and contiguity against the sizes (`check_args`). The split over
+    threads is decided per call, by the elements the call's tensors hold."""
+
+    def __init__(self, name, mlir_text, llvm_ir, engine, n_args, vector_width, splittable,
+                 symbols, symbol_sources=None, arg_dims=None):
+        super().__init__(name, mlir_text, llvm_ir, engine, n_args, vector_width, splittable, 0)
+        self.symbols = list(symbols)
+        self.n_sizes = len(self.symbols)
+        # per symbol, a (tensor, dim) whose size is exactly that symbol, or None
+        self.symbol_sources = list(symbol_sources or [None] * self.n_sizes)
+        # per tensor, its dims: an int, or a size polynomial [(coeff, [(symbol, exp)])]
+        self.arg_dims = arg_dims
+        self._slots = [_SizedArgSlot(n_args, self.n_sizes)]
+
+    def shapes_for(self, sizes) -> list:
+        """Every tensor's shape at these symbol values (needs `arg_dims`)."""
+        if self.arg_dims is None:
+            raise TypeError(f"kernel {self.name} was loaded without its tensors' dims")
+        env = dict(zip(self.symbols, (int(s) for s in sizes)))
+
+        def value(d):
+            if isinstance(d, int):
+                return d
+            total = 0
+            for coeff, mono in d:
+                term = coeff
+                for sym, exp in mono:
+                    term *= env[sym] ** exp
+                total += term
+            return total
+        return [[value(d) for d in dims] for dims in self.arg_dims]
+
+    def check_args(self, tensors, sizes):
+        """Raise TypeError unless each tensor has its shape at `sizes` and is contiguous."""
+        for i, (t, shape) in enumerate(zip(tensors, self.shapes_for(sizes))):
+            if list(t.shape) != shape or not t.is_contiguous():
+                raise TypeError(f"kernel {self.name}: tensor {i} is {list(t.shape)} with "
+                                f"strides {list(t.stride())}; at {dict(zip(self.symbols, sizes))} "
+                                f"it must be a contiguous {shape}")
+
+    def sizes_of(self, tensors) -> list:
+        """The symbols' values read from the tensors' sizes (where a dim is exactly the
+        symbol); raises TypeError for a symbol that only occurs inside an expression."""
+        out = []
+        for s, src in zip(self.symbols, self.symbol_sources):
+            if src is None:
+                raise TypeError(f"kernel {self.name}: symbol {s} is no tensor's dim; pass "
+                                "sizes=")
+            out.append(tensors[src[0]].shape[src[1]])
+        return out
+
+    def __call__(self, *tensors, sizes=None, check=False):
+        if sizes is None:
+            sizes = self.sizes_of(tensors)
+        if len(sizes) != self.n_sizes:
+            raise TypeError(f"kernel {self.name} takes {self.n_sizes} sizes "
+                            f"({', '.join(self.symbols)}), got {len(sizes)}")
+        if len(tensors) != self.n_args:
+            raise TypeError(f"kernel {self.name} takes {self.n_args} tensors, got "
+                            f"{len(tensors)}")
+        if check:
+            self.check_args(tensors, sizes)
+        slots = self._slots
+        slot = slots.pop() if slots else _SizedArgSlot(self.n_args, self.n_sizes)
+        try:
+            slot.ptrs[self._all] = tuple(map(_data_ptr, tensors))
+            for i, s in enumerate(sizes):
+                slot.sizes[i] = int(s)
+            work = max(t.numel() for t in tensors) if tensors else 0
+            if not self.splittable or work < PARALLEL_MIN_ELEMENTS or cpu_parallelism() == 1:
+                whole = slot.whole
+                if whole is None:
+                    whole = slot.whole = ctypes.addressof(self._packed(slot, 0, 1))
+                self._fn(whole)
+                return
+            nparts = cpu_parallelism()
+            pool = _worker_pool(nparts - 1)
+            futures = [pool.submit(self._fn, self._packed(slot, p, nparts))
+                       for p in range(1, nparts)]
+            self._fn(self._packed(slot, 0, nparts))
+            for f in futures:
+                f.result()
+        finally:
+            slots.append(slot)
+
+
 #: functions a kernel may call outside itself (the code generator's math falls back to
 #: these libm names); any other external symbol would be resolved from the process
 _EXTERNAL_OK = frozenset({"expf", "exp", "logf", "log", "tanhf", "tanh", "erff", "erf",
@@ -138,9 +257,9 @@ _EXTERNAL_OK = frozenset({"expf", "exp", "logf", "log", "tanhf", "tanh", "erff",
                           "expm1f", "expm1", "sinf", "sin", "cosf", "cos", "atan2f", "atan2"})
 
 
-def _check_module(module, name: str) -> int:
+def _check_module(module, name: str, n_sizes: int = 0) -> int:
     """Tensors the kernel `name` takes (its `llvm.func` has one pointer per tensor, then
-    the part index and part count, both i64). Refuses a module that declares an external
+    `n_sizes` runtime sizes, then the part index and part count, all i64). Refuses a module that declares an external
     function outside `_EXTERNAL_OK` (the JIT would bind it to any symbol of the process)."""
     from torch_mlir import ir
     arity = None
@@ -157,9 +276,10 @@ def _check_module(module, name: str) -> int:
             continue
         if fname == name:
             types = [str(a.type) for a in blocks[0].arguments]
-            ok = len(types) >= 2 and types[-2:] == ["i64", "i64"] and \
-                all(t == "!llvm.ptr" for t in types[:-2])
-            arity = len(types) - 2 if ok else -1
+            ptrs = types[:-2 - n_sizes] if len(types) >= 2 + n_sizes else None
+            ok = ptrs is not None and all(t == "!llvm.ptr" for t in ptrs) and \
+                all(t == "i64" for t in types[len(ptrs):])
+            arity = len(ptrs) if ok else -1
     if arity is None:
         raise KernelLoadError(f"kernel {name}: its module has no function {name!r}")
     return arity
@@ -171,7 +291,8 @@ def load_cpu_kernels(specs) -> list[CpuKernel]:
     (`_check_module`: no inline assembly, no unknown external function, the declared
     arity), then go into as few modules as their symbols allow, one ExecutionEngine each, which translates it to LLVM
     IR and generates native code. No MLIR pass runs. `specs` are dicts with `text`, `name`,
-    `n_args`, `vector_width`, `splittable`, `work`. Raises KernelLoadError."""
+    `n_args`, `vector_width`, `splittable`, `work`, and for a kernel with runtime sizes
+    `symbols`, `symbol_sources` and `arg_dims` (its SizedCpuKernel's). Raises KernelLoadError."""
     from torch_mlir import ir
     from torch_mlir.execution_engine import ExecutionEngine
     specs = list(specs)
@@ -191,7 +312,7 @@ def load_cpu_kernels(specs) -> list[CpuKernel]:
                 first = (str(e).splitlines() or [type(e).__name__])[0]
                 raise KernelLoadError(f"kernel {name}: its LLVM-dialect MLIR does not parse "
                                       f"({first[:160]})") from None
-            got = _check_module(module, name)
+            got = _check_module(module, name, len(spec.get("symbols", ())))
             if got != spec["n_args"]:
                 raise KernelLoadError(f"kernel {name} takes {got} tensors, but the metadata "
                                       f"says {spec['n_args']}")
@@ -209,8 +330,13 @@ def load_cpu_kernels(specs) -> list[CpuKernel]:
         engines = [ExecutionEngine(m, opt_level=3) for m, _ in groups]
     kernels = []
     for spec, g in zip(specs, owner):
-        k = CpuKernel(spec["name"], None, None, engines[g], spec["n_args"],
-                      spec["vector_width"], spec["splittable"], spec["work"])
+        if spec.get("symbols"):
+            k = SizedCpuKernel(spec["name"], None, None, engines[g], spec["n_args"],
+                               spec["vector_width"], spec["splittable"], spec["symbols"],
+                               spec.get("symbol_sources"), spec.get("arg_dims"))
+        else:
+            k = CpuKernel(spec["name"], None, None, engines[g], spec["n_args"],
+                          spec["vector_width"], spec["splittable"], spec["work"])
         k._context = ctx
         k.llvm_dialect_text = spec["text"]
         kernels.append(k)

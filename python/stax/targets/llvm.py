@@ -366,11 +366,18 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         for i, v in enumerate(self.yielded):
             groups.setdefault(tuple(_shape(v)), []).append(i)
         for shape, outs in groups.items():
-            def body(idx, outs=outs):
+            # the loops walk the first output's storage order (a channels-last or
+            # transposed output is written, and mostly read, along its stride-1 dim)
+            order = kernel_schedule.loop_order(shape, self.outputs[outs[0]].strides)
+
+            def body(loop_idx, outs=outs, order=order):
+                idx = [None] * len(order)
+                for k, d in enumerate(order):
+                    idx[d] = loop_idx[k]
                 point = self._at_domain(idx)
                 for i in outs:
                     self._store(i, self._eval(self.yielded[i], point), point)
-            self._loop_nest(list(shape), body)
+            self._loop_nest([shape[d] for d in order], body)
 
     # --------------------------------------------------------------- evaluation
     def _eval(self, v, idx) -> Val:
@@ -495,6 +502,9 @@ _PIPELINE = ("builtin.module(func.func(arith-expand{include-bf16=true include-f8
 
 def lower_kernel_to_mlir(kernel_op, input_strides, output_strides, name="kernel") -> str:
     """The kernel as scf/vector/memref MLIR text (what gets JIT-compiled)."""
+    from stax.targets import cpu_symbolic  # `?` dims: one kernel for every size
+    if cpu_symbolic.has_runtime_sizes(kernel_op):
+        return cpu_symbolic.lower_to_mlir(kernel_op, name, input_strides, output_strides)
     return _KernelLowering(kernel_op, input_strides, output_strides, name).lower()
 
 
@@ -502,7 +512,12 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", ctx=
     """Lower one stax.kernel for the CPU and JIT it.
 
     `input_strides[i]` / `output_strides[j]` are the element strides of the tensors
-    that will be passed (the code is specialized for them)."""
+    that will be passed (the code is specialized for them). A kernel with `?` dims is
+    compiled once for every size instead (cpu_symbolic: contiguous tensors, the sizes
+    passed at each call)."""
+    from stax.targets import cpu_symbolic
+    if cpu_symbolic.has_runtime_sizes(kernel_op):
+        return cpu_symbolic.compile_kernel(kernel_op, name, ctx, input_strides, output_strides)
     low = _KernelLowering(kernel_op, input_strides, output_strides, name)
     text = low.lower()
     width = low.em.W
