@@ -62,6 +62,7 @@ import re
 from dataclasses import dataclass
 
 from stax._mlir import ir
+from stax.passes import kernel_schedule
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import extent as _extent
@@ -231,7 +232,14 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
             self.masks[shape] = self.masks[key]
             self.mask_ctx = numel
             self.masks[()] = None
-            idx = self.ix_of(self.delinearize(lin, out.shape))
+            # lanes walk this output's storage order (kernel_schedule.loop_order): a
+            # channels-last or transposed output is stored, and mostly read, coalesced
+            order = kernel_schedule.loop_order(out.shape, out.strides)
+            walked = self.delinearize(lin, [out.shape[d] for d in order])
+            logical = [None] * len(order)
+            for k, d in enumerate(order):
+                logical[d] = walked[k]
+            idx = self.ix_of(logical)
             self._check_domain(idx, out.shape, i)
             val = self._eval(self.yielded[i], idx)
             self._store(out, val, idx, shape)
