@@ -4,7 +4,8 @@
 # Results go to $OUT (the device tool returns what is written there; default
 # benchmarks/results/gpu-run/): nvidia-smi, the GPU pytest logs, benchmarks/gpu.py's
 # markdown report, its per-case JSON lines and its log.
-#   tests: test/python/test_triton_driver.py, then the numerics suite re-run on the GPU
+#   tests: test/python/test_triton_driver.py, test_triton_schedule.py (2-D tiles, region
+#          reads) and test_loop_order.py (storage-order lanes), then the numerics suite re-run on the GPU
 #          (STAX_TEST_DEVICE=cuda: test_numerics_ops.py, test_models.py, test_training.py),
 #          then test_gpu_training_sizes.py (the models in training at real sizes)
 #          and the boundary tests (test_aliasing, test_edge_shapes, test_deep_kernels,
@@ -55,8 +56,9 @@ fi
 
 if [[ "$phase" == "tests" || "$phase" == "all" ]]; then
   timeout "${STAX_GPU_TEST_TIMEOUT:-240}" $PY -m pytest -q -rfEs -p no:cacheprovider \
-      test/python/test_triton_driver.py > "$OUT/gpu-pytest-triton-driver.log" 2>&1
-  echo "test_triton_driver: $(tail -n 1 "$OUT/gpu-pytest-triton-driver.log")"
+      test/python/test_triton_driver.py test/python/test_triton_schedule.py \
+      test/python/test_loop_order.py > "$OUT/gpu-pytest-triton-driver.log" 2>&1
+  echo "test_triton_driver, test_triton_schedule, test_loop_order: $(tail -n 1 "$OUT/gpu-pytest-triton-driver.log")"
   STAX_TEST_DEVICE=cuda timeout "${STAX_GPU_SUITE_TIMEOUT:-300}" $PY -m pytest -q -rfE \
       -p no:cacheprovider test/python/test_numerics_ops.py test/python/test_models.py \
       test/python/test_training.py test/python/test_aliasing.py test/python/test_edge_shapes.py \
