@@ -96,9 +96,9 @@ def _triton_cl_kernel(dtype):
 def test_triton_channels_last_pointwise_walks_storage_order(dtype):
     """The Triton 1-D pointwise kernel's lanes walk the channels-last output's storage
     order: the store offset is the block's linear index itself (no div/rem: consecutive
-    lanes store consecutive addresses), and the values are f32's rounded once, bit for
-    bit (run on
-    the GPU when there is one, else in the bounds-checking TTIR interpreter)."""
+    lanes store consecutive addresses), and the values are f32's rounded once: bit for
+    bit in the bounds-checking TTIR interpreter (no GPU), within the FMA contraction's
+    one rounding on the GPU."""
     import os
     import sys
     sys.path.insert(0, os.path.dirname(__file__))
@@ -122,6 +122,9 @@ def test_triton_channels_last_pointwise_walks_storage_order(dtype):
     if dev == "cuda":
         k(*ins, out)
         torch.cuda.synchronize()
+        # ptxas contracts x * s + b into one FMA (one rounding fewer than the reference)
+        tol = 2e-6 if dtype == torch.float32 else 8e-3
+        torch.testing.assert_close(out.cpu(), want, rtol=tol, atol=tol)
     else:
         run_kernel(k.ttir_kernel, *ins, out)
-    assert torch.equal(out.cpu(), want)
+        assert torch.equal(out.cpu(), want)
