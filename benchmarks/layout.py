@@ -149,6 +149,25 @@ class _CountingAutotuner(_CountingKernel):
         return self.kernel.run(*args, **kwargs)
 
 
+def _generated_globals(fn, depth=0) -> dict:
+    """The globals of Inductor's generated module behind `fn`: its `call` may be wrapped
+    (on CUDA, `align_inputs_from_check_idxs` closes over it), so closures are followed."""
+    glb = getattr(fn, "__globals__", None) or {}
+    if any(k.startswith(("cpp_fused", "triton_")) for k in glb):
+        return glb
+    if depth < 4:
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                inner = cell.cell_contents
+            except ValueError:
+                continue
+            if callable(inner):
+                found = _generated_globals(inner, depth + 1)
+                if found:
+                    return found
+    return {}
+
+
 class _InductorInside:
     """Runs Inductor's compiled graphs (CompiledFxGraph.__call__) under the dispatch
     mode, so the ATen ops its code calls (extern kernels) are counted."""
@@ -163,7 +182,7 @@ class _InductorInside:
 
         def call(graph, inputs):
             # its C++ kernels (CPU) are counted as stax's are, by their tensor arguments
-            glb = getattr(getattr(graph, "current_callable", None), "__globals__", {})
+            glb = _generated_globals(getattr(graph, "current_callable", None))
             for name, v in list(glb.items()):
                 if isinstance(v, (_CountingKernel, _CountingAutotuner)):
                     continue
