@@ -41,6 +41,8 @@ from stax.dialects.stax_dialect import COLLECTIVE, FALLBACK, KERNEL, YIELD
 from stax.passes.fuse import verify_pass_ir
 from stax.passes.layout_algebra import (VIEW_OPS, contiguous_strides, output_layout,
                                         read_extent, view_layout)
+from stax.passes.layout_folds import (fold_copies_into_producers, hoist_matmul_transposes,
+                                      merge_argument_copies)
 
 __all__ = ["PASS_NAME", "run", "assign_layouts", "wrap_op_in_kernel", "KERNEL_OPS"]
 
@@ -250,8 +252,19 @@ class _Assigner:
 
 
 def assign_layouts(func_op, bytes_moved: dict, device: str = "cpu") -> None:
-    """Assign the layouts of one function in place, adding its bytes to `bytes_moved`."""
-    _Assigner(func_op, bytes_moved, device).run()
+    """Assign the layouts of one function in place, adding its bytes to `bytes_moved`.
+    A transpose feeding a matmul is read by it (`layout_folds`); the copies left are
+    then folded into their producer or merged, and the layouts assigned again."""
+    block = func_op.operation.regions[0].blocks[0]
+    hoist_matmul_transposes(block)
+    moved = dict.fromkeys(bytes_moved, 0)
+    _Assigner(func_op, moved, device).run()
+    folded = fold_copies_into_producers(block)
+    if merge_argument_copies(block) or folded:
+        moved = dict.fromkeys(bytes_moved, 0)
+        _Assigner(func_op, moved, device).run()
+    for k, v in moved.items():
+        bytes_moved[k] += v
 
 
 def _module_device(module) -> str:

@@ -1,0 +1,365 @@
+"""The rewrites of stax-assign-layouts that turn view copies into views or fold them away.
+
+A reshape that is no view of its source's layout needs a copy kernel. Three rewrites,
+run by `stax-assign-layouts` (`assign_layouts.assign_layouts`), keep those copies
+to the layouts that truly change, and make each one as cheap as it can be:
+
+- `hoist_matmul_transposes` (before layouts are assigned): a reshape of a permute that
+  swaps the last two dims, read only by matmuls, becomes the permute of the reshape.
+  The matmul reads the transposed view as it is (cuBLAS / MKL / the Triton matmul take a
+  transposed last-two-dims operand); the reshape is then often a view (no copy), else a
+  copy of the untransposed tensor, which has the same domain as its sibling copies.
+- `fold_copies_into_producers` (after): copies whose sources are views of one pointwise
+  kernel's result that nothing else reads are computed by the producer itself: its body
+  is rewritten on each copy's domain, the view chain applied to its inputs (a pointwise
+  op commutes with an index remap). Copies of one domain share one kernel with one
+  result per copy, the producer's buffer disappears: the copy's read and write go, and
+  one launch stands for the producer and all its copies (attention's Q/K/V head
+  permutes become the bias kernel of the QKV projection writing Q, K and V per head).
+- `merge_argument_copies` (after): copies of one domain whose sources are views of
+  function arguments are one kernel with one result per copy.
+
+Each rewrite keeps values unchanged and leaves only static-shaped IR it fully
+understands; anything else stays as it was. They return whether they changed the IR
+(the layouts are then assigned again).
+"""
+from __future__ import annotations
+
+from stax._mlir import ir
+from stax.dialects.layout import COPY_ATTR, RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATTR
+from stax.dialects.stax_dialect import KERNEL, YIELD
+from stax.passes.layout_algebra import VIEW_OPS
+
+__all__ = ["hoist_matmul_transposes", "fold_copies_into_producers", "merge_argument_copies"]
+
+_KERNEL_OPS = (KERNEL, "stax.kernel")
+_YIELD_OPS = (YIELD, "stax.yield")
+_LAYOUT_ONLY = (RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATTR)
+_GEN_OPS = ("stax.full", "stax.iota")
+
+
+def _type(value):
+    try:
+        return ir.RankedTensorType(value.type)
+    except ValueError:
+        return None
+
+
+def _static(value) -> bool:
+    t = _type(value)
+    return t is not None and t.has_static_shape and t.encoding is None
+
+
+def _shape(value) -> list[int]:
+    return list(_type(value).shape)
+
+
+def _perm(op) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(op.attributes["perm"]))
+
+
+def _owner(value):
+    """The op defining `value`, or None for a block argument."""
+    if isinstance(value, ir.BlockArgument):
+        return None
+    owner = value.owner
+    return getattr(owner, "operation", owner)
+
+
+def _users(value) -> list:
+    return [u.owner for u in value.uses]
+
+
+def _attrs(op) -> dict:
+    """`op`'s attributes without the layout decisions (re-made by the pass)."""
+    out = {}
+    for i in range(len(op.attributes)):
+        na = op.attributes[i]
+        if na.name not in _LAYOUT_ONLY:
+            out[na.name] = na.attr
+    return out
+
+
+def _create(name, result_type, operands, attributes, ip):
+    return ir.Operation.create(name, results=[result_type], operands=list(operands),
+                               attributes=attributes, ip=ip).results[0]
+
+
+def _is_last_two_swap(perm) -> bool:
+    n = len(perm)
+    return n >= 2 and perm[:-2] == list(range(n - 2)) and perm[-2:] == [n - 1, n - 2]
+
+
+def _erase_dead(ops) -> None:
+    """Erase each op of `ops` (top-level views) that no longer has a user, users first."""
+    changed = True
+    pending = list(ops)
+    while changed:
+        changed = False
+        for op in list(pending):
+            if all(not list(r.uses) for r in op.results):
+                op.erase()
+                pending.remove(op)
+                changed = True
+
+
+def hoist_matmul_transposes(block) -> bool:
+    """reshape(permute_last_two(x)) read only by matmuls -> permute_last_two(reshape(x)),
+    where the reshape keeps the last two dims (it merges or splits batch dims)."""
+    changed = False
+    for op in list(block.operations):
+        op = op.operation
+        if op.name != "stax.reshape" or not _static(op.results[0]):
+            continue
+        src = op.operands[0]
+        perm_op = _owner(src)
+        if perm_op is None or perm_op.name != "stax.permute" or not _is_last_two_swap(_perm(perm_op)):
+            continue
+        out, mid = _shape(op.results[0]), _shape(src)
+        users = _users(op.results[0])
+        if len(out) < 2 or out[-2:] != mid[-2:] or not users or \
+                any(u.name != "stax.matmul" for u in users):
+            continue
+        x = perm_op.operands[0]
+        et = _type(x).element_type
+        with op.location:
+            ip = ir.InsertionPoint(op)
+            flat = _create("stax.reshape", ir.RankedTensorType.get(out[:-2] + out[-2:][::-1], et),
+                           [x], {}, ip)
+            n = len(out)
+            swap = list(range(n - 2)) + [n - 1, n - 2]
+            new = _create("stax.permute", op.results[0].type, [flat],
+                          {"perm": ir.DenseI64ArrayAttr.get(swap)}, ip)
+        op.results[0].replace_all_uses_with(new)
+        op.erase()
+        _erase_dead([perm_op])
+        changed = True
+    return changed
+
+
+def _copy_chain(copy, root):
+    """(view ops from `root` to the copy's operand, in order) + [the copy's own reshape],
+    or None when the copy is not a one-reshape copy of a view chain of `root`."""
+    body = [o.operation for o in copy.regions[0].blocks[0].operations]
+    if len(copy.operands) != 1 or len(body) != 2 or body[0].name != "stax.reshape":
+        return None
+    chain = [body[0]]
+    v = copy.operands[0]
+    while v != root:
+        op = _owner(v)
+        if op is None or op.name not in VIEW_OPS:
+            return None
+        chain.insert(0, op)
+        v = op.operands[0]
+    return chain
+
+
+def _view_tree(root):
+    """(views, copies) reached from `root` through top-level view ops, or None when some
+    user on the way is neither a view nor a copy kernel."""
+    views, copies, stack = [], [], [root]
+    while stack:
+        v = stack.pop()
+        for u in _users(v):
+            if u.name in VIEW_OPS and _static(u.results[0]):
+                if u not in views:
+                    views.append(u)
+                    stack.append(u.results[0])
+            elif u.name in _KERNEL_OPS and COPY_ATTR in u.attributes:
+                if u not in copies:
+                    copies.append(u)
+            else:
+                return None
+    return views, copies
+
+
+def _by_domain(copies) -> list[list]:
+    groups: dict = {}
+    for c in copies:
+        t = c.results[0].type
+        groups.setdefault(str(t), []).append(c)
+    return list(groups.values())
+
+
+class _Lifter:
+    """Rewrites a pointwise body, from the values of its domain S, onto a copy's domain:
+    elementwise ops are re-made on the new shape, leaves (block arguments and view /
+    full / iota chains of them) get the copy's view chain applied."""
+
+    def __init__(self, body, domain, arg_map, ip):
+        self.body = body
+        self.domain = domain
+        self.arg_map = arg_map  # old block argument -> new one
+        self.ip = ip
+        self.base: dict = {}
+
+    def is_leaf(self, v) -> bool:
+        op = _owner(v)
+        if op is None:
+            return True
+        return (op.name in VIEW_OPS or op.name in _GEN_OPS) and \
+            all(self.is_leaf(x) for x in op.operands)
+
+    def is_retypable(self, op) -> bool:
+        return (op.name not in VIEW_OPS and op.name not in _GEN_OPS and len(op.results) == 1
+                and len(op.operands) >= 1 and len(op.regions) == 0
+                and _static(op.results[0]) and _shape(op.results[0]) == self.domain
+                and all(_static(x) and _shape(x) == self.domain for x in op.operands))
+
+    def liftable(self, v) -> bool:
+        if self.is_leaf(v):
+            return True
+        op = _owner(v)
+        return self.is_retypable(op) and all(self.liftable(x) for x in op.operands)
+
+    def clone_base(self, v):
+        """`v` itself (a leaf) in the new body."""
+        if v in self.base:
+            return self.base[v]
+        op = _owner(v)
+        if op is None:
+            new = self.arg_map[v]
+        else:
+            new = _create(op.name, v.type, [self.clone_base(x) for x in op.operands],
+                          _attrs(op), self.ip)
+        self.base[v] = new
+        return new
+
+    def lift(self, v, chain, memo):
+        """`v` of the old body, viewed through `chain`, in the new body."""
+        if v in memo:
+            return memo[v]
+        op = _owner(v)
+        et = _type(v).element_type
+        final = _shape(chain[-1].results[0])
+        if op is not None and op.name == "stax.full" and _shape(v) == self.domain:
+            new = _create(op.name, ir.RankedTensorType.get(final, et), [], _attrs(op), self.ip)
+        elif op is not None and not self.is_leaf(v):
+            new = _create(op.name, ir.RankedTensorType.get(final, et),
+                          [self.lift(x, chain, memo) for x in op.operands], _attrs(op), self.ip)
+        else:
+            new = self.clone_base(v)
+            for view in chain:
+                new = _create(view.name, ir.RankedTensorType.get(_shape(view.results[0]), et),
+                              [new], _attrs(view), self.ip)
+        memo[v] = new
+        return new
+
+
+def _replace_copies(kernel, copies, erase_after) -> None:
+    for c, r in zip(copies, kernel.results):
+        c.results[0].replace_all_uses_with(r)
+    for c in copies:
+        c.erase()
+    _erase_dead(erase_after)
+
+
+def _new_kernel(anchor, operands, result_types, attributes):
+    with anchor.location:
+        kernel = ir.Operation.create(KERNEL, results=result_types, operands=operands,
+                                     attributes=attributes, regions=1,
+                                     ip=ir.InsertionPoint(anchor))
+        block = kernel.regions[0].blocks.append(*[v.type for v in operands])
+    return kernel, block
+
+
+def _fold_into(producer) -> bool:
+    r = producer.results[0]
+    tree = _view_tree(r)
+    if tree is None or not tree[1]:
+        return False
+    views, copies = tree
+    chains = [_copy_chain(c, r) for c in copies]
+    old_body = producer.regions[0].blocks[0]
+    yielded = [o.operation for o in old_body.operations][-1].operands[0]
+    if any(ch is None for ch in chains) or not all(_static(v) for v in old_body.arguments):
+        return False
+    domain = _shape(r)
+    probe = _Lifter(old_body, domain, {}, None)
+    if not probe.liftable(yielded):
+        return False
+    chain_of = dict(zip(copies, chains))
+    name = ir.StringAttr(producer.attributes["name"]).value if "name" in producer.attributes \
+        else "k_fused_view"
+    operands = list(producer.operands)
+    for i, group in enumerate(_by_domain(copies)):
+        attrs = {"kind": ir.StringAttr.get("pointwise"),
+                 "name": ir.StringAttr.get(name if i == 0 else f"{name}_{i}")}
+        kernel, block = _new_kernel(producer, operands, [c.results[0].type for c in group], attrs)
+        with producer.location:
+            ip = ir.InsertionPoint(block)
+            lifter = _Lifter(old_body, domain, dict(zip(old_body.arguments, block.arguments)), ip)
+            outs = [lifter.lift(yielded, chain_of[c], {}) for c in group]
+            ir.Operation.create(YIELD, operands=outs, ip=ip)
+        _replace_copies(kernel, group, [])
+    _erase_dead(views[::-1])
+    producer.erase()
+    return True
+
+
+def fold_copies_into_producers(block) -> bool:
+    """Fold each group of copies of one pointwise producer's result into the producer
+    (see the module docstring). Returns whether anything changed."""
+    changed, again = False, True
+    while again:  # a fold erases ops: scan afresh after each
+        again = False
+        for op in list(block.operations):
+            op = op.operation
+            if op.name not in _KERNEL_OPS or len(op.results) != 1 or not _static(op.results[0]):
+                continue
+            kind = ir.StringAttr(op.attributes["kind"]).value if "kind" in op.attributes else None
+            if (kind == "pointwise" or COPY_ATTR in op.attributes) and _fold_into(op):
+                changed = again = True
+                break
+    return changed
+
+
+def _argument_root(copy):
+    """The function argument a copy's operand is a view chain of, or None."""
+    v = copy.operands[0]
+    while True:
+        op = _owner(v)
+        if op is None:
+            return v
+        if op.name not in VIEW_OPS:
+            return None
+        v = op.operands[0]
+
+
+def merge_argument_copies(block) -> bool:
+    """One kernel for the copies of one domain whose sources are views of arguments:
+    the view chains move into it; placed where the first of them was."""
+    copies = [o.operation for o in block.operations
+              if o.operation.name in _KERNEL_OPS and COPY_ATTR in o.operation.attributes]
+    changed = False
+    for group in _by_domain(copies):
+        roots = [_argument_root(c) for c in group]
+        chains = [_copy_chain(c, root) if root is not None else None
+                  for c, root in zip(group, roots)]
+        members = [(c, root, ch) for c, root, ch in zip(group, roots, chains) if ch is not None]
+        if len(members) < 2 or not all(_static(root) for _, root, _ in members):
+            continue
+        operands = []
+        for _, root, _ in members:
+            if root not in operands:
+                operands.append(root)
+        first = members[0][0]
+        why = "; ".join(ir.StringAttr(c.attributes[COPY_ATTR]).value for c, _, _ in members)
+        attrs = {COPY_ATTR: ir.StringAttr.get(why)}
+        if "name" in first.attributes:
+            attrs["name"] = first.attributes["name"]
+        kernel, new_block = _new_kernel(first, operands, [c.results[0].type for c, _, _ in members],
+                                        attrs)
+        outs = []
+        with first.location:
+            ip = ir.InsertionPoint(new_block)
+            for _, root, chain in members:
+                v = new_block.arguments[operands.index(root)]
+                for view in chain:
+                    v = _create(view.name, view.results[0].type, [v], _attrs(view), ip)
+                outs.append(v)
+            ir.Operation.create(YIELD, operands=outs, ip=ip)
+        views = [op for _, _, ch in members for op in ch[:-1]]
+        _replace_copies(kernel, [c for c, _, _ in members], views[::-1])
+        changed = True
+    return changed
