@@ -5,7 +5,8 @@ run by `stax-assign-layouts` (`assign_layouts.assign_layouts`), keep those copie
 to the layouts that truly change, and make each one as cheap as it can be:
 
 - `hoist_matmul_transposes` (before layouts are assigned): a reshape of a permute that
-  swaps the last two dims, read only by matmuls, becomes the permute of the reshape.
+  reads the last two dims transposed, read only by matmuls, becomes a transpose of the
+  reshape (of the permute without that transpose).
   The matmul reads the transposed view as it is (cuBLAS / MKL / the Triton matmul take a
   transposed last-two-dims operand); the reshape is then often a view (no copy), else a
   copy of the untransposed tensor, which has the same domain as its sibling copies.
@@ -85,9 +86,10 @@ def _create(name, result_type, operands, attributes, ip):
                                attributes=attributes, ip=ip).results[0]
 
 
-def _is_last_two_swap(perm) -> bool:
-    n = len(perm)
-    return n >= 2 and perm[:-2] == list(range(n - 2)) and perm[-2:] == [n - 1, n - 2]
+def _reads_transposed(perm) -> bool:
+    """A permute that puts the last two dims in reverse source order (k^T): it is the
+    permute `perm` with its last two entries swapped, then a swap of the last two."""
+    return len(perm) >= 2 and perm[-1] < perm[-2]
 
 
 def _erase_dead(ops) -> None:
@@ -104,8 +106,10 @@ def _erase_dead(ops) -> None:
 
 
 def hoist_matmul_transposes(block) -> bool:
-    """reshape(permute_last_two(x)) read only by matmuls -> permute_last_two(reshape(x)),
-    where the reshape keeps the last two dims (it merges or splits batch dims)."""
+    """reshape(permute(x)) read only by matmuls, where the permute reads the last two
+    dims transposed and the reshape keeps the last two dims (it merges or splits batch
+    dims) -> swap_last_two(reshape(permute'(x))), permute' the permute with its last two
+    entries swapped (none when that is the identity)."""
     changed = False
     for op in list(block.operations):
         op = op.operation
@@ -113,7 +117,7 @@ def hoist_matmul_transposes(block) -> bool:
             continue
         src = op.operands[0]
         perm_op = _owner(src)
-        if perm_op is None or perm_op.name != "stax.permute" or not _is_last_two_swap(_perm(perm_op)):
+        if perm_op is None or perm_op.name != "stax.permute" or not _reads_transposed(_perm(perm_op)):
             continue
         out, mid = _shape(op.results[0]), _shape(src)
         users = _users(op.results[0])
@@ -121,9 +125,14 @@ def hoist_matmul_transposes(block) -> bool:
                 any(u.name != "stax.matmul" for u in users):
             continue
         x = perm_op.operands[0]
+        inner = _perm(perm_op)
+        inner[-2:] = inner[-2:][::-1]
         et = _type(x).element_type
         with op.location:
             ip = ir.InsertionPoint(op)
+            if inner != list(range(len(inner))):
+                x = _create("stax.permute", ir.RankedTensorType.get(mid[:-2] + mid[-2:][::-1], et),
+                            [x], {"perm": ir.DenseI64ArrayAttr.get(inner)}, ip)
             flat = _create("stax.reshape", ir.RankedTensorType.get(out[:-2] + out[-2:][::-1], et),
                            [x], {}, ip)
             n = len(out)
