@@ -16,8 +16,13 @@ Guarantees, for every `func.func` of the module:
   `stax.view_offset` (elements from the start of its root buffer): permute, broadcast
   (stride 0), slice (scaled strides and an offset) and every reshape that
   `layout_algebra.view_strides` can express are views, never copies. A reshape that is
-  no view of its source's layout becomes a one-op copy kernel with `stax.copy = "<why>"`
-  and a result layout of its own; nothing else is copied.
+  no view of its source's layout becomes a copy kernel with `stax.copy = "<why>"` and a
+  result layout of its own; nothing else is copied. Before that, a transpose read by a
+  matmul stays a view the matmul reads (`layout_folds.hoist_matmul_transposes`); after,
+  copies of a pointwise kernel's result that nothing else reads are computed by that
+  kernel (`fold_copies_into_producers`: it and its copies become one kernel per domain,
+  with no `stax.copy`) and copies of argument views of one domain are one kernel
+  (`merge_argument_copies`); the layouts are then assigned again.
 - Every fallback result has `stax.result_layouts`: the strides torch gives the op on fake
   tensors of the module's device (`stax.device`, default cpu: device rules such as a
   channels-last convolution hold, as in the traced graph) with its operands as the
