@@ -17,6 +17,8 @@ to the layouts that truly change, and make each one as cheap as it can be:
   result per copy, the producer's buffer disappears: the copy's read and write go, and
   one launch stands for the producer and all its copies (attention's Q/K/V head
   permutes become the bias kernel of the QKV projection writing Q, K and V per head).
+  Not when the copies together are larger than the producer's result (they overlap or
+  expand it): each of their elements would recompute the producer.
 - `merge_argument_copies` (after): copies of one domain whose sources are views of
   function arguments are one kernel with one result per copy.
 
@@ -53,6 +55,13 @@ def _static(value) -> bool:
 
 def _shape(value) -> list[int]:
     return list(_type(value).shape)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _perm(op) -> list[int]:
@@ -284,6 +293,8 @@ def _fold_into(producer) -> bool:
     if any(ch is None for ch in chains) or not all(_static(v) for v in old_body.arguments):
         return False
     domain = _shape(r)
+    if sum(_numel(_shape(c.results[0])) for c in copies) > _numel(domain):
+        return False  # the copies overlap or expand: folding would recompute the producer
     probe = _Lifter(old_body, domain, {}, None)
     if not probe.liftable(yielded):
         return False

@@ -131,3 +131,21 @@ func.func @transpose_also_returned(%k: tensor<2x2x4x4xf32> {stax.layout = array<
   %s = "stax.matmul"(%q, %kt) : (tensor<4x4x4xf32>, tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
   return %s, %kt : tensor<4x4x4xf32>, tensor<4x4x4xf32>
 }
+
+// -----
+
+// Two copies of the same transposed view of a pointwise result: folding them would
+// compute exp twice per element, so the producer stays and both copies stay (merged
+// copies of argument views only: these read a kernel result).
+// CHECK-LABEL: func.func @overlapping_copies_keep_the_producer
+// CHECK: %[[E:.*]] = "stax_graph.kernel"(%arg0)
+// CHECK: name = "k0_fused_exp"
+// CHECK: stax.copy = "reshape of a non-viewable layout: [8, 4] with strides [1, 8] has no view of shape [32]"
+// CHECK: stax.copy = "reshape of a non-viewable layout: [8, 4] with strides [1, 8] has no view of shape [2, 16]"
+func.func @overlapping_copies_keep_the_producer(%x: tensor<4x8xf32>) -> (tensor<32xf32>, tensor<2x16xf32>) {
+  %e = "stax.exp"(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %t = "stax.permute"(%e) {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %r = "stax.reshape"(%t) : (tensor<8x4xf32>) -> tensor<32xf32>
+  %r2 = "stax.reshape"(%t) : (tensor<8x4xf32>) -> tensor<2x16xf32>
+  return %r, %r2 : tensor<32xf32>, tensor<2x16xf32>
+}
