@@ -122,7 +122,8 @@ def hoist_matmul_transposes(block) -> bool:
     changed = False
     for op in list(block.operations):
         op = op.operation
-        if op.name != "stax.reshape" or not _static(op.results[0]):
+        if op.name != "stax.reshape" or not _static(op.results[0]) or \
+                not _static(op.operands[0]):
             continue
         src = op.operands[0]
         perm_op = _owner(src)
@@ -300,11 +301,15 @@ def _fold_into(producer) -> bool:
         return False
     chain_of = dict(zip(copies, chains))
     name = ir.StringAttr(producer.attributes["name"]).value if "name" in producer.attributes \
-        else "k_fused_view"
+        else None  # (a copy kernel: the driver names it)
     operands = list(producer.operands)
     for i, group in enumerate(_by_domain(copies)):
-        attrs = {"kind": ir.StringAttr.get("pointwise"),
-                 "name": ir.StringAttr.get(name if i == 0 else f"{name}_{i}")}
+        attrs = {"name": ir.StringAttr.get(name if i == 0 else f"{name}_{i}")} if name else {}
+        if COPY_ATTR in producer.attributes:  # a copy of a copy is still a copy
+            why = [ir.StringAttr(k.attributes[COPY_ATTR]).value for k in [producer] + group]
+            attrs[COPY_ATTR] = ir.StringAttr.get("; ".join(why))
+        else:
+            attrs["kind"] = ir.StringAttr.get("pointwise")
         kernel, block = _new_kernel(producer, operands, [c.results[0].type for c in group], attrs)
         with producer.location:
             ip = ir.InsertionPoint(block)

@@ -149,3 +149,25 @@ func.func @overlapping_copies_keep_the_producer(%x: tensor<4x8xf32>) -> (tensor<
   %r2 = "stax.reshape"(%t) : (tensor<8x4xf32>) -> tensor<2x16xf32>
   return %r, %r2 : tensor<32xf32>, tensor<2x16xf32>
 }
+
+// -----
+
+// A copy whose source is a view chain of another copy: one copy kernel, both reasons.
+// CHECK-LABEL: func.func @copy_of_a_copy
+// CHECK: %[[T:.*]] = "stax.permute"(%arg0)
+// CHECK: "stax_graph.kernel"(%[[T]])
+// CHECK: "stax.reshape"
+// CHECK: "stax.reshape"
+// CHECK: "stax.permute"
+// CHECK: "stax.reshape"
+// CHECK: stax.copy = "reshape of a non-viewable layout: [8, 4] with strides [1, 8] has no view of shape [32]; reshape of a non-viewable layout: [4, 8] with strides [1, 4] has no view of shape [2, 16]"
+// CHECK-NOT: stax_graph.kernel
+// CHECK: return
+func.func @copy_of_a_copy(%x: tensor<4x8xf32>) -> tensor<2x16xf32> {
+  %t = "stax.permute"(%x) {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %r = "stax.reshape"(%t) : (tensor<8x4xf32>) -> tensor<32xf32>
+  %r1 = "stax.reshape"(%r) : (tensor<32xf32>) -> tensor<8x4xf32>
+  %t2 = "stax.permute"(%r1) {perm = array<i64: 1, 0>} : (tensor<8x4xf32>) -> tensor<4x8xf32>
+  %r2 = "stax.reshape"(%t2) : (tensor<4x8xf32>) -> tensor<2x16xf32>
+  return %r2 : tensor<2x16xf32>
+}

@@ -77,6 +77,16 @@ def _tol(dtype):
     return dict(rtol=1e-3, atol=1e-3) if DEVICE == "cuda" else dict(rtol=1e-4, atol=1e-4)
 
 
+def _check_wrapper_buffers(debug_dir) -> None:
+    """Every buffer a graph's wrapper allocates has a layout the pass gave a kernel or
+    matmul result (test_layouts' check, per graph)."""
+    from test_layouts import _pass_buffers, _wrapper_buffers
+    for d in sorted(glob.glob(os.path.join(str(debug_dir), "g*"))):
+        ir = open(sorted(glob.glob(os.path.join(d, "[0-9][0-9]_after_assign-layouts.mlir")))[-1]).read()
+        used = _wrapper_buffers(open(os.path.join(d, "wrapper.py")).read())
+        assert not (used - _pass_buffers(ir)), (d, used - _pass_buffers(ir))
+
+
 def _copies_per_graph(debug_dir) -> dict:
     """graph kind (inference / forward / backward) -> the `stax.copy` reasons in the IR
     after stax-assign-layouts."""
@@ -118,6 +128,7 @@ def _run(name, train, tmp_path, monkeypatch, dtype=torch.float32):
     reports = B.reports()
     assert reports and all(g.route == ROUTE for r in reports for g in r.graphs), \
         [(g.route, g.reason) for r in reports for g in r.graphs]
+    _check_wrapper_buffers(tmp_path)
     return _copies_per_graph(tmp_path)
 
 
