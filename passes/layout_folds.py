@@ -203,21 +203,22 @@ def _by_domain(copies) -> list[list]:
 class _Lifter:
     """Rewrites a pointwise body, from the values of its domain S, onto a copy's domain:
     elementwise ops are re-made on the new shape, leaves (block arguments and view /
-    full / iota chains of them) get the copy's view chain applied."""
+    full / iota chains of them) get the copy's view chain applied. Forward passes over
+    the body, no recursion: a kernel body can be thousands of ops deep."""
 
-    def __init__(self, body, domain, arg_map, ip):
-        self.body = body
+    def __init__(self, body, domain):
+        self.ops = [o.operation for o in body.operations][:-1]  # without the yield
+        self.yielded = list(list(body.operations)[-1].operation.operands)
         self.domain = domain
-        self.arg_map = arg_map  # old block argument -> new one
-        self.ip = ip
-        self.base: dict = {}
-
-    def is_leaf(self, v) -> bool:
-        op = _owner(v)
-        if op is None:
-            return True
-        return (op.name in VIEW_OPS or op.name in _GEN_OPS) and \
-            all(self.is_leaf(x) for x in op.operands)
+        self.leaf, self.ok = {}, {}
+        for a in body.arguments:
+            self.leaf[a] = self.ok[a] = True
+        for op in self.ops:
+            leaf = (op.name in VIEW_OPS or op.name in _GEN_OPS) and \
+                all(self.leaf.get(x, False) for x in op.operands)
+            ok = leaf or (self.is_retypable(op) and all(self.ok.get(x, False) for x in op.operands))
+            for r in op.results:
+                self.leaf[r], self.ok[r] = leaf, ok
 
     def is_retypable(self, op) -> bool:
         return (op.name not in VIEW_OPS and op.name not in _GEN_OPS and len(op.results) == 1
@@ -225,44 +226,60 @@ class _Lifter:
                 and _static(op.results[0]) and _shape(op.results[0]) == self.domain
                 and all(_static(x) and _shape(x) == self.domain for x in op.operands))
 
-    def liftable(self, v) -> bool:
-        if self.is_leaf(v):
-            return True
-        op = _owner(v)
-        return self.is_retypable(op) and all(self.liftable(x) for x in op.operands)
+    def liftable(self) -> bool:
+        return len(self.yielded) == 1 and self.ok.get(self.yielded[0], False)
 
-    def clone_base(self, v):
-        """`v` itself (a leaf) in the new body."""
-        if v in self.base:
-            return self.base[v]
-        op = _owner(v)
-        if op is None:
-            new = self.arg_map[v]
-        else:
-            new = _create(op.name, v.type, [self.clone_base(x) for x in op.operands],
-                          _attrs(op), self.ip)
-        self.base[v] = new
-        return new
+    def _reached(self, roots, through_leaves: bool) -> set:
+        """The body values `roots` read, transitively (stopping at leaves unless
+        `through_leaves`)."""
+        seen, stack = set(), list(roots)
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            op = _owner(v)
+            if op is not None and (through_leaves or not self.leaf[v]):
+                stack.extend(op.operands)
+        return seen
 
-    def lift(self, v, chain, memo):
-        """`v` of the old body, viewed through `chain`, in the new body."""
-        if v in memo:
-            return memo[v]
+    def _is_domain_full(self, v) -> bool:
         op = _owner(v)
-        et = _type(v).element_type
-        final = _shape(chain[-1].results[0])
-        if op is not None and op.name == "stax.full" and _shape(v) == self.domain:
-            new = _create(op.name, ir.RankedTensorType.get(final, et), [], _attrs(op), self.ip)
-        elif op is not None and not self.is_leaf(v):
-            new = _create(op.name, ir.RankedTensorType.get(final, et),
-                          [self.lift(x, chain, memo) for x in op.operands], _attrs(op), self.ip)
-        else:
-            new = self.clone_base(v)
-            for view in chain:
-                new = _create(view.name, ir.RankedTensorType.get(_shape(view.results[0]), et),
-                              [new], _attrs(view), self.ip)
-        memo[v] = new
-        return new
+        return op is not None and op.name == "stax.full" and _shape(v) == self.domain
+
+    def emit(self, arg_map, chains, ip) -> list:
+        """The yielded value viewed through each of `chains`, built at `ip` in a body
+        whose arguments are `arg_map` (old block argument -> new)."""
+        needed = self._reached(self.yielded, through_leaves=False)
+        leaves = [v for v in needed if self.leaf[v] and not self._is_domain_full(v)]
+        base_needed = self._reached(leaves, through_leaves=True)
+        base = dict(arg_map)
+        for op in self.ops:  # the leaves as they are, in body order
+            if op.results[0] in base_needed:
+                base[op.results[0]] = _create(op.name, op.results[0].type,
+                                              [base[x] for x in op.operands], _attrs(op), ip)
+        outs = []
+        for chain in chains:
+            final = _shape(chain[-1].results[0])
+            lifted = {}
+            for v in [a for a in arg_map if a in needed] + \
+                    [op.results[0] for op in self.ops if op.results[0] in needed]:
+                et = _type(v).element_type
+                op = _owner(v)
+                if self._is_domain_full(v):  # a constant: made on the new shape
+                    new = _create(op.name, ir.RankedTensorType.get(final, et), [], _attrs(op), ip)
+                elif not self.leaf[v]:
+                    new = _create(op.name, ir.RankedTensorType.get(final, et),
+                                  [lifted[x] for x in op.operands], _attrs(op), ip)
+                else:
+                    new = base[v]
+                    for view in chain:
+                        new = _create(view.name,
+                                      ir.RankedTensorType.get(_shape(view.results[0]), et),
+                                      [new], _attrs(view), ip)
+                lifted[v] = new
+            outs.append(lifted[self.yielded[0]])
+        return outs
 
 
 def _replace_copies(kernel, copies, erase_after) -> None:
@@ -290,14 +307,13 @@ def _fold_into(producer) -> bool:
     views, copies = tree
     chains = [_copy_chain(c, r) for c in copies]
     old_body = producer.regions[0].blocks[0]
-    yielded = [o.operation for o in old_body.operations][-1].operands[0]
     if any(ch is None for ch in chains) or not all(_static(v) for v in old_body.arguments):
         return False
     domain = _shape(r)
     if sum(_numel(_shape(c.results[0])) for c in copies) > _numel(domain):
         return False  # the copies overlap or expand: folding would recompute the producer
-    probe = _Lifter(old_body, domain, {}, None)
-    if not probe.liftable(yielded):
+    lifter = _Lifter(old_body, domain)
+    if not lifter.liftable():
         return False
     chain_of = dict(zip(copies, chains))
     name = ir.StringAttr(producer.attributes["name"]).value if "name" in producer.attributes \
@@ -313,8 +329,8 @@ def _fold_into(producer) -> bool:
         kernel, block = _new_kernel(producer, operands, [c.results[0].type for c in group], attrs)
         with producer.location:
             ip = ir.InsertionPoint(block)
-            lifter = _Lifter(old_body, domain, dict(zip(old_body.arguments, block.arguments)), ip)
-            outs = [lifter.lift(yielded, chain_of[c], {}) for c in group]
+            outs = lifter.emit(dict(zip(old_body.arguments, block.arguments)),
+                               [chain_of[c] for c in group], ip)
             ir.Operation.create(YIELD, operands=outs, ip=ip)
         _replace_copies(kernel, group, [])
     _erase_dead(views[::-1])

@@ -171,3 +171,28 @@ func.func @copy_of_a_copy(%x: tensor<4x8xf32>) -> tensor<2x16xf32> {
   %r2 = "stax.reshape"(%t2) : (tensor<4x8xf32>) -> tensor<2x16xf32>
   return %r2 : tensor<2x16xf32>
 }
+
+// -----
+
+// A producer with a constant: the constant is made on the copy's domain, the rest of
+// the body is re-made there; no copy and no other kernel remain.
+// CHECK-LABEL: func.func @producer_with_a_constant
+// CHECK: "stax_graph.kernel"(%arg0)
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<4x8xf32>):
+// CHECK-NEXT: %[[T:.*]] = "stax.permute"(%[[A]]) {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT: %[[R:.*]] = "stax.reshape"(%[[T]]) : (tensor<8x4xf32>) -> tensor<32xf32>
+// CHECK-NEXT: %[[E:.*]] = "stax.exp"(%[[R]]) : (tensor<32xf32>) -> tensor<32xf32>
+// CHECK-NEXT: %[[C:.*]] = "stax.full"() {value = 2.000000e+00 : f32} : () -> tensor<32xf32>
+// CHECK-NEXT: %[[M:.*]] = "stax.mul"(%[[E]], %[[C]]) : (tensor<32xf32>, tensor<32xf32>) -> tensor<32xf32>
+// CHECK-NEXT: "stax_graph.yield"(%[[M]])
+// CHECK-NEXT: }) {kind = "pointwise", name = "k0_fused_exp_mul", stax.result_layouts = [array<i64: 1>]}
+// CHECK-NOT: stax.copy
+// CHECK: return
+func.func @producer_with_a_constant(%x: tensor<4x8xf32>) -> tensor<32xf32> {
+  %e = "stax.exp"(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %c = "stax.full"() {value = 2.0 : f32} : () -> tensor<4x8xf32>
+  %m = "stax.mul"(%e, %c) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %t = "stax.permute"(%m) {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %r = "stax.reshape"(%t) : (tensor<8x4xf32>) -> tensor<32xf32>
+  return %r : tensor<32xf32>
+}
