@@ -22,7 +22,7 @@ to the layouts that truly change, and make each one as cheap as it can be:
 - `merge_argument_copies` (after): copies of one domain whose sources are views of
   function arguments are one kernel with one result per copy.
 
-Each rewrite keeps values unchanged and leaves only static-shaped IR it fully
+Each rewrite keeps values unchanged and touches only static-shaped IR it fully
 understands; anything else stays as it was. They return whether they changed the IR
 (the layouts are then assigned again).
 """
@@ -36,7 +36,6 @@ from stax.passes.layout_algebra import VIEW_OPS
 __all__ = ["hoist_matmul_transposes", "fold_copies_into_producers", "merge_argument_copies"]
 
 _KERNEL_OPS = (KERNEL, "stax.kernel")
-_YIELD_OPS = (YIELD, "stax.yield")
 _LAYOUT_ONLY = (RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATTR)
 _GEN_OPS = ("stax.full", "stax.iota")
 
@@ -127,7 +126,8 @@ def hoist_matmul_transposes(block) -> bool:
             continue
         src = op.operands[0]
         perm_op = _owner(src)
-        if perm_op is None or perm_op.name != "stax.permute" or not _reads_transposed(_perm(perm_op)):
+        if perm_op is None or perm_op.name != "stax.permute" or \
+                not _reads_transposed(_perm(perm_op)):
             continue
         out, mid = _shape(op.results[0]), _shape(src)
         users = _users(op.results[0])
@@ -216,7 +216,8 @@ class _Lifter:
         for op in self.ops:
             leaf = (op.name in VIEW_OPS or op.name in _GEN_OPS) and \
                 all(self.leaf.get(x, False) for x in op.operands)
-            ok = leaf or (self.is_retypable(op) and all(self.ok.get(x, False) for x in op.operands))
+            ok = leaf or (self.is_retypable(op) and
+                          all(self.ok.get(x, False) for x in op.operands))
             for r in op.results:
                 self.leaf[r], self.ok[r] = leaf, ok
 
@@ -389,7 +390,8 @@ def merge_argument_copies(block) -> bool:
         attrs = {COPY_ATTR: ir.StringAttr.get(why)}
         if "name" in first.attributes:
             attrs["name"] = first.attributes["name"]
-        kernel, new_block = _new_kernel(first, operands, [c.results[0].type for c, _, _ in members],
+        kernel, new_block = _new_kernel(first, operands,
+                                        [c.results[0].type for c, _, _ in members],
                                         attrs)
         outs = []
         with first.location:
