@@ -22,6 +22,9 @@ to the layouts that truly change, and make each one as cheap as it can be:
 - `merge_argument_copies` (after): copies of one domain whose sources are views of
   function arguments are one kernel with one result per copy.
 
+Copies that compute the same thing (the same root and view chain: q @ q^T) share one
+result of the kernel that replaces them.
+
 Each rewrite keeps values unchanged and touches only static-shaped IR it fully
 understands; anything else stays as it was. They return whether they changed the IR
 (the layouts are then assigned again).
@@ -103,7 +106,10 @@ def _reads_transposed(perm) -> bool:
 def _erase_dead(ops) -> None:
     """Erase each op of `ops` (top-level views) that no longer has a user, users first."""
     changed = True
-    pending = list(ops)
+    pending = []
+    for op in ops:  # once each: chains may share views
+        if op not in pending:
+            pending.append(op)
     while changed:
         changed = False
         for op in list(pending):
@@ -283,12 +289,40 @@ class _Lifter:
         return outs
 
 
-def _replace_copies(kernel, copies, erase_after) -> None:
-    for c, r in zip(copies, kernel.results):
-        c.results[0].replace_all_uses_with(r)
+def _chain_key(root_key, chain) -> tuple:
+    """What a copy computes: its root and its view chain (op, attributes, result type)."""
+    return (root_key,) + tuple(
+        (v.name, tuple(sorted((k, str(a)) for k, a in _attrs(v).items())), str(v.results[0].type))
+        for v in chain)
+
+
+def _unique(keys) -> tuple[list[int], list[int]]:
+    """(index of the first of each distinct key, the distinct key's number for each key):
+    copies that compute the same thing share one result."""
+    firsts, number, seen = [], [], {}
+    for i, k in enumerate(keys):
+        if k not in seen:
+            seen[k] = len(firsts)
+            firsts.append(i)
+        number.append(seen[k])
+    return firsts, number
+
+
+def _replace_copies(kernel, copies, result_of, erase_after) -> None:
+    for c, i in zip(copies, result_of):
+        c.results[0].replace_all_uses_with(kernel.results[i])
     for c in copies:
         c.erase()
     _erase_dead(erase_after)
+
+
+def _reasons(kernels) -> "ir.StringAttr":
+    why = []
+    for k in kernels:
+        w = ir.StringAttr(k.attributes[COPY_ATTR]).value
+        if w not in why:
+            why.append(w)
+    return ir.StringAttr.get("; ".join(why))
 
 
 def _new_kernel(anchor, operands, result_types, attributes):
@@ -311,29 +345,32 @@ def _fold_into(producer) -> bool:
     if any(ch is None for ch in chains) or not all(_static(v) for v in old_body.arguments):
         return False
     domain = _shape(r)
-    if sum(_numel(_shape(c.results[0])) for c in copies) > _numel(domain):
+    chain_of = dict(zip(copies, chains))
+    groups = []
+    for group in _by_domain(copies):
+        firsts, number = _unique([_chain_key(0, chain_of[c]) for c in group])
+        groups.append((group, [group[i] for i in firsts], number))
+    if sum(_numel(_shape(c.results[0])) for _, uniq, _ in groups for c in uniq) > _numel(domain):
         return False  # the copies overlap or expand: folding would recompute the producer
     lifter = _Lifter(old_body, domain)
     if not lifter.liftable():
         return False
-    chain_of = dict(zip(copies, chains))
     name = ir.StringAttr(producer.attributes["name"]).value if "name" in producer.attributes \
         else None  # (a copy kernel: the driver names it)
     operands = list(producer.operands)
-    for i, group in enumerate(_by_domain(copies)):
+    for i, (group, uniq, number) in enumerate(groups):
         attrs = {"name": ir.StringAttr.get(name if i == 0 else f"{name}_{i}")} if name else {}
         if COPY_ATTR in producer.attributes:  # a copy of a copy is still a copy
-            why = [ir.StringAttr(k.attributes[COPY_ATTR]).value for k in [producer] + group]
-            attrs[COPY_ATTR] = ir.StringAttr.get("; ".join(why))
+            attrs[COPY_ATTR] = _reasons([producer] + group)
         else:
             attrs["kind"] = ir.StringAttr.get("pointwise")
-        kernel, block = _new_kernel(producer, operands, [c.results[0].type for c in group], attrs)
+        kernel, block = _new_kernel(producer, operands, [c.results[0].type for c in uniq], attrs)
         with producer.location:
             ip = ir.InsertionPoint(block)
             outs = lifter.emit(dict(zip(old_body.arguments, block.arguments)),
-                               [chain_of[c] for c in group], ip)
+                               [chain_of[c] for c in uniq], ip)
             ir.Operation.create(YIELD, operands=outs, ip=ip)
-        _replace_copies(kernel, group, [])
+        _replace_copies(kernel, group, number, [])
     _erase_dead(views[::-1])
     producer.erase()
     return True
@@ -385,24 +422,25 @@ def merge_argument_copies(block) -> bool:
         for _, root, _ in members:
             if root not in operands:
                 operands.append(root)
+        firsts, number = _unique([_chain_key(operands.index(root), chain)
+                                  for _, root, chain in members])
+        uniq = [members[i] for i in firsts]
         first = members[0][0]
-        why = "; ".join(ir.StringAttr(c.attributes[COPY_ATTR]).value for c, _, _ in members)
-        attrs = {COPY_ATTR: ir.StringAttr.get(why)}
+        attrs = {COPY_ATTR: _reasons([c for c, _, _ in members])}
         if "name" in first.attributes:
             attrs["name"] = first.attributes["name"]
-        kernel, new_block = _new_kernel(first, operands,
-                                        [c.results[0].type for c, _, _ in members],
+        kernel, new_block = _new_kernel(first, operands, [c.results[0].type for c, _, _ in uniq],
                                         attrs)
         outs = []
         with first.location:
             ip = ir.InsertionPoint(new_block)
-            for _, root, chain in members:
+            for _, root, chain in uniq:
                 v = new_block.arguments[operands.index(root)]
                 for view in chain:
                     v = _create(view.name, view.results[0].type, [v], _attrs(view), ip)
                 outs.append(v)
             ir.Operation.create(YIELD, operands=outs, ip=ip)
         views = [op for _, _, ch in members for op in ch[:-1]]
-        _replace_copies(kernel, [c for c, _, _ in members], views[::-1])
+        _replace_copies(kernel, [c for c, _, _ in members], number, views[::-1])
         changed = True
     return changed

@@ -223,3 +223,22 @@ def test_triton_route_interpreted(tmp_path, monkeypatch):
     fwd, bwd = _copies_per_graph(tmp_path).values()  # graphs named g0000_graph, g0001_graph
     assert len(fwd) == 1 and "has no view of shape [2, 32, 64]" in fwd[0], fwd
     assert len(bwd) == 1, bwd
+
+
+def test_q_times_q_transposed_copies_q_once(tmp_path, monkeypatch):
+    """Both bmm operands are the same head split (one untransposed, read transposed):
+    one copy with one result (test_numerics_ops' bmm-of-a-transposed-4d-view case
+    crashed the merge when two copies shared their views)."""
+    monkeypatch.setenv("STAX_DEBUG_DIR", str(tmp_path))
+
+    def f(x):
+        q = x.view(2, 256, 8, 64).transpose(1, 2)
+        return q @ q.transpose(-2, -1)
+    x = torch.randn(2, 256, 512, device=DEVICE)
+    got, want = torch.compile(f, backend="stax")(x), f(x)
+    torch.testing.assert_close(got, want, **_tol(x.dtype))
+    assert got.stride() == want.stride()
+    (why,) = _copies_per_graph(tmp_path)["inference"]
+    assert "has no view of shape [16, 256, 64]" in why and ";" not in why
+    ir = _layouts_ir(glob.glob(os.path.join(str(tmp_path), "g*"))[0])
+    assert ir.count("stax.copy =") == 1 and "-> tensor<16x256x64xf32>" in ir
