@@ -16,8 +16,13 @@ Guarantees, for every `func.func` of the module:
   `stax.view_offset` (elements from the start of its root buffer): permute, broadcast
   (stride 0), slice (scaled strides and an offset) and every reshape that
   `layout_algebra.view_strides` can express are views, never copies. A reshape that is
-  no view of its source's layout becomes a one-op copy kernel with `stax.copy = "<why>"`
-  and a result layout of its own; nothing else is copied.
+  no view of its source's layout becomes a copy kernel with `stax.copy = "<why>"` and a
+  result layout of its own; nothing else is copied. Before that, a transpose read by a
+  matmul stays a view the matmul reads (`layout_folds.hoist_matmul_transposes`); after,
+  copies of a pointwise kernel's result that nothing else reads are computed by that
+  kernel (`fold_copies_into_producers`: it and its copies become one kernel per domain,
+  with no `stax.copy`) and copies of argument views of one domain are one kernel
+  (`merge_argument_copies`); the layouts are then assigned again.
 - Every fallback result has `stax.result_layouts`: the strides torch gives the op on fake
   tensors of the module's device (`stax.device`, default cpu: device rules such as a
   channels-last convolution hold, as in the traced graph) with its operands as the
@@ -41,6 +46,8 @@ from stax.dialects.stax_dialect import COLLECTIVE, FALLBACK, KERNEL, YIELD
 from stax.passes.fuse import verify_pass_ir
 from stax.passes.layout_algebra import (VIEW_OPS, contiguous_strides, output_layout,
                                         read_extent, view_layout)
+from stax.passes.layout_folds import (fold_copies_into_producers, hoist_matmul_transposes,
+                                      merge_argument_copies)
 
 __all__ = ["PASS_NAME", "run", "assign_layouts", "wrap_op_in_kernel", "KERNEL_OPS"]
 
@@ -250,8 +257,19 @@ class _Assigner:
 
 
 def assign_layouts(func_op, bytes_moved: dict, device: str = "cpu") -> None:
-    """Assign the layouts of one function in place, adding its bytes to `bytes_moved`."""
-    _Assigner(func_op, bytes_moved, device).run()
+    """Assign the layouts of one function in place, adding its bytes to `bytes_moved`.
+    A transpose feeding a matmul is read by it (`layout_folds`); the copies left are
+    then folded into their producer or merged, and the layouts assigned again."""
+    block = func_op.operation.regions[0].blocks[0]
+    hoist_matmul_transposes(block)
+    moved = dict.fromkeys(bytes_moved, 0)
+    _Assigner(func_op, moved, device).run()
+    folded = fold_copies_into_producers(block)
+    if merge_argument_copies(block) or folded:
+        moved = dict.fromkeys(bytes_moved, 0)
+        _Assigner(func_op, moved, device).run()
+    for k, v in moved.items():
+        bytes_moved[k] += v
 
 
 def _module_device(module) -> str:
