@@ -24,7 +24,9 @@ the bytes moved per call, measured the same way for every backend where it can b
   eager's; on the GPU, every Triton kernel launch (`triton_*` CachingAutotuner `run`,
   wrapped the same way) plus those ATen ops. (Inductor's own
   `metrics.num_bytes_accessed` is only filled when its `inductor_metrics` log is at INFO:
-  it read 0 on the H200 at b9e94ee, so it is used only if no launch was seen.)
+  it read 0 on the H200 at b9e94ee, so it is used only if no launch was seen; with
+  neither, Inductor's bytes are reported as not measured rather than as its ATen ops'
+  alone.)
 
 A figure counts only when the run checked it: each compiled backend's output matches
 eager within the float64-reference tolerance (`checks.check_tensor`) and has eager's
@@ -147,6 +149,15 @@ class _CountingAutotuner(_CountingKernel):
     def run(self, *args, **kwargs):
         self._count(args)
         return self.kernel.run(*args, **kwargs)
+
+
+def _mb(nbytes) -> str:
+    """Bytes as MB for the table; None (not measured) as '-'."""
+    return "-" if nbytes is None else f"{nbytes / 1e6:.1f}"
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:.2f}" if a is not None and b else "not measured"
 
 
 def _generated_globals(fn, depth=0) -> dict:
@@ -298,7 +309,8 @@ def _measure(name, fn, args, device, target_s):
             launches, nbytes = counter["launches"] + ob.ops, counter["bytes"] + ob.bytes
         elif name == "inductor":  # no launch seen: Inductor's own compile-time count
             launches = counts["kernels_generated"] + ob.ops
-            nbytes = counts["inductor_bytes"] + ob.bytes
+            # its own byte count is 0 unless its metrics log is on: then unmeasured
+            nbytes = counts["inductor_bytes"] + ob.bytes if counts["inductor_bytes"] else None
         else:
             launches, nbytes = counter["launches"] + ob.ops, counter["bytes"] + ob.bytes
         if name == "stax":  # timed without the counting wrappers
@@ -358,7 +370,7 @@ def main(argv=None) -> int:
                                             allowed_fallback_ops=allowed)]
         rows.append((cname, recs))
         print(f"{cname}: " + ", ".join(f"{b} {r['ms']:.3f} ms {r['launches']} launches "
-                                        f"{r['bytes'] / 1e6:.1f} MB" for b, r in recs.items()),
+                                        f"{_mb(r['bytes'])} MB" for b, r in recs.items()),
               flush=True)
 
     prov = common.provenance(args.device)
@@ -374,8 +386,8 @@ def main(argv=None) -> int:
             f"| {cname} | {e['ms']:.3f} | {i['ms']:.3f} | {s['ms']:.3f} | "
             f"{s['ms'] / e['ms']:.2f} | {s['ms'] / i['ms']:.2f} | "
             f"{e['launches']}/{i['launches']}/{s['launches']} | "
-            f"{e['bytes'] / 1e6:.1f}/{i['bytes'] / 1e6:.1f}/{s['bytes'] / 1e6:.1f} | "
-            f"{s['bytes'] / i['bytes'] if i['bytes'] else float('nan'):.2f} |")
+            f"{_mb(e['bytes'])}/{_mb(i['bytes'])}/{_mb(s['bytes'])} | "
+            f"{_ratio(s['bytes'], i['bytes'])} |")
     lines += ["", "Bytes: eager and the ATen ops of the compiled code by a TorchDispatchMode "
               "(inputs + outputs by storage extent); stax's kernels by their tensor "
               "arguments; Inductor's C++ kernels (CPU) and Triton kernels (GPU) the same way, "
