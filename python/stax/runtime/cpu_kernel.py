@@ -113,21 +113,26 @@ class CpuKernel:
             else:  # as zip() did: the first n_args tensors
                 for i, t in zip(range(self.n_args), tensors):
                     slot.ptrs[i] = t.data_ptr()
-            if not self._may_split or cpu_parallelism() == 1:
-                whole = slot.whole
-                if whole is None:
-                    whole = slot.whole = ctypes.addressof(self._packed(slot, 0, 1))
-                self._fn(whole)
-                return
-            nparts = cpu_parallelism()
-            pool = _worker_pool(nparts - 1)
-            futures = [pool.submit(self._fn, self._packed(slot, p, nparts))
-                       for p in range(1, nparts)]
-            self._fn(self._packed(slot, 0, nparts))
-            for f in futures:
-                f.result()
+            self._run_parts(slot, self._may_split)
         finally:
             slots.append(slot)
+
+    def _run_parts(self, slot, may_split):
+        """Run the native function on the slot's arguments: whole, or split over the
+        thread pool (%part of %nparts each) when it may be and there are threads."""
+        nparts = cpu_parallelism() if may_split else 1
+        if nparts == 1:
+            whole = slot.whole
+            if whole is None:
+                whole = slot.whole = ctypes.addressof(self._packed(slot, 0, 1))
+            self._fn(whole)
+            return
+        pool = _worker_pool(nparts - 1)
+        futures = [pool.submit(self._fn, self._packed(slot, p, nparts))
+                   for p in range(1, nparts)]
+        self._fn(self._packed(slot, 0, nparts))
+        for f in futures:
+            f.result()
 
 
 
@@ -233,19 +238,7 @@ class SizedCpuKernel(CpuKernel):
             for i, s in enumerate(sizes):
                 slot.sizes[i] = int(s)
             work = max(t.numel() for t in tensors) if tensors else 0
-            if not self.splittable or work < PARALLEL_MIN_ELEMENTS or cpu_parallelism() == 1:
-                whole = slot.whole
-                if whole is None:
-                    whole = slot.whole = ctypes.addressof(self._packed(slot, 0, 1))
-                self._fn(whole)
-                return
-            nparts = cpu_parallelism()
-            pool = _worker_pool(nparts - 1)
-            futures = [pool.submit(self._fn, self._packed(slot, p, nparts))
-                       for p in range(1, nparts)]
-            self._fn(self._packed(slot, 0, nparts))
-            for f in futures:
-                f.result()
+            self._run_parts(slot, self.splittable and work >= PARALLEL_MIN_ELEMENTS)
         finally:
             slots.append(slot)
 

@@ -109,3 +109,21 @@ class Emitter(IndexAlgebra):
         vec = any(v.vec for v in vals) and self.W > 1
         return [self.to_vec(v) if vec else v.ssa for v in vals], vec
 
+    def part_range(self, n, align):
+        """[lo, hi) of the outermost loop for this call's part (%part of %nparts) of a
+        loop over n (an index SSA value): the caller may split a kernel across threads.
+        lo/hi are multiples of `align`, except hi == n for the last part."""
+        c = lambda v: self.const(v, "index")  # noqa: E731
+        a = self.op(f"arith.muli %part, {n} : index", "index")
+        lo = self.op(f"arith.divui {a}, %nparts : index", "index")
+        p1 = self.op(f"arith.addi %part, {c(1)} : index", "index")
+        b = self.op(f"arith.muli {p1}, {n} : index", "index")
+        hi = self.op(f"arith.divui {b}, %nparts : index", "index")
+        if align > 1:
+            lo = self.op(f"arith.muli {self.op(f'arith.divui {lo}, {c(align)} : index', 'index')}, "
+                         f"{c(align)} : index", "index")
+            hi = self.op(f"arith.muli {self.op(f'arith.divui {hi}, {c(align)} : index', 'index')}, "
+                         f"{c(align)} : index", "index")
+            last = self.op(f"arith.cmpi eq, {p1}, %nparts : index", "i1")
+            hi = self.op(f"arith.select {last}, {n}, {hi} : index", "index")
+        return lo, hi

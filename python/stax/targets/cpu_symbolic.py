@@ -375,24 +375,8 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
 
     # --------------------------------------------------------------- loops
     def _runtime_part_range(self, n, align):
-        """[lo, hi) of the outermost loop for this call's part (llvm's _part_range with a
-        runtime n)."""
-        em = self.em
-        c = lambda v: em.const(v, "index")  # noqa: E731
-        N = self._size(n)
-        a = em.op(f"arith.muli %part, {N} : index", "index")
-        lo = em.op(f"arith.divui {a}, %nparts : index", "index")
-        p1 = em.op(f"arith.addi %part, {c(1)} : index", "index")
-        b = em.op(f"arith.muli {p1}, {N} : index", "index")
-        hi = em.op(f"arith.divui {b}, %nparts : index", "index")
-        if align > 1:
-            lo = em.op(f"arith.muli {em.op(f'arith.divui {lo}, {c(align)} : index', 'index')}, "
-                       f"{c(align)} : index", "index")
-            hi = em.op(f"arith.muli {em.op(f'arith.divui {hi}, {c(align)} : index', 'index')}, "
-                       f"{c(align)} : index", "index")
-            last = em.op(f"arith.cmpi eq, {p1}, %nparts : index", "i1")
-            hi = em.op(f"arith.select {last}, {N}, {hi} : index", "index")
-        return lo, hi
+        """[lo, hi) of the outermost loop for this call's part, over a runtime n."""
+        return self.em.part_range(self._size(n), align)
 
     @staticmethod
     def _extent_of(n):

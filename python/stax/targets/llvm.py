@@ -247,24 +247,8 @@ class _KernelLowering(ReductionMixin, OpsMixin):
 
     # --------------------------------------------------------------- loops
     def _part_range(self, n, align):
-        """[lo, hi) of the outermost loop for this call's part (%part of %nparts): the
-        caller may split a kernel across threads. lo/hi are multiples of `align`,
-        except hi == n for the last part."""
-        em = self.em
-        c = lambda v: em.const(v, "index")  # noqa: E731
-        a = em.op(f"arith.muli %part, {c(n)} : index", "index")
-        lo = em.op(f"arith.divui {a}, %nparts : index", "index")
-        p1 = em.op(f"arith.addi %part, {c(1)} : index", "index")
-        b = em.op(f"arith.muli {p1}, {c(n)} : index", "index")
-        hi = em.op(f"arith.divui {b}, %nparts : index", "index")
-        if align > 1:
-            lo = em.op(f"arith.muli {em.op(f'arith.divui {lo}, {c(align)} : index', 'index')}, "
-                       f"{c(align)} : index", "index")
-            hi = em.op(f"arith.muli {em.op(f'arith.divui {hi}, {c(align)} : index', 'index')}, "
-                       f"{c(align)} : index", "index")
-            last = em.op(f"arith.cmpi eq, {p1}, %nparts : index", "i1")
-            hi = em.op(f"arith.select {last}, {c(n)}, {hi} : index", "index")
-        return lo, hi
+        """[lo, hi) of the outermost loop over n for this call's part (Emitter.part_range)."""
+        return self.em.part_range(self.em.const(n, "index"), align)
 
     def _loop_nest(self, shape, body, vectorize=True):
         """for idx in shape: body(idx), innermost dim vectorized; tail in 1 lane.
