@@ -39,7 +39,7 @@ def non_overlapping(shape, strides) -> bool:
 __all__ = ["LAYOUT_ATTR", "RESULT_LAYOUTS_ATTR", "VIEW_OFFSET_ATTR", "COPY_ATTR",
            "BYTES_MOVED_ATTR", "verify_layouts", "strides_attr", "result_layouts_attr",
            "read_strides", "result_layouts", "arg_layouts", "func_result_layouts",
-           "set_func_layouts"]
+           "set_func_layouts", "value_layout"]
 
 LAYOUT_ATTR = "stax.layout"
 RESULT_LAYOUTS_ATTR = "stax.result_layouts"
@@ -103,6 +103,20 @@ def _layouts_of(func_op, key: str) -> list:
 def arg_layouts(func_op) -> list:
     """Per function argument: its `stax.layout` strides, or None."""
     return _layouts_of(func_op.operation, "arg_attrs")
+
+
+def value_layout(value):
+    """The strides stax-assign-layouts gave `value`: a function argument's `stax.layout`,
+    an op result's `stax.result_layouts` entry; None when it has none (an argument of a
+    block that is not a function's, or no layout recorded)."""
+    if isinstance(value, ir.BlockArgument):
+        owner = value.owner.owner.operation  # the block's parent op
+        if owner.name != "func.func":
+            return None
+        layouts = arg_layouts(owner)
+        return layouts[value.arg_number] if value.arg_number < len(layouts) else None
+    layouts = result_layouts(value.owner)
+    return layouts[value.result_number] if layouts else None
 
 
 def func_result_layouts(func_op) -> list:

@@ -65,17 +65,8 @@ def lowered_name(op, position: int) -> str:
 
 
 def _operand_layout(value):
-    """The strides stax-assign-layouts gave `value`: a function argument's `stax.layout`,
-    an op result's `stax.result_layouts` entry; None when it has none."""
-    from stax.dialects.layout import arg_layouts, result_layouts
-    if isinstance(value, ir.BlockArgument):
-        owner = value.owner.owner.operation  # the block's parent op
-        if owner.name != "func.func":
-            return None
-        layouts = arg_layouts(owner)
-        return layouts[value.arg_number] if value.arg_number < len(layouts) else None
-    layouts = result_layouts(value.owner)
-    return layouts[value.result_number] if layouts else None
+    from stax.dialects.layout import value_layout
+    return value_layout(value)
 
 
 def kernel_strides(op, name=None) -> tuple[list[list[int]], list[list[int]]]:
