@@ -540,10 +540,17 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
         return run_aot_autograd(graph, inputs, lambda kind: _make_compiler(
             kind, config, report, strict, record))
 
-    # one static compile per distinct size tuple, at call time (stax.shape_specialize)
+    def compile_dynamic(graph, inputs, per_size):
+        from stax.dynamic_compile import compile_dynamic as once
+        return once(graph, inputs, report, config, per_size)
+
+    # a symbolic CPU graph: one compile for every size (stax.dynamic_compile); otherwise,
+    # or where it cannot stay dynamic, one static compile per distinct size tuple
     fn = compile_static_or_per_size(gm, example_inputs, report, strict=strict,
                                     compile_static=compile_static,
-                                    max_variants=config.max_shape_variants)
+                                    max_variants=config.max_shape_variants,
+                                    compile_dynamic=compile_dynamic
+                                    if config.target == "stax-cpu" else None)
     compiled = StaxCompiled(fn, report)
     compiled_callables.append(compiled)
     return compiled
