@@ -37,8 +37,10 @@ specializes per size (stax.shape_specialize) and the report says "could not stay
 dynamic: <reason>": training graphs (a backward), a wrapped Python scalar, the GPU
 target, an importer refusal (an op with no symbolic rule, a fallback op, a mean over a
 symbolic dim), a kernel refusal (targets/cpu_symbolic's "not supported"), a
-non-contiguous input, an output that is a view of an input, and top-level ops this
-runner does not execute (constants, fallbacks, collectives).
+non-contiguous input, an output that eager returns as a view of an input but that is not
+top-level views of it here (outputs that are views of inputs stay views: torch views of
+that argument), and top-level ops this runner does not execute (constants, fallbacks,
+collectives). Dynamo's RestartAnalysis raised inside aot_autograd is passed on.
 """
 from __future__ import annotations
 
@@ -310,6 +312,14 @@ def _view_runner(name, op, out_dims):
 
 # ----------------------------------------------------------------------------- compile
 
+def _view_root(v, producer, view_ops):
+    """The value `v` is a chain of top-level views of (a block argument, or the first
+    value that is not a view)."""
+    while v in producer and producer[v].name in view_ops:
+        v = producer[v].operands[0]
+    return v
+
+
 def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
     """Import, fuse and compile the symbolic ATen inference graph once."""
     from stax._mlir import ir, new_context
@@ -350,10 +360,6 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
                         "take contiguous tensors only")
                 checks.append(_ArgCheck(i, spec.name, "tensor", dims=list(spec.shape),
                                         dtype=spec.dtype))
-        for out in imported.outputs:
-            if out.kind == "input" or (out.alias is not None and out.alias.input is not None):
-                raise CannotStayDynamic("an output is a view of (or is) an input; the "
-                                        "dynamic graph does not make input views yet")
         _run_passes(module, FUSED_PIPELINE if config.fusion else UNFUSED_PIPELINE, None)
         func_op = _main_func(module)
         _wrap_stray_ops(func_op)
@@ -407,11 +413,25 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
                                         "static shapes)")
         results = []
         ret_iter = iter(outputs)
+        producer = {r: op.operation for op in block.operations for r in op.operation.results}
         for spec in imported.outputs:
             if spec.kind == "none":
                 results.append(("none", None, None))
                 continue
+            if spec.kind == "input":   # the input itself
+                results.append(("tensor", spec.index, None))
+                continue
             v = next(ret_iter)
+            base = spec.alias.input if spec.alias is not None else None
+            if base is not None:
+                # eager returns a view of an input: it must stay one, so the value must
+                # be views (torch views at run time) of that very argument
+                if _view_root(v, producer, VIEW_OPS) != block.arguments[base]:
+                    raise CannotStayDynamic(
+                        f"output {spec.index} is a view of input {base} in eager, but the "
+                        "compiled graph computes it (a copy)")
+                results.append(("tensor", slot_of[v], None))   # no restriding copy
+                continue
             results.append(("tensor", slot_of[v], list(spec.strides) if spec.strides
                             else None))
         symbols = {}
