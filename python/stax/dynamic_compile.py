@@ -261,6 +261,13 @@ class DynamicGraph:
                 result.append(None)
                 continue
             t = slots[ref]
+            if kind == "fresh":
+                want = ([_evaluate(s, env) for s in strides] if strides is not None
+                        else torch.empty(t.shape).stride())
+                fresh = torch.empty_strided(t.shape, want, dtype=t.dtype)
+                fresh.copy_(t)
+                result.append(fresh)
+                continue
             if strides is not None and t.dim():
                 want = [_evaluate(s, env) for s in strides]
                 if any(sz > 1 and a != b for sz, a, b in zip(t.shape, t.stride(), want)):
@@ -432,8 +439,13 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
                         "compiled graph computes it (a copy)")
                 results.append(("tensor", slot_of[v], None))   # no restriding copy
                 continue
-            results.append(("tensor", slot_of[v], list(spec.strides) if spec.strides
-                            else None))
+            strides = list(spec.strides) if spec.strides else None
+            if _view_root(v, producer, VIEW_OPS) in list(block.arguments):
+                # a fresh tensor in eager that the IR reads straight from an argument
+                # (`trunc` of an int, a reshape of x): copied, never returned aliased
+                results.append(("fresh", slot_of[v], strides))
+                continue
+            results.append(("tensor", slot_of[v], strides))
         symbols = {}
         for c in checks:
             if c.kind == "symbol":
