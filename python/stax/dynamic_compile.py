@@ -45,6 +45,7 @@ collectives). Dynamo's RestartAnalysis raised inside aot_autograd is passed on.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import Any
 
@@ -80,13 +81,21 @@ def _torch_dtype(element_type) -> torch.dtype:
     return _DTYPES[s]
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(expr: str) -> tuple:
+    from stax.dialects import symbolic
+    return tuple(symbolic.parse(expr))
+
+
 def _evaluate(d, env) -> int:
     """A dim (an int or a normal-form expression string) at the symbols' values."""
     if isinstance(d, int):
         return d
-    from stax.dialects import symbolic
+    v = env.get(d)
+    if v is not None:
+        return v   # a bare symbol
     total = 0
-    for mono, c in symbolic.parse(d):
+    for mono, c in _parsed(d):
         term = c
         for s, e in mono:
             term *= env[s] ** e
