@@ -270,6 +270,9 @@ class DynamicGraph:
                 result.append(None)
                 continue
             t = slots[ref]
+            if not isinstance(t, torch.Tensor):
+                result.append(t)   # a SymInt input returned (its int)
+                continue
             if kind == "fresh":
                 want = ([_evaluate(s, env) for s in strides] if strides is not None
                         else torch.empty(t.shape).stride())
