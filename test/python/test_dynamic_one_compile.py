@@ -317,3 +317,21 @@ def test_stax_dynamic_off(monkeypatch, counts):
     with torch.no_grad():
         why = _per_size_reason(cf, model, lambda n: torch.randn(n, 16), (3, 5))
     assert "STAX_DYNAMIC=0" in why and counts["dynamic"] == 0
+
+
+def test_output_read_straight_from_an_input_is_a_fresh_tensor(counts):
+    # trunc of an int is the value itself in the IR: eager returns a new tensor, so must
+    # stax (never the input, aliased); the input is a contiguous view at an offset
+    def f(x):
+        return torch.trunc(x), x * 2
+
+    cf = torch.compile(f, backend="stax", dynamic=True)
+    for n in (5, 7, 257):   # (n + 1 == 4 would meet a guard of Dynamo's on the base)
+        base = torch.randint(-9, 9, (n + 1, 4), dtype=torch.int32)
+        x = base[1:]
+        got, want = cf(x), f(x)
+        assert got[0].data_ptr() != x.data_ptr() and got[0].storage_offset() == 0
+        for a, b in zip(got, want):
+            assert a.stride() == b.stride()
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert counts["dynamic"] == 1 and counts["static"] == 0
