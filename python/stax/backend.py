@@ -543,9 +543,9 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
         return run_aot_autograd(graph, inputs, lambda kind: _make_compiler(
             kind, config, report, strict, record))
 
-    def compile_dynamic(graph, inputs, per_size):
+    def compile_dynamic(graph, inputs):
         from stax.dynamic_compile import compile_dynamic as once
-        return once(graph, inputs, report, config, per_size)
+        return once(graph, inputs, report, config)
 
     # a symbolic CPU graph: one compile for every size (stax.dynamic_compile); otherwise,
     # or where it cannot stay dynamic, one static compile per distinct size tuple

@@ -34,7 +34,7 @@ graph is then
 
 What cannot stay dynamic raises `CannotStayDynamic` with the reason; the backend then
 specializes per size (stax.shape_specialize) and the report says "could not stay
-dynamic: <reason>": training graphs (a backward), a wrapped Python scalar, the GPU
+dynamic: <reason>": training graphs (a backward), the GPU
 target, an importer refusal (an op with no symbolic rule, a fallback op, a mean over a
 symbolic dim), a kernel refusal (targets/cpu_symbolic's "not supported"), a
 non-contiguous input, an output that eager returns as a view of an input but that is not
@@ -502,80 +502,44 @@ def _is_restart(e: Exception) -> bool:
 
 class DynamicShapes:
     """`report.specializer` of a graph compiled once for every size: one variant, marked
-    dynamic, and the notes the report shows (it stands where a ShapeSpecializer would).
-    Where a wrapped scalar's value later differs from the one compiled in, those calls
-    go to a ShapeSpecializer (`per_size`), whose variants are listed after it."""
+    dynamic, and the notes the report shows (it stands where a ShapeSpecializer would)."""
 
     def __init__(self, variant, symbols: list[str]):
-        self.dynamic_variant = variant
+        self.variants = {"dynamic": variant}
         self.last_variant = None
         self.symbols = symbols
         self.max_variants = 1
         self.dynamic = True
-        self.per_size = None
-
-    @property
-    def variants(self) -> dict:
-        out = {"dynamic": self.dynamic_variant}
-        if self.per_size is not None:
-            out.update(self.per_size.variants)
-        return out
 
     def notes(self) -> list[str]:
-        v = self.dynamic_variant
+        v = self.variants["dynamic"]
         syms = ", ".join(self.symbols) or "none left free: Dynamo specialized them all"
-        out = [f"dynamic: Dynamo gave this graph symbolic sizes ({syms}); "
-               f"stax compiled it once, with kernels that take their sizes at run time, "
-               f"in {v.compile_s:.2f} s; it served {v.calls} call(s) at every size, route "
-               f"{v.route}"]
-        if self.per_size is not None:
-            out += self.per_size.notes()
-        return out
+        return [f"dynamic: Dynamo gave this graph symbolic sizes ({syms}); "
+                f"stax compiled it once, with kernels that take their sizes at run time, "
+                f"in {v.compile_s:.2f} s; it served {v.calls} call(s) at every size, route "
+                f"{v.route}"]
 
 
 class _DynamicCallable:
     """What the backend returns to Dynamo: aot_autograd's callable over the DynamicGraph;
-    counts the calls on the one variant. `wrapped` holds the values of the wrapped
-    scalars compiled in (placeholder position -> value): a call with another value runs
-    per size (`make_per_size`), never with the wrong constant."""
+    counts the calls on the one variant."""
 
-    def __init__(self, fn, shapes: DynamicShapes, wrapped: dict, make_per_size):
+    def __init__(self, fn, shapes: DynamicShapes):
         self._fn = fn
         self.shapes = shapes
-        self.wrapped = wrapped
-        self._make_per_size = make_per_size
 
     def __call__(self, *args):
-        shapes = self.shapes
-        for i, value in self.wrapped.items():
-            if args[i].item() != value:
-                return self._per_size(i, value, args)
-        v = shapes.dynamic_variant
+        v = self.shapes.variants["dynamic"]
         v.calls += 1
-        shapes.last_variant = v
+        self.shapes.last_variant = v
         return self._fn(*args)
 
-    def _per_size(self, i, value, args):
-        shapes = self.shapes
-        if shapes.per_size is None:
-            if self._make_per_size is None:
-                raise StaxGuardError(f"stax dynamic graph: argument {i} (a Python scalar) "
-                                     f"is {args[i].item()!r}; it was compiled for {value!r}")
-            shapes.per_size = self._make_per_size(
-                f"argument {i}, a Python scalar passed as a tensor, is {args[i].item()!r}; "
-                f"the dynamic compile holds {value!r}: other values compile per size")
-        out = shapes.per_size(*args)
-        shapes.last_variant = shapes.per_size.last_variant
-        return out
 
-
-def compile_dynamic(gm, example_inputs, report, config, make_per_size=None):
+def compile_dynamic(gm, example_inputs, report, config):
     """The callable for a symbolic Dynamo graph compiled once for every size, with
-    `report.specializer` a DynamicShapes; raises CannotStayDynamic(reason).
-    `make_per_size(reason)` makes the ShapeSpecializer for calls whose wrapped scalars
-    differ from the values compiled in."""
+    `report.specializer` a DynamicShapes; raises CannotStayDynamic(reason)."""
     from stax.backend import needs_autograd, run_aot_autograd
-    from stax.shape_specialize import ShapeVariant, _symbolic_positions, specialize_graph
+    from stax.shape_specialize import ShapeVariant, _symbolic_positions
     if not dynamic_enabled():
         raise CannotStayDynamic("STAX_DYNAMIC=0 turns the dynamic path off")
     if config.target != "stax-cpu":
@@ -584,11 +548,10 @@ def compile_dynamic(gm, example_inputs, report, config, make_per_size=None):
     if needs_autograd(example_inputs):
         raise CannotStayDynamic("training graphs (a backward) are specialized per size: "
                                 "the dynamic path compiles inference graphs only")
-    tensors, _, wrapped_pos = _symbolic_positions(gm, list(example_inputs))
-    # a Python scalar Dynamo passes as a tensor (a norm's eps under dynamic=True): its
-    # value is compiled in, and each call checks it (_DynamicCallable)
-    wrapped = {i: example_inputs[i].item() for i in wrapped_pos}
-    traced = specialize_graph(gm, {}, wrapped) if wrapped else gm
+    # a Python float Dynamo passes as a tensor (a norm's eps under dynamic=True): the
+    # symbolic trace makes Dynamo specialize it and trace again (RestartAnalysis, passed
+    # on below); one that stays a tensor read with .item() is refused by the importer
+    tensors, _, _ = _symbolic_positions(gm, list(example_inputs))
     holder = _Holder()
 
     def inference(aten_gm, aten_inputs):
@@ -603,7 +566,7 @@ def compile_dynamic(gm, example_inputs, report, config, make_per_size=None):
 
     start = time.perf_counter()
     try:
-        fn = run_aot_autograd(traced, example_inputs,
+        fn = run_aot_autograd(gm, example_inputs,
                               lambda kind: inference if kind == "inference" else refuse(kind))
     except CannotStayDynamic:
         raise
@@ -632,4 +595,4 @@ def compile_dynamic(gm, example_inputs, report, config, make_per_size=None):
     report.specializer = shapes
     debug.log(f"graph with symbolic shapes ({', '.join(sorted(g.symbols))}): compiled once "
               f"for every size in {variant.compile_s:.2f} s ({len(g.kernels)} kernels)")
-    return _DynamicCallable(fn, shapes, wrapped, make_per_size)
+    return _DynamicCallable(fn, shapes)

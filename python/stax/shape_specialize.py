@@ -459,15 +459,8 @@ def compile_static_or_per_size(gm, example_inputs, report, *, strict: bool, comp
     why = None
     if compile_dynamic is not None:
         from stax.dynamic_compile import CannotStayDynamic
-        def per_size(reason):
-            # a wrapped scalar whose value changed since the dynamic compile
-            spec = ShapeSpecializer(gm, example_inputs, report, strict=strict,
-                                    compile_variant=compile_static,
-                                    max_variants=max_variants)
-            spec.not_dynamic_reason = reason
-            return spec
         try:
-            return compile_dynamic(gm, example_inputs, per_size)
+            return compile_dynamic(gm, example_inputs)
         except CannotStayDynamic as e:
             why = str(e)  # per size is still native: no error under strict mode
             announce(f"graph with symbolic shapes could not stay dynamic: {why}")
