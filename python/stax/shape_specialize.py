@@ -1,6 +1,11 @@
 """Per-shape specialization: a Dynamo graph with symbolic shapes runs as compiled stax
 code, one static compile per distinct size tuple.
 
+On the CPU target an inference graph is first compiled once for every size
+(`stax.dynamic_compile`, the `compile_dynamic` hook of `compile_static_or_per_size`); what
+follows is for the graphs that cannot stay dynamic (the specializer's
+`not_dynamic_reason`, noted as "could not stay dynamic: ...") and for the other targets.
+
 Dynamo hands the backend a symbolic graph after the second distinct size it sees
 (automatic dynamic shapes), for `dynamic=True` and for `torch._dynamo.mark_dynamic`:
 its tensor placeholders carry fake tensors with symbolic sizes (`s77`, `2*s77`) and each
