@@ -53,6 +53,7 @@ import torch
 
 from stax import debug
 from stax.errors import StaxGuardError
+from stax.recompiles import announce
 
 __all__ = ["CannotStayDynamic", "DynamicGraph", "DynamicShapes", "compile_dynamic",
            "dynamic_enabled"]
@@ -593,6 +594,8 @@ def compile_dynamic(gm, example_inputs, report, config):
     report.graphs.append(g)
     shapes = DynamicShapes(variant, sorted(g.symbols))
     report.specializer = shapes
-    debug.log(f"graph with symbolic shapes ({', '.join(sorted(g.symbols))}): compiled once "
-              f"for every size in {variant.compile_s:.2f} s ({len(g.kernels)} kernels)")
+    msg = (f"graph with symbolic shapes ({', '.join(sorted(g.symbols))}): compiled once "
+           f"for every size in {variant.compile_s:.2f} s ({len(g.kernels)} kernels)")
+    announce(msg)
+    debug.log(msg)
     return _DynamicCallable(fn, shapes)
