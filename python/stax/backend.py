@@ -20,7 +20,10 @@ saying how many graphs ran as written so far and how to see why; `fallback_count
 the running total.
 
 A graph with symbolic shapes (Dynamo's automatic dynamic shapes after a second size,
-`dynamic=True`, `mark_dynamic`) is compiled per shape: the callable is a
+`dynamic=True`, `mark_dynamic`) on the CPU, at inference, is compiled once for every
+size with kernels that take their sizes at run time (`stax.dynamic_compile`); where it
+cannot stay dynamic (training, the GPU, an op or kernel with no runtime-size support:
+the notes say why), it is compiled per shape: the callable is a
 `stax.shape_specialize.ShapeSpecializer` that compiles one static variant per distinct
 size tuple through the same static pipeline (at most `stax.max_shape_variants`, default
 8; later sizes run as written with one StaxFallbackWarning, an error in strict mode).
@@ -540,10 +543,17 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
         return run_aot_autograd(graph, inputs, lambda kind: _make_compiler(
             kind, config, report, strict, record))
 
-    # one static compile per distinct size tuple, at call time (stax.shape_specialize)
+    def compile_dynamic(graph, inputs):
+        from stax.dynamic_compile import compile_dynamic as once
+        return once(graph, inputs, report, config)
+
+    # a symbolic CPU graph: one compile for every size (stax.dynamic_compile); otherwise,
+    # or where it cannot stay dynamic, one static compile per distinct size tuple
     fn = compile_static_or_per_size(gm, example_inputs, report, strict=strict,
                                     compile_static=compile_static,
-                                    max_variants=config.max_shape_variants)
+                                    max_variants=config.max_shape_variants,
+                                    compile_dynamic=compile_dynamic
+                                    if config.target == "stax-cpu" else None)
     compiled = StaxCompiled(fn, report)
     compiled_callables.append(compiled)
     return compiled

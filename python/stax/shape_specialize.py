@@ -1,6 +1,11 @@
 """Per-shape specialization: a Dynamo graph with symbolic shapes runs as compiled stax
 code, one static compile per distinct size tuple.
 
+On the CPU target an inference graph is first compiled once for every size
+(`stax.dynamic_compile`, the `compile_dynamic` hook of `compile_static_or_per_size`); what
+follows is for the graphs that cannot stay dynamic (the specializer's
+`not_dynamic_reason`, noted as "could not stay dynamic: ...") and for the other targets.
+
 Dynamo hands the backend a symbolic graph after the second distinct size it sees
 (automatic dynamic shapes), for `dynamic=True` and for `torch._dynamo.mark_dynamic`:
 its tensor placeholders carry fake tensors with symbolic sizes (`s77`, `2*s77`) and each
@@ -197,6 +202,9 @@ class ShapeVariant:
     compile_s: float = 0.0
     calls: int = 0
     reason: str = ""             # why it was compiled: what no earlier variant matched
+    #: compiled once for every size (stax.dynamic_compile): `sizes` maps each symbol to
+    #: "any"
+    dynamic: bool = False
 
     @property
     def route(self) -> str:
@@ -208,7 +216,10 @@ class ShapeVariant:
         return routes.pop() if len(routes) == 1 else "mixed:" + ",".join(sorted(routes))
 
     def describe(self) -> str:
-        """`s77=5, s12=64` (or the symbolic tensors' shapes where no symbol is bare)."""
+        """`s77=5, s12=64` (or the symbolic tensors' shapes where no symbol is bare);
+        `dynamic: s77, s12` for the one variant that serves every size."""
+        if self.dynamic:
+            return "dynamic: " + ", ".join(self.sizes)
         if self.sizes:
             return ", ".join(f"{k}={v}" for k, v in self.sizes.items())
         return ", ".join(f"{k}: {v}" for k, v in self.shapes.items())
@@ -241,6 +252,9 @@ class ShapeSpecializer:
         self.calls_as_written = 0
         self._cap_record = None
         self._compiling = threading.Lock()  # two threads meeting a new size compile it once
+        #: why the graph was not compiled once for every size (stax.dynamic_compile), or
+        #: None where that was not tried (the GPU and Neuron targets)
+        self.not_dynamic_reason: str | None = None
 
     # ------------------------------------------------------------------ per call
 
@@ -423,6 +437,8 @@ class ShapeSpecializer:
         if self.last_variant is not None:
             head += f"; the last call ran the variant specialized for {self.last_variant.describe()}"
         out = [head]
+        if self.not_dynamic_reason:
+            out.append(f"could not stay dynamic: {self.not_dynamic_reason}")
         for v in vs:
             ids = ", ".join(g.graph_id for g in v.graphs) or "none"
             out.append(f"variant {v.index + 1}: specialized for {v.describe()}: route "
@@ -435,14 +451,28 @@ class ShapeSpecializer:
 
 
 def compile_static_or_per_size(gm, example_inputs, report, *, strict: bool, compile_static,
-                               max_variants: int):
+                               max_variants: int, compile_dynamic=None):
     """What a backend returns to Dynamo: `compile_static(gm, example_inputs)` for a static
-    graph; for one with symbolic shapes a ShapeSpecializer (set as `report.specializer`)
-    that compiles one static variant per distinct size at call time. Every target's
-    backend (CPU and GPU through `stax.backend`, Neuron) takes this one path."""
+    graph. For one with symbolic shapes, first `compile_dynamic(gm, example_inputs)` when
+    given (the CPU target: one compile for every size, stax.dynamic_compile); where that
+    raises CannotStayDynamic, or is not given, a ShapeSpecializer (set as
+    `report.specializer`) that compiles one static variant per distinct size at call
+    time, its notes saying why the graph could not stay dynamic. Every target's backend
+    (CPU and GPU through `stax.backend`, Neuron) takes this one path."""
     if not has_symbolic_inputs(gm, example_inputs):
         return compile_static(gm, example_inputs)
+    why = None
+    if compile_dynamic is not None:
+        from stax.dynamic_compile import CannotStayDynamic
+        try:
+            return compile_dynamic(gm, example_inputs)
+        except CannotStayDynamic as e:
+            why = str(e)  # per size is still native: no error under strict mode
+            announce(f"graph with symbolic shapes could not stay dynamic: {why}")
+            debug.log(f"graph with symbolic shapes could not stay dynamic (compiled per "
+                      f"size instead): {why}")
     fn = ShapeSpecializer(gm, example_inputs, report, strict=strict,
                           compile_variant=compile_static, max_variants=max_variants)
+    fn.not_dynamic_reason = why
     report.specializer = fn
     return fn

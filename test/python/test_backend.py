@@ -255,7 +255,8 @@ def test_unsupported_graph_falls_back_with_reason(monkeypatch, capfd):
     assert "falls back" in capfd.readouterr().err
 
 
-def test_symbolic_graph_compiles_per_shape():
+def test_symbolic_graph_compiles_per_shape(monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # per-size variants (CPU is one compile)
     # dynamic=True: the graph has symbolic sizes; stax compiles one static variant per
     # distinct size (stax.shape_specialize), natively, instead of running it as written
     cf = torch.compile(_pointwise, backend="stax", dynamic=True)

@@ -62,7 +62,8 @@ def test_explain_gives_the_reason_of_a_graph_that_fell_back():
     assert "why: UnsupportedGraph" in text and "complex32" in text
 
 
-def test_explain_lists_the_shape_variants():
+def test_explain_lists_the_shape_variants(monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # per-size variants (CPU is one compile)
     cf = _compile(lambda x: torch.sin(x) * 2, dynamic=True)
     for n in (5, 8):
         cf(torch.randn(n))

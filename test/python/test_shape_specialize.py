@@ -132,7 +132,8 @@ SIZES = [4, 1, 7, 2, 13, 6, 7]   # 6 distinct: 1, primes 7 and 13, above the fir
 
 
 @pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
-def test_mlp_wide_big_batch(train):
+def test_mlp_wide_big_batch(train, monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # per-size variants (CPU is one compile)
     # widths 512, batch from 256: one static compile for 256, then variants
     sizes = [256, 1, 257, 300, 263, 2, 257]
     calls = _run_model("mlp", sizes, train=train,
@@ -260,7 +261,8 @@ def test_symint_used_as_a_value():
     assert len(spec.variants) == 3
 
 
-def test_python_float_attribute_under_dynamic_true():
+def test_python_float_attribute_under_dynamic_true(monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # per-size variants (CPU is one compile)
     # dynamic=True leaves a module's float attribute (a norm's eps) unspecialized: Dynamo
     # passes it as a 0-dim tensor read with .item(); each value is part of the variant
     from models import RMSNorm
@@ -286,7 +288,8 @@ def test_strides_are_part_of_the_variant_key():
     assert len(keys) == len(set(keys))
 
 
-def test_a_variant_guards_its_own_arguments():
+def test_a_variant_guards_its_own_arguments(monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # per-size variants (CPU is one compile)
     # a variant's generated wrapper checks what it was compiled for: called with another
     # size it raises, never computes a wrong answer
     f = _mlp_fn()

@@ -1,0 +1,601 @@
+"""One compile for every size: a CPU inference graph with symbolic shapes, compiled once
+with kernels that take their sizes at run time (docs/dynamic-shapes.md, "One compile").
+
+`compile_dynamic(gm, example_inputs, report, config)` is what the backend tries first for
+a Dynamo graph with symbolic inputs on the CPU target. Inside the backend call Dynamo's
+tracing context is active, so aot_autograd traces the graph symbolically; its inference
+graph is then
+
+  1. imported with `import_graph(..., symbolic=True)` (`?` dims carrying Dynamo's size
+     expressions, SymInt placeholders as `stax.symbol` arguments);
+  2. run through the driver's pass pipeline up to stax-fuse (`FUSED_PIPELINE`, or the
+     unfused one with one kernel per op). stax-assign-layouts and stax-schedule take
+     static shapes, so they are not run: every kernel reads and writes contiguous
+     tensors, which is what the runtime-size generator takes (targets/cpu_symbolic);
+  3. compiled kernel by kernel, each ONCE (`llvm.compile_kernel`: a `SizedCpuKernel`
+     for a kernel with `?` dims, a static kernel otherwise); matmuls run through torch
+     (`torch.matmul` takes any size), and views (reshape, permute, broadcast, slice) are
+     torch views computed at run time.
+
+`DynamicGraph` is the callable aot_autograd gets. Each call:
+
+  - reads every symbol's value from the argument that binds it (a SymInt placeholder,
+    or a tensor dim that is exactly the symbol);
+  - checks every argument before anything runs, raising `StaxGuardError` naming the
+    argument, the dim, what was expected and what came: the tensor's rank, dtype and
+    device, every static dim, every symbolic dim against its expression (two dims of one
+    symbol must be equal), each symbol's range as Dynamo assumed it (the 0/1
+    specialization: a backed symbol is >= 2; the `min`/`max` of `mark_dynamic`), and
+    contiguity (what the kernels rely on). So a call can never read or write out of
+    bounds, and never computes with sizes it was not checked for;
+  - allocates each kernel's results (contiguous, sizes from the symbol expressions),
+    runs the steps, and returns the outputs with eager's strides (restrided by a copy
+    where a view's strides differ from eager's; not the case for the ops above).
+
+What cannot stay dynamic raises `CannotStayDynamic` with the reason; the backend then
+specializes per size (stax.shape_specialize) and the report says "could not stay
+dynamic: <reason>": training graphs (a backward), the GPU
+target, an importer refusal (an op with no symbolic rule, a fallback op, a mean over a
+symbolic dim), a kernel refusal (targets/cpu_symbolic's "not supported"), a
+non-contiguous input, an output that eager returns as a view of an input but that is not
+top-level views of it here (outputs that are views of inputs stay views: torch views of
+that argument), and top-level ops this runner does not execute (constants, fallbacks,
+collectives). Dynamo's RestartAnalysis raised inside aot_autograd is passed on.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from typing import Any
+
+import torch
+
+from stax import debug
+from stax.errors import StaxGuardError
+from stax.recompiles import announce
+
+__all__ = ["CannotStayDynamic", "DynamicGraph", "DynamicShapes", "compile_dynamic",
+           "dynamic_enabled"]
+
+
+def dynamic_enabled() -> bool:
+    """False under STAX_DYNAMIC=0: symbolic CPU graphs are then specialized per size, as
+    on the other targets (for comparing the two, and the per-size tests)."""
+    import os
+    return os.environ.get("STAX_DYNAMIC", "1").strip() not in ("0", "false", "off", "no")
+
+
+class CannotStayDynamic(Exception):
+    """The graph cannot be compiled once for every size; the message says why."""
+
+
+_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
+           "f64": torch.float64, "i32": torch.int32, "i64": torch.int64, "i1": torch.bool,
+           "i8": torch.int8, "ui8": torch.uint8, "i16": torch.int16}
+
+
+def _torch_dtype(element_type) -> torch.dtype:
+    s = str(element_type)
+    if s not in _DTYPES:
+        raise CannotStayDynamic(f"element type {s} has no runtime-size support")
+    return _DTYPES[s]
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(expr: str) -> tuple:
+    from stax.dialects import symbolic
+    return tuple(symbolic.parse(expr))
+
+
+def _evaluate(d, env) -> int:
+    """A dim (an int or a normal-form expression string) at the symbols' values."""
+    if isinstance(d, int):
+        return d
+    v = env.get(d)
+    if v is not None:
+        return v   # a bare symbol
+    total = 0
+    for mono, c in _parsed(d):
+        term = c
+        for s, e in mono:
+            term *= env[s] ** e
+        total += term
+    return total
+
+
+def _contiguous_strides(dims) -> list:
+    from stax.dialects import symbolic
+    out, acc = [], 1
+    for d in reversed(dims):
+        out.append(acc)
+        acc = symbolic.dim_product([acc, d])
+    return out[::-1]
+
+
+# ----------------------------------------------------------------------------- guards
+
+@dataclasses.dataclass
+class _ArgCheck:
+    index: int
+    name: str
+    kind: str                 # "tensor" | "symbol"
+    dims: list = None         # tensor: its dims (ints and expressions)
+    dtype: Any = None
+    symbol: str | None = None  # symbol: the symbol it binds
+
+
+def _symbol_ranges(example_inputs) -> dict[str, tuple[int, int | None]]:
+    """symbol -> (lowest, highest or None) as Dynamo's shape environment assumed it."""
+    env = None
+    for x in example_inputs:
+        for s in ([x] if isinstance(x, torch.SymInt) else
+                  list(x.shape) if isinstance(x, torch.Tensor) else []):
+            if isinstance(s, torch.SymInt):
+                env = s.node.shape_env
+                break
+        if env is not None:
+            break
+    out = {}
+    if env is None:
+        return out
+    for sym, vr in env.var_to_range.items():
+        try:
+            lo = int(vr.lower)
+        except (TypeError, ValueError):
+            lo = None
+        try:
+            hi = int(vr.upper) if vr.upper.is_finite else None
+        except (TypeError, ValueError, AttributeError):
+            hi = None
+        out[str(sym)] = (lo, hi)
+    return out
+
+
+def _fail(check: _ArgCheck, what: str, expected, got) -> StaxGuardError:
+    return StaxGuardError(
+        f"stax dynamic graph: argument {check.index} ('{check.name}') {what}: expected "
+        f"{expected}, got {got}. The graph was compiled once for every size that Dynamo's "
+        "guards admit; this call breaks an assumption of that compile")
+
+
+# ----------------------------------------------------------------------------- steps
+
+class _Step:
+    """One top-level op of @main at run time: reads `ins` slots, writes `outs` slots."""
+    __slots__ = ("kind", "ins", "outs", "fn", "out_dims", "out_dtypes", "label")
+
+    def __init__(self, kind, ins, outs, fn=None, out_dims=(), out_dtypes=(), label=""):
+        self.kind, self.ins, self.outs, self.fn = kind, ins, outs, fn
+        self.out_dims, self.out_dtypes, self.label = list(out_dims), list(out_dtypes), label
+
+
+def _contig(t):
+    return t if t.is_contiguous() else t.contiguous()
+
+
+class DynamicGraph:
+    """The compiled inference graph: guards, then the steps (see the module docstring).
+    aot_autograd's boxed calling convention: called with one list of arguments."""
+
+    _boxed_call = True
+
+    def __init__(self, graph_id, checks, constants, steps, outputs, symbols, ranges,
+                 kernels, library_calls, notes, keepalive):
+        self.graph_id = graph_id
+        self.kind = "inference"
+        self.route = "stax-cpu"
+        self.device = "cpu"
+        self.checks = checks
+        self.constants = constants
+        self.steps = steps
+        self.outputs = outputs          # (kind, slot or input index, stride dims)
+        self.symbols = symbols          # symbol -> (argument index, dim or None)
+        self.ranges = ranges
+        self.kernels = kernels
+        self.library_calls = library_calls
+        self.fallback_ops: list = []
+        self.notes = notes
+        self.launches_per_call = len(kernels) + len(library_calls)
+        self.calls = 0
+        self._keepalive = keepalive
+
+    # -- guards
+    def bind(self, args) -> dict:
+        """The symbols' values from the arguments, after checking every argument."""
+        if len(args) != len(self.checks):
+            raise StaxGuardError(f"stax dynamic graph: {len(self.checks)} arguments "
+                                 f"expected, got {len(args)}")
+        env: dict[str, int] = {}
+        where: dict[str, tuple] = {}
+        for c in self.checks:
+            a = args[c.index]
+            if c.kind == "symbol":
+                if isinstance(a, torch.SymInt) or not isinstance(a, int):
+                    raise _fail(c, "(a size)", "an int", type(a).__name__)
+                env[c.symbol], where[c.symbol] = int(a), (c, "value")
+                continue
+            if not isinstance(a, torch.Tensor):
+                raise _fail(c, "", "a tensor", type(a).__name__)
+            if a.dtype != c.dtype:
+                raise _fail(c, "dtype", c.dtype, a.dtype)
+            if a.device.type != "cpu":
+                raise _fail(c, "device", "cpu", a.device)
+            if a.dim() != len(c.dims):
+                raise _fail(c, "rank", len(c.dims), a.dim())
+            for d, expr in enumerate(c.dims):
+                if isinstance(expr, str) and expr.isidentifier() and expr not in env:
+                    env[expr], where[expr] = int(a.shape[d]), (c, f"dim {d}")
+        for c in self.checks:
+            if c.kind != "tensor":
+                continue
+            a = args[c.index]
+            for d, expr in enumerate(c.dims):
+                want = _evaluate(expr, env)
+                if a.shape[d] != want:
+                    shown = f"{want} ({expr})" if isinstance(expr, str) else want
+                    raise _fail(c, f"dim {d}", shown, a.shape[d])
+            if not a.is_contiguous():
+                raise _fail(c, "strides", f"contiguous strides for {list(a.shape)}",
+                            list(a.stride()))
+        for s, v in env.items():
+            lo, hi = self.ranges.get(s, (None, None))
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
+                c, what = where[s]
+                raise _fail(c, f"{what} (symbol {s})",
+                            f"a size in [{lo}, {hi if hi is not None else 'inf'}] (the "
+                            "range Dynamo assumed: its 0/1 specialization, mark_dynamic's "
+                            "min/max)", v)
+        return env
+
+    # -- run
+    def __call__(self, args):
+        args = list(args)
+        env = self.bind(args)
+        self.calls += 1
+        slots = list(args) + list(self.constants)
+        slots.extend([None] * self.n_values)
+        for st in self.steps:
+            ins = [slots[i] for i in st.ins]
+            if st.kind == "kernel":
+                outs = [torch.empty([_evaluate(d, env) for d in dims], dtype=dt)
+                        for dims, dt in zip(st.out_dims, st.out_dtypes)]
+                st.fn(ins, outs, env)
+            else:
+                outs = [st.fn(ins, env)]
+            for i, t in zip(st.outs, outs):
+                slots[i] = t
+        result = []
+        for kind, ref, strides in self.outputs:
+            if kind == "none":
+                result.append(None)
+                continue
+            t = slots[ref]
+            if not isinstance(t, torch.Tensor):
+                result.append(t)   # a SymInt input returned (its int)
+                continue
+            if kind == "fresh":
+                want = ([_evaluate(s, env) for s in strides] if strides is not None
+                        else torch.empty(t.shape).stride())
+                fresh = torch.empty_strided(t.shape, want, dtype=t.dtype)
+                fresh.copy_(t)
+                result.append(fresh)
+                continue
+            if strides is not None and t.dim():
+                want = [_evaluate(s, env) for s in strides]
+                if any(sz > 1 and a != b for sz, a, b in zip(t.shape, t.stride(), want)):
+                    fresh = torch.empty_strided(t.shape, want, dtype=t.dtype)
+                    fresh.copy_(t)
+                    t = fresh
+            result.append(t)
+        return result
+
+
+def _kernel_runner(k, sized: bool):
+    if sized:
+        syms = list(k.symbols)
+
+        def run(ins, outs, env):
+            k(*[_contig(t) for t in ins], *outs, sizes=[env[s] for s in syms])
+    else:
+        def run(ins, outs, env):
+            k(*[_contig(t) for t in ins], *outs)
+    return run
+
+
+def _view_runner(name, op, out_dims):
+    from stax._mlir import ir
+    if name == "stax.reshape":
+        return lambda ins, env: ins[0].reshape([_evaluate(d, env) for d in out_dims])
+    if name == "stax.permute":
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["perm"]))
+        return lambda ins, env: ins[0].permute(perm)
+    if name == "stax.broadcast_in_dim":
+        dims = list(ir.DenseI64ArrayAttr(op.attributes["dims"]))
+
+        def bcast(ins, env):
+            x = ins[0]
+            shape = [_evaluate(d, env) for d in out_dims]
+            view = [1] * len(shape)
+            for i, d in enumerate(dims):
+                view[d] = x.shape[i]
+            return x.reshape(view).expand(shape)
+        return bcast
+    if name == "stax.slice":
+        st = list(ir.DenseI64ArrayAttr(op.attributes["start"]))
+        li = list(ir.DenseI64ArrayAttr(op.attributes["limit"]))
+        sp = list(ir.DenseI64ArrayAttr(op.attributes["step"]))
+        index = tuple(slice(a, b, c) for a, b, c in zip(st, li, sp))
+        return lambda ins, env: ins[0][index]
+    raise CannotStayDynamic(f"top-level op {name} is not run by the dynamic graph")
+
+
+# ----------------------------------------------------------------------------- compile
+
+def _view_root(v, producer, view_ops):
+    """The value `v` is a chain of top-level views of (a block argument, or the first
+    value that is not a view)."""
+    while v in producer and producer[v].name in view_ops:
+        v = producer[v].operands[0]
+    return v
+
+
+def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
+    """Import, fuse and compile the symbolic ATen inference graph once."""
+    from stax._mlir import ir, new_context
+    from stax.dialects import symbolic
+    from stax.driver import (FUSED_PIPELINE, KERNEL_OPS, UNFUSED_PIPELINE, VIEW_OPS,
+                             _block, _main_func, _run_passes, _wrap_stray_ops, name_kernels)
+    from stax.importer import UnsupportedGraph, import_graph
+    from stax.targets import cpu_symbolic, llvm
+    from stax.targets.cpu_errors import KernelLoweringError
+    from stax.targets.kernel_ir import contiguous_strides
+    from stax.targets.kernel_ir import shape as static_shape
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        try:
+            imported = import_graph(gm, None, ctx, symbolic=True)
+        except UnsupportedGraph as e:
+            raise CannotStayDynamic(f"the symbolic importer refused the graph: {e}") from None
+        module = imported.module
+        checks: list[_ArgCheck] = []
+        constants = []
+        for i, spec in enumerate(imported.inputs):
+            if spec.kind == "symbol":
+                val = placeholders[i].meta["val"]
+                checks.append(_ArgCheck(i, spec.name, "symbol", symbol=str(val.node.expr)))
+            elif spec.kind == "constant":
+                constants.append(imported.constants[spec.name])
+            elif spec.kind == "object":
+                raise CannotStayDynamic(f"input {spec.name} is an object, not a tensor")
+            else:
+                want = _contiguous_strides(spec.shape)
+                if any(d != 1 and a != b for d, a, b in zip(spec.shape, spec.strides, want)):
+                    raise CannotStayDynamic(
+                        f"input {spec.name} is not contiguous (strides "
+                        f"{symbolic.fmt_dims(spec.strides)} for shape "
+                        f"{symbolic.fmt_dims(spec.shape)}); kernels with runtime sizes "
+                        "take contiguous tensors only")
+                checks.append(_ArgCheck(i, spec.name, "tensor", dims=list(spec.shape),
+                                        dtype=spec.dtype))
+        _run_passes(module, FUSED_PIPELINE if config.fusion else UNFUSED_PIPELINE, None)
+        func_op = _main_func(module)
+        _wrap_stray_ops(func_op)
+        name_kernels(func_op)
+
+        block = _block(func_op)
+        slot_of: dict = {}
+        for j, a in enumerate(block.arguments):
+            slot_of[a] = j
+        next_slot = len(block.arguments)
+        steps, kernels, library_calls, outputs = [], [], [], []
+        for op in block.operations:
+            op = op.operation
+            name = op.name
+            if name == "func.return":
+                for v in op.operands:
+                    outputs.append(v)
+                continue
+            ins = [slot_of[v] for v in op.operands]
+            outs = list(range(next_slot, next_slot + len(op.results)))
+            next_slot += len(op.results)
+            for r, s in zip(op.results, outs):
+                slot_of[r] = s
+            res_dims = [list(symbolic.dims_of(r.type)) for r in op.results]
+            if name in KERNEL_OPS:
+                kname = ir.StringAttr(op.attributes["name"]).value
+                sized = cpu_symbolic.has_runtime_sizes(op)
+                try:
+                    if sized:
+                        k = llvm.compile_kernel(op, None, None, kname)
+                    else:
+                        cs = lambda vs: [contiguous_strides(static_shape(v)) for v in vs]  # noqa: E731
+                        k = llvm.compile_kernel(op, cs(op.operands), cs(op.results), kname)
+                except KernelLoweringError as e:
+                    raise CannotStayDynamic(f"kernel {kname}: {e}") from None
+                kernels.append(k)
+                steps.append(_Step("kernel", ins, outs, _kernel_runner(k, sized), res_dims,
+                                   [_torch_dtype(ir.RankedTensorType(r.type).element_type)
+                                    for r in op.results], kname))
+            elif name == "stax.matmul":
+                shapes = [symbolic.fmt_dims(symbolic.dims_of(v.type)) for v in op.operands]
+                library_calls.append(f"matmul {shapes[0]} @ {shapes[1]} (torch.matmul, "
+                                     "sizes read at run time)")
+                steps.append(_Step("matmul", ins, outs,
+                                   lambda ins, env: torch.matmul(ins[0], ins[1])))
+            elif name in VIEW_OPS:
+                steps.append(_Step("view", ins, outs, _view_runner(name, op, res_dims[0])))
+            else:
+                raise CannotStayDynamic(f"top-level op {name} is not run by the dynamic "
+                                        "graph (constants, fallbacks and collectives take "
+                                        "static shapes)")
+        results = []
+        ret_iter = iter(outputs)
+        producer = {r: op.operation for op in block.operations for r in op.operation.results}
+        for spec in imported.outputs:
+            if spec.kind == "none":
+                results.append(("none", None, None))
+                continue
+            if spec.kind == "input":   # the input itself
+                results.append(("tensor", spec.index, None))
+                continue
+            v = next(ret_iter)
+            base = spec.alias.input if spec.alias is not None else None
+            if base is not None:
+                # eager returns a view of an input: it must stay one, so the value must
+                # be views (torch views at run time) of that very argument
+                if _view_root(v, producer, VIEW_OPS) != block.arguments[base]:
+                    raise CannotStayDynamic(
+                        f"output {spec.index} is a view of input {base} in eager, but the "
+                        "compiled graph computes it (a copy)")
+                results.append(("tensor", slot_of[v], None))   # no restriding copy
+                continue
+            strides = list(spec.strides) if spec.strides else None
+            if _view_root(v, producer, VIEW_OPS) in list(block.arguments):
+                # a fresh tensor in eager that the IR reads straight from an argument
+                # (`trunc` of an int, a reshape of x): copied, never returned aliased
+                results.append(("fresh", slot_of[v], strides))
+                continue
+            results.append(("tensor", slot_of[v], strides))
+        symbols = {}
+        for c in checks:
+            if c.kind == "symbol":
+                symbols.setdefault(c.symbol, (c.index, None))
+            else:
+                for d, e in enumerate(c.dims):
+                    if isinstance(e, str) and e.isidentifier():
+                        symbols.setdefault(e, (c.index, d))
+        used = set()
+        for c in checks:
+            for e in (c.dims or []):
+                if isinstance(e, str):
+                    used |= symbolic.free_symbols(e)
+        unbound = sorted(used - set(symbols))
+        if unbound:
+            raise CannotStayDynamic(f"symbols {unbound} are no argument's dim or SymInt")
+        notes = [f"dynamic: compiled once for every size of "
+                 f"{', '.join(sorted(symbols)) or 'its (all static) dims'}: "
+                 f"{len(kernels)} kernel(s) with runtime sizes, {len(library_calls)} "
+                 "matmul(s) through torch; inputs must be contiguous (guarded)"]
+        g = DynamicGraph(graph_id, checks, constants, steps, results, symbols,
+                         _symbol_ranges(example_inputs), kernels, library_calls, notes,
+                         (ctx, module))
+        g.n_values = next_slot - len(block.arguments)  # slots beyond args and constants
+        return g
+
+
+@dataclasses.dataclass
+class _Holder:
+    graph: Any = None
+
+
+def _is_restart(e: Exception) -> bool:
+    """Dynamo's RestartAnalysis family (TensorifyScalarRestartAnalysis: it specializes a
+    Python float it had passed as a tensor and traces again)."""
+    try:
+        from torch._dynamo.exc import RestartAnalysis
+    except ImportError:
+        return False
+    return isinstance(e, RestartAnalysis)
+
+
+class DynamicShapes:
+    """`report.specializer` of a graph compiled once for every size: one variant, marked
+    dynamic, and the notes the report shows (it stands where a ShapeSpecializer would)."""
+
+    def __init__(self, variant, symbols: list[str]):
+        self.variants = {"dynamic": variant}
+        self.last_variant = None
+        self.symbols = symbols
+        self.max_variants = 1
+        self.dynamic = True
+
+    def notes(self) -> list[str]:
+        v = self.variants["dynamic"]
+        syms = ", ".join(self.symbols) or "none left free: Dynamo specialized them all"
+        return [f"dynamic: Dynamo gave this graph symbolic sizes ({syms}); "
+                f"stax compiled it once, with kernels that take their sizes at run time, "
+                f"in {v.compile_s:.2f} s; it served {v.calls} call(s) at every size, route "
+                f"{v.route}"]
+
+
+class _DynamicCallable:
+    """What the backend returns to Dynamo: aot_autograd's callable over the DynamicGraph;
+    counts the calls on the one variant."""
+
+    def __init__(self, fn, shapes: DynamicShapes):
+        self._fn = fn
+        self.shapes = shapes
+
+    def __call__(self, *args):
+        v = self.shapes.variants["dynamic"]
+        v.calls += 1
+        self.shapes.last_variant = v
+        return self._fn(*args)
+
+
+def compile_dynamic(gm, example_inputs, report, config):
+    """The callable for a symbolic Dynamo graph compiled once for every size, with
+    `report.specializer` a DynamicShapes; raises CannotStayDynamic(reason)."""
+    from stax.backend import needs_autograd, run_aot_autograd
+    from stax.shape_specialize import ShapeVariant, _symbolic_positions
+    if not dynamic_enabled():
+        raise CannotStayDynamic("STAX_DYNAMIC=0 turns the dynamic path off")
+    if config.target != "stax-cpu":
+        raise CannotStayDynamic(f"the {config.target} target has no kernels with runtime "
+                                "sizes")
+    if needs_autograd(example_inputs):
+        raise CannotStayDynamic("training graphs (a backward) are specialized per size: "
+                                "the dynamic path compiles inference graphs only")
+    # a Python float Dynamo passes as a tensor (a norm's eps under dynamic=True): the
+    # symbolic trace makes Dynamo specialize it and trace again (RestartAnalysis, passed
+    # on below); one that stays a tensor read with .item() is refused by the importer
+    tensors, _, _ = _symbolic_positions(gm, list(example_inputs))
+    holder = _Holder()
+
+    def inference(aten_gm, aten_inputs):
+        holder.graph = _build(aten_gm, aten_inputs, config, debug.new_graph_id("inference"))
+        return holder.graph
+
+    def refuse(kind):
+        def compiler(*_):
+            raise CannotStayDynamic(f"aot_autograd made a {kind} graph; the dynamic path "
+                                    "compiles inference graphs only")
+        return compiler
+
+    start = time.perf_counter()
+    try:
+        fn = run_aot_autograd(gm, example_inputs,
+                              lambda kind: inference if kind == "inference" else refuse(kind))
+    except CannotStayDynamic:
+        raise
+    except Exception as e:  # noqa: BLE001 - aot_autograd's own failure: per size instead
+        if _is_restart(e):
+            raise   # Dynamo's own control flow (it traces the frame again): not a failure
+        inner = e
+        while inner is not None and not isinstance(inner, CannotStayDynamic):
+            inner = inner.__cause__ or inner.__context__
+        if inner is not None:
+            raise inner from None
+        raise CannotStayDynamic(f"aot_autograd failed: {type(e).__name__}: {e}") from None
+    if holder.graph is None:
+        raise CannotStayDynamic("aot_autograd compiled no inference graph")
+    g = holder.graph
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    # `shapes`: the symbolic tensors' shapes at the call it was compiled on (any size runs)
+    variant = ShapeVariant(index=0, key=("dynamic",), sizes={s: "any" for s in g.symbols},
+                           shapes={names[i]: tuple(example_inputs[i].shape) for i in tensors
+                                   if isinstance(example_inputs[i], torch.Tensor)},
+                           fn=fn, graphs=[g], compile_s=time.perf_counter() - start,
+                           reason="the first call: compiled once for every size",
+                           dynamic=True)
+    report.graphs.append(g)
+    shapes = DynamicShapes(variant, sorted(g.symbols))
+    report.specializer = shapes
+    msg = (f"graph with symbolic shapes ({', '.join(sorted(g.symbols))}): compiled once "
+           f"for every size in {variant.compile_s:.2f} s ({len(g.kernels)} kernels)")
+    announce(msg)
+    debug.log(msg)
+    return _DynamicCallable(fn, shapes)

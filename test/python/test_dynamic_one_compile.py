@@ -1,0 +1,337 @@
+"""One compile serves every size (stax.dynamic_compile, docs/dynamic-shapes.md): a CPU
+inference graph that Dynamo makes symbolic is compiled ONCE, with kernels that take their
+sizes at run time, and then runs natively at every batch / sequence length.
+
+Every call is compared with eager on random inputs (values with a dtype-aware tolerance,
+shape, strides, dtype) and must have run the one dynamic variant on route stax-cpu; the
+number of stax compiles (static compiles through driver.compile_graph, dynamic builds,
+kernel lowerings) is counted. A graph that cannot stay dynamic is specialized per size,
+with the reason in the report and `stax.explain`. STAX_STRICT=1 (fixture): no fallback.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.fx.experimental._config as fx_config
+
+import stax
+import stax.backend as B
+from stax import driver, dynamic_compile
+from stax.dynamic_compile import DynamicGraph, DynamicShapes, _evaluate
+from stax.errors import StaxGuardError
+from stax.shape_specialize import ShapeSpecializer
+from stax.targets import cpu_symbolic
+
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
+
+pytestmark = pytest.mark.usefixtures("stax_strict")
+
+
+@pytest.fixture
+def counts(monkeypatch):
+    """Compiles, by kind: static graphs (driver.compile_graph), dynamic graphs
+    (dynamic_compile._build) and runtime-size kernel lowerings."""
+    got = {"static": 0, "dynamic": 0, "lowered": 0}
+
+    def counting(key, fn):
+        def wrapped(*a, **k):
+            got[key] += 1
+            return fn(*a, **k)
+        return wrapped
+    monkeypatch.setattr(driver, "compile_graph", counting("static", driver.compile_graph))
+    monkeypatch.setattr(B, "compile_graph", counting("static", B.compile_graph))
+    monkeypatch.setattr(dynamic_compile, "_build", counting("dynamic", dynamic_compile._build))
+    monkeypatch.setattr(cpu_symbolic._RuntimeSizeLowering, "lower",
+                        counting("lowered", cpu_symbolic._RuntimeSizeLowering.lower))
+    return got
+
+
+def _close(got, ref):
+    assert got.shape == ref.shape and got.dtype == ref.dtype, (got.shape, ref.shape)
+    assert got.stride() == ref.stride(), (got.stride(), ref.stride())
+    torch.testing.assert_close(got, ref, **TOL[ref.dtype])
+
+
+def _dynamic_report():
+    reps = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert len(reps) == 1, [r.summary() for r in B.reports()]
+    return reps[0]
+
+
+def _check_call(report, calls_before):
+    """The last call ran the dynamic variant, natively."""
+    (v,) = report.variants
+    assert v.dynamic and v.calls == calls_before + 1
+    assert report.route == "stax-cpu" and report.fallback_reason is None, report.summary()
+    assert v.route == "stax-cpu"
+    return v.calls
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, d=64, h=256, o=48):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(d, h), torch.nn.Linear(h, o)
+
+    def forward(self, x):
+        return self.fc2(torch.nn.functional.gelu(self.fc1(x)))
+
+
+class Block(torch.nn.Module):
+    """layer_norm, a projection, a softmax over the last dim and a residual."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.norm, self.proj = torch.nn.LayerNorm(d), torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        return x + torch.softmax(self.proj(self.norm(x)), dim=-1)
+
+
+SIZES = [8, 1, 257, 600, 3, 17, 512, 2, 257]   # 8 distinct: 1, a prime, above the first
+
+
+def _run(model, sizes, make, dtype=torch.float32, **compile_kw):
+    model = model.to(dtype).eval()
+    cf = torch.compile(model, backend="stax", **compile_kw)
+    calls = 0
+    with torch.no_grad():
+        for n in sizes:
+            x = make(n).to(dtype)
+            got = cf(x)
+            _close(got, model(x))
+            calls = _check_call(_dynamic_report(), calls)
+    return cf
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_mlp_one_compile_every_batch(counts, dtype):
+    torch.manual_seed(0)
+    # size-oblivious: Dynamo does not specialize batch 1, so 1 reaches the one compile too
+    with fx_config.patch(backed_size_oblivious=True):
+        cf = _run(MLP(), SIZES, lambda n: torch.randn(n, 64), dtype, dynamic=True)
+    assert len(B.reports()) == 1
+    assert counts["static"] == 0 and counts["dynamic"] == 1
+    r = _dynamic_report()
+    g = r.graphs[0]
+    assert isinstance(g, DynamicGraph) and g.calls == len(SIZES)
+    assert counts["lowered"] == sum(1 for k in g.kernels if hasattr(k, "symbols")) >= 1
+    assert len(g.library_calls) == 2   # the two matmuls, through torch
+    assert r.variants[0].describe().startswith("dynamic: s")
+    text = stax.explain(cf)
+    assert "compiled it once" in text and "route stax-cpu" in text
+
+
+def test_transformer_block_batch_and_sequence(counts):
+    torch.manual_seed(0)
+    shapes = [(2, 8), (1, 1), (3, 257), (5, 17), (1, 512), (4, 33), (2, 8)]
+    it = iter(shapes)
+    with fx_config.patch(backed_size_oblivious=True):
+        _run(Block(), range(len(shapes)), lambda _n: torch.randn(*next(it), 64),
+             dynamic=True)
+    assert counts["static"] == 0 and counts["dynamic"] == 1
+    (v,) = _dynamic_report().variants
+    assert len(v.sizes) == 2   # batch and sequence: two symbols
+
+
+def test_dynamo_zero_one_specialization_is_a_static_graph(counts):
+    # without size-oblivious sizes, Dynamo compiles batch 1 as a static graph of its
+    # own; every other size runs the one dynamic compile
+    torch.manual_seed(0)
+    model = MLP().eval()
+    cf = torch.compile(model, backend="stax", dynamic=True)
+    with torch.no_grad():
+        for n in (8, 257, 1, 600, 3):
+            x = torch.randn(n, 64)
+            _close(cf(x), model(x))
+    # batch 1 is a second Dynamo graph (static sizes: compiled once, by either path)
+    assert counts["dynamic"] + counts["static"] == 2 and len(B.reports()) == 2
+    first = B.reports()[0]
+    assert isinstance(first.specializer, DynamicShapes) and first.variants[0].calls == 4
+    assert all(x.route == "stax-cpu" for x in B.reports())
+
+
+def test_automatic_dynamic_second_shape(counts):
+    torch.manual_seed(0)
+    model = Block().eval()
+    cf = torch.compile(model, backend="stax")   # no marking: symbolic at the 2nd size
+    with torch.no_grad():
+        for i, n in enumerate((8, 5, 257, 3, 600, 17, 5)):
+            x = torch.randn(n, 64)
+            _close(cf(x), model(x))
+            if i == 0:
+                assert counts == {"static": 1, "dynamic": 0, "lowered": 0}
+    assert counts["static"] == 1 and counts["dynamic"] == 1
+    first, second = B.reports()
+    assert first.specializer is None and second is _dynamic_report()
+    assert second.variants[0].calls == 6
+    assert any("size mismatch" in x for x in second.recompile_reasons)
+
+
+def _aten_args(g: DynamicGraph, env: dict):
+    """Arguments for the dynamic graph itself at the symbol values `env`."""
+    args = []
+    for c in g.checks:
+        if c.kind == "symbol":
+            args.append(env[c.symbol])
+        else:
+            args.append(torch.randn([_evaluate(d, env) for d in c.dims]).to(c.dtype))
+    return args
+
+
+def test_bounds_and_guards(counts):
+    torch.manual_seed(0)
+    model = MLP(d=16, h=32, o=8).eval()
+    cf = torch.compile(model, backend="stax")
+    with torch.no_grad():
+        for n in (6, 17, 40, 9):
+            x = torch.randn(n, 16)
+            torch._dynamo.mark_dynamic(x, 0, min=4, max=48)
+            _close(cf(x), model(x))
+        assert counts["dynamic"] == 1
+        r = _dynamic_report()
+        # above max: Dynamo's guard fails and it compiles again; never a wrong answer
+        x = torch.randn(100, 16)
+        _close(cf(x), model(x))
+    assert len(B.reports()) == 2 and B.reports()[0] is r
+    assert all(x.route == "stax-cpu" for x in B.reports())
+    assert r.variants[0].calls == 4
+    g = r.graphs[0]
+    ((sym, (lo, hi)),) = [(s, g.ranges[s]) for s in g.symbols]
+    assert (lo, hi) == (4, 48)
+    ok = _aten_args(g, {sym: 7})
+    assert g(ok)[0].shape == (7, 8)   # the arguments as the graph takes them, at s=7
+    # the graph's own guards: a size outside the range, a wrong static dim, a
+    # non-contiguous input, a wrong dtype
+    xi = _x_index(g)
+    bad = _aten_args(g, {sym: 49})   # the SymInt argument (if any) says 49 too
+    with pytest.raises(StaxGuardError, match=rf"\(symbol {sym}\): expected a size "
+                                             r"in \[4, 48\].*got 49"):
+        g(bad)
+    bad = list(ok)
+    bad[xi] = torch.randn(7, 15)
+    with pytest.raises(StaxGuardError, match=r"dim 1: expected 16, got 15"):
+        g(bad)
+    bad[xi] = torch.randn(16, 7).t()
+    with pytest.raises(StaxGuardError, match=r"strides: expected contiguous"):
+        g(bad)
+    bad[xi] = torch.randn(7, 16, dtype=torch.float64)
+    with pytest.raises(StaxGuardError, match=r"dtype: expected torch.float32"):
+        g(bad)
+    # a weight whose dim disagrees with the input's symbol
+    wi = next(c.index for c in g.checks if c.kind == "tensor" and c.index != xi and
+              len(c.dims) == 2)
+    bad = list(ok)
+    bad[wi] = torch.randn(3, 3)
+    with pytest.raises(StaxGuardError, match=r"argument"):
+        g(bad)
+
+
+def _x_index(g: DynamicGraph) -> int:
+    """The argument whose dim 0 binds the symbol (the input x)."""
+    (sym,) = g.symbols
+    return next(c.index for c in g.checks if c.kind == "tensor" and c.dims[:1] == [sym])
+
+
+def test_symint_argument(counts):
+    # the size arrives as a SymInt placeholder too, and is used in a view
+    def f(x):
+        n = x.shape[0]
+        return torch.tanh(x).reshape(n * 2, -1) * 3
+
+    cf = torch.compile(f, backend="stax")
+    for n in (4, 9, 257, 600, 2):
+        x = torch.randn(n, 6)
+        torch._dynamo.mark_dynamic(x, 0)   # dim 1 stays 6: -1 is 3, not s1//2
+        _close(cf(x), f(x))
+    assert counts["dynamic"] == 1 and counts["static"] == 0
+    g = _dynamic_report().graphs[0]
+    assert any(c.kind == "symbol" for c in g.checks)
+
+
+def _per_size_reason(cf, f, make, sizes):
+    for n in sizes:
+        x = make(n)
+        _close(cf(x), f(x))
+    spec = [r.specializer for r in B.reports() if r.specializer is not None]
+    assert len(spec) == 1 and isinstance(spec[0], ShapeSpecializer)
+    (r,) = [r for r in B.reports() if r.specializer is not None]
+    assert r.route == "stax-cpu" and len(r.variants) == len(set(sizes))
+    text = stax.explain(cf)
+    assert "could not stay dynamic: " in text
+    return spec[0].not_dynamic_reason
+
+
+def test_cannot_stay_dynamic_mean_over_batch(counts):
+    # a mean over the symbolic dim has no symbolic import (its divisor is a size):
+    # compiled per size, and the report says why
+    def f(x):
+        return torch.tanh(x - x.mean(0))
+
+    cf = torch.compile(f, backend="stax", dynamic=True)
+    why = _per_size_reason(cf, f, lambda n: torch.randn(n, 8), (3, 5, 9))
+    assert "symbolic importer refused" in why and "mean" in why
+    assert counts["dynamic"] == 1 and counts["static"] == 3
+
+
+def test_cannot_stay_dynamic_training():
+    model = MLP(d=16, h=32, o=8)
+    cf = torch.compile(model, backend="stax", dynamic=True)
+    why = _per_size_reason(cf, model, lambda n: torch.randn(n, 16), (3, 5))
+    assert "training" in why
+
+
+def test_cannot_stay_dynamic_non_contiguous_input():
+    def f(x):
+        return torch.tanh(x) + 1
+
+    cf = torch.compile(f, backend="stax", dynamic=True)
+    why = _per_size_reason(cf, f, lambda n: torch.randn(8, n).t(), (3, 5))
+    assert "not contiguous" in why
+
+
+def test_output_views_keep_eager_aliasing():
+    # an output that is a view of an input stays a view of it (or the graph is
+    # specialized per size); a view of a result has eager's strides
+    def f(x):
+        return x.view(-1), torch.tanh(x).t()
+
+    cf = torch.compile(f, backend="stax", dynamic=True)
+    for n in (3, 6, 257):
+        x = torch.randn(n, 5)
+        got, want = cf(x), f(x)
+        assert got[0].data_ptr() == x.data_ptr() and got[0]._base is not None
+        for a, b in zip(got, want):
+            _close(a, b)
+    (r,) = B.reports()
+    assert r.route == "stax-cpu"
+    if isinstance(r.specializer, ShapeSpecializer):
+        assert "view of input" in r.specializer.not_dynamic_reason
+    else:
+        assert r.variants[0].calls == 3
+
+
+def test_stax_dynamic_off(monkeypatch, counts):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")
+    model = MLP(d=16, h=32, o=8).eval()
+    cf = torch.compile(model, backend="stax", dynamic=True)
+    with torch.no_grad():
+        why = _per_size_reason(cf, model, lambda n: torch.randn(n, 16), (3, 5))
+    assert "STAX_DYNAMIC=0" in why and counts["dynamic"] == 0
+
+
+def test_output_read_straight_from_an_input_is_a_fresh_tensor(counts):
+    # trunc of an int is the value itself in the IR: eager returns a new tensor, so must
+    # stax (never the input, aliased); the input is a contiguous view at an offset
+    def f(x):
+        return torch.trunc(x), x * 2
+
+    cf = torch.compile(f, backend="stax", dynamic=True)
+    for n in (5, 7, 257):   # (n + 1 == 4 would meet a guard of Dynamo's on the base)
+        base = torch.randint(-9, 9, (n + 1, 4), dtype=torch.int32)
+        x = base[1:]
+        got, want = cf(x), f(x)
+        assert got[0].data_ptr() != x.data_ptr() and got[0].storage_offset() == 0
+        for a, b in zip(got, want):
+            assert a.stride() == b.stride()
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert counts["dynamic"] == 1 and counts["static"] == 0
