@@ -127,3 +127,11 @@ class Emitter(IndexAlgebra):
             last = self.op(f"arith.cmpi eq, {p1}, %nparts : index", "i1")
             hi = self.op(f"arith.select {last}, {n}, {hi} : index", "index")
         return lo, hi
+
+    def vector_end(self, lo, hi, W):
+        """lo + floor((hi - lo) / W) * W: where [lo, hi)'s W-wide steps end (SSA index
+        values), and the 1-lane tail begins."""
+        span = self.op(f"arith.subi {hi}, {lo} : index", "index")
+        q = self.op(f"arith.divui {span}, {self.const(W, 'index')} : index", "index")
+        q = self.op(f"arith.muli {q}, {self.const(W, 'index')} : index", "index")
+        return self.op(f"arith.addi {lo}, {q} : index", "index")

@@ -162,10 +162,7 @@ class ReductionMixin:
                 mid = em.const((n // W) * W, "index")
             else:
                 lo, hi = self._part_range(n, W)
-                span = em.op(f"arith.subi {hi}, {lo} : index", "index")
-                q = em.op(f"arith.divui {span}, {em.const(W, 'index')} : index", "index")
-                q = em.op(f"arith.muli {q}, {em.const(W, 'index')} : index", "index")
-                mid = em.op(f"arith.addi {lo}, {q} : index", "index")
+                mid = em.vector_end(lo, hi, W)
             for a, b, step, lane in ((lo, mid, W, True), (mid, hi, 1, False)):
                 iv = em.fresh()
                 em.emit(f"scf.for {iv} = {a} to {b} step {em.const(step, 'index')} {{")

@@ -413,15 +413,7 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
         ext = self._extent_of(n)
         if len(shape) == 1 and split:
             lo, hi = self._runtime_part_range(n, W)
-            if W > 1:
-                span = em.op(f"arith.subi {hi}, {lo} : index", "index")
-                q = em.op(f"arith.divui {span}, {em.const(W, 'index')} : index", "index")
-                q = em.op(f"arith.muli {q}, {em.const(W, 'index')} : index", "index")
-                mid = em.op(f"arith.addi {lo}, {q} : index", "index")
-                self._lane_loop(lo, mid, W, ext, idx, body)
-            else:
-                mid = lo
-            self._tail_loop(mid, hi, ext, idx, body)
+            self._split_lanes(lo, hi, W, ext, idx, body)
         else:
             static = isinstance(n, int)
             main = self._vector_main(n) if W > 1 else em.const(0, "index")

@@ -152,10 +152,7 @@ class RuntimeReductionMixin:
         W = em.W
         if split:
             lo, hi = self._runtime_part_range(n, W)
-            span = em.op(f"arith.subi {hi}, {lo} : index", "index")
-            q = em.op(f"arith.divui {span}, {em.const(W, 'index')} : index", "index")
-            q = em.op(f"arith.muli {q}, {em.const(W, 'index')} : index", "index")
-            mid = em.op(f"arith.addi {lo}, {q} : index", "index")
+            mid = em.vector_end(lo, hi, W)
         else:
             lo, hi, mid = em.const(0, "index"), self._size(n), self._vector_main(n)
         for a, b, step, lane in ((lo, mid, W, True), (mid, hi, 1, False)):

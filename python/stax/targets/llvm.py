@@ -289,13 +289,15 @@ class _KernelLowering(ReductionMixin, OpsMixin):
 
     def _split_vector_loop(self, n, W, idx, body):
         """A rank-1 nest: this part's [lo, hi) in W-wide steps, then a 1-lane tail."""
-        em = self.em
         lo, hi = self._part_range(n, W)
+        self._split_lanes(lo, hi, W, n, idx, body)
+
+    def _split_lanes(self, lo, hi, W, n, idx, body):
+        """[lo, hi) (SSA index values) in W-wide steps, then a 1-lane tail; n bounds the
+        index."""
+        em = self.em
         if W > 1:
-            span = em.op(f"arith.subi {hi}, {lo} : index", "index")
-            q = em.op(f"arith.divui {span}, {em.const(W, 'index')} : index", "index")
-            q = em.op(f"arith.muli {q}, {em.const(W, 'index')} : index", "index")
-            mid = em.op(f"arith.addi {lo}, {q} : index", "index")
+            mid = em.vector_end(lo, hi, W)
             self._lane_loop(lo, mid, W, n, idx, body)
         else:
             mid = lo
