@@ -1,0 +1,164 @@
+"""Move reshapes above elementwise ops, so a matmul's epilogue fuses with the ops after its view.
+
+A Linear is `addmm` on `[B*T, N]` followed by a `view` to `[B, T, N]`. Its bias add is
+elementwise on `[B*T, N]`, the GELU (or the residual add, or the next LayerNorm) that
+reads the view is on `[B, T, N]`, and stax-fuse keeps one domain shape per pointwise
+kernel: the bias add became a kernel of its own, a full write and read of the
+activation more than needed (two per GPT-2 MLP, one per attention projection).
+
+`reshape(e(x1, ..., xn))`, `e` elementwise, becomes `e(reshape(x1), ..., reshape(xn))`:
+the op is computed in the reshape's shape, its operands are read through reshapes
+(views, which stax-fuse clones into the kernel that reads them, where the schedule
+turns them into index arithmetic). The new operand reshapes are moved up in turn while
+their operand is again such an op, so a whole epilogue chain takes the consumer's
+shape. A reshape of a reshape is composed into one.
+
+Guarantees, for every `func.func` of the module:
+- Values are bit-identical: an elementwise op computes each element from the elements
+  at the same position of its operands, and a reshape of a row-major tensor only
+  renames positions, so reshaping before or after gives the same elements.
+- Only an elementwise op (stax-fuse's ELEMENTWISE_OPS, bitcast excluded: it may change
+  the element width) is moved, and only when EVERY user of its result is a
+  `stax.reshape` to one shape. An op with any other user (another op of its own shape,
+  `func.return`, a matmul) is left where it is: computing it in two shapes would do its
+  work twice, and keeping a view of the moved op for those users could split a kernel
+  stax-fuse would otherwise form.
+- The moved ops keep their locations and attributes; the new reshapes take the
+  original reshape's location. Ops left without users are erased. Nothing outside
+  elementwise ops and reshapes changes. Running the pass twice changes nothing more (a
+  moved op's users are ops of its new shape, not reshapes, unless its consumer was a
+  reshape to yet another shape, which the first run already followed).
+- Symbolic shapes (`?` dims with a `#stax.sizes` encoding) are kept: the new reshapes
+  take the original reshape's type, with each operand's element type.
+- The result verifies (stax's verifiers).
+"""
+from __future__ import annotations
+
+from stax._mlir import ir
+from stax.passes.fuse import ELEMENTWISE_OPS, FUSIBLE_OPS, GEN_OPS, VIEW_OPS, verify_pass_ir
+from stax.passes.fuse import _key  # an op's identity (its C pointer)
+
+__all__ = ["PASS_NAME", "run", "hoist_reshapes"]
+
+PASS_NAME = "stax-hoist-reshapes"
+
+_MOVABLE = ELEMENTWISE_OPS - {"stax.bitcast"}
+
+
+def _same_type_except_element(like: ir.RankedTensorType, element_type) -> ir.Type:
+    return ir.RankedTensorType.get(list(like.shape), element_type, like.encoding)
+
+
+def _reshaped(value, target: ir.RankedTensorType, loc, created: list) -> ir.Value:
+    """`value` as `target`'s shape (its own element type): the value itself when it has
+    that shape already, a reshape of the source when it is a reshape (composed), else a
+    new reshape inserted at the current insertion point (appended to `created`)."""
+    vtype = ir.RankedTensorType(value.type)
+    want = _same_type_except_element(target, vtype.element_type)
+    if isinstance(value, ir.OpResult) and value.owner.name == "stax.reshape":
+        value = value.owner.operands[0]
+    if value.type == want:
+        return value
+    op = ir.Operation.create("stax.reshape", results=[want], operands=[value], loc=loc)
+    created.append(op)
+    return op.results[0]
+
+
+def _is_epilogue(value, memo) -> bool:
+    """Whether `value` is computed by elementwise ops only, from values no fusible op
+    made (function arguments, matmul results, constants), seen through views: a
+    matmul's epilogue. Moving such a chain never takes an op out of a reduction's
+    kernel."""
+    if not isinstance(value, ir.OpResult):
+        return True
+    op = value.owner
+    key = _key(op)
+    if key in memo:
+        return memo[key]
+    if op.name in VIEW_OPS or op.name in GEN_OPS:
+        ok = all(_is_epilogue(x, memo) for x in op.operands)
+    elif op.name in FUSIBLE_OPS:
+        ok = op.name in _MOVABLE and all(_is_epilogue(x, memo) for x in op.operands)
+    else:
+        ok = True
+    memo[key] = ok
+    return ok
+
+
+def _feeds_fusion(reshape) -> bool:
+    return any(u.owner.name in FUSIBLE_OPS for u in reshape.results[0].uses)
+
+
+def _rewrite(reshape, memo, pending: dict) -> bool:
+    """Move the op `reshape` reads above it, if allowed. The reshapes it erases leave
+    `pending` (the worklist, keyed by op identity); the operand reshapes it makes join
+    it."""
+    src = reshape.operands[0]
+    if not isinstance(src, ir.OpResult):
+        return False
+    op = src.owner
+    if op.name not in _MOVABLE or len(op.results) != 1:
+        return False
+    if not _is_epilogue(src, memo):
+        return False
+    target = ir.RankedTensorType(reshape.results[0].type)
+    users = [u.owner for u in op.results[0].uses]
+    if any(u.name != "stax.reshape" or u.results[0].type != target for u in users):
+        return False
+    loc = reshape.location
+    created = []
+    with ir.InsertionPoint(op):
+        operands = [_reshaped(x, target, loc, created) for x in op.operands]
+        out_type = _same_type_except_element(
+            target, ir.RankedTensorType(op.results[0].type).element_type)
+        moved = ir.Operation.create(op.name, results=[out_type], operands=operands,
+                                    attributes={a.name: a.attr for a in op.attributes},
+                                    loc=op.location)
+    for u in users:
+        u.results[0].replace_all_uses_with(moved.results[0])
+        pending.pop(_key(u), None)  # before erasing: a freed op's address is reused
+        memo.pop(_key(u), None)
+        u.erase()
+    del memo[_key(op)]
+    op.erase()
+    for r in created:
+        pending[_key(r)] = r
+    return True
+
+
+
+def _erase_dead_reshapes(block) -> None:
+    for op in reversed([o.operation for o in block.operations]):
+        if op.name == "stax.reshape" and not list(op.results[0].uses):
+            op.erase()
+
+
+def hoist_reshapes(func_op) -> int:
+    """Rewrite one function in place (its body only: a kernel's ops keep the kernel's
+    domain); returns how many ops were moved."""
+    n = 0
+    for region in func_op.regions:
+        for block in region.blocks:
+            # a worklist: each move makes operand reshapes that may move further up
+            # (only reshapes read by a fusible op start it: one read by a matmul or a
+            # permute gains nothing from moving its producer)
+            pending = {_key(o.operation): o.operation for o in block.operations
+                       if o.operation.name == "stax.reshape" and _feeds_fusion(o.operation)}
+            memo = {}
+            while pending:
+                _, op = pending.popitem()
+                if _rewrite(op, memo, pending):
+                    n += 1
+            if n:
+                _erase_dead_reshapes(block)
+    return n
+
+
+def run(module: "ir.Module") -> None:
+    """Run stax-hoist-reshapes on every func.func of `module` (in place)."""
+    with module.context, ir.Location.unknown():
+        verify_pass_ir(module, "input", PASS_NAME)
+        for op in module.body.operations:
+            if op.operation.name == "func.func":
+                hoist_reshapes(op.operation)
+        verify_pass_ir(module, "output", PASS_NAME)
