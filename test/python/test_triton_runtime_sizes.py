@@ -146,6 +146,8 @@ ROWS = [(1,), (17,), (257,), (512,), (1023,), (600,)]
 # reductions run one row per program in the interpreter: fewer rows, 512 of 768 once
 ROWS_R = [(1,), (17,), (257,), (512,), (3,), (40,)]
 SHAPES_2D = [(1, 1), (17, 16), (5, 17), (257, 31), (2, 1023), (512, 768)]
+# the interpreter is slow: most tests take these (the 512 x 768 case runs in a few)
+SMALL_2D = [(1, 1), (17, 16), (5, 17), (257, 31), (2, 1023), (3, 48)]
 
 
 # ----------------------------------------------------------------------------- pointwise
@@ -156,10 +158,10 @@ def test_bias_tanh_rows_of_768_one_variant():
     k = g.compiled[0]
     assert k.symbols == ["s0"] and k.div16_candidates == ()
     check(g, lambda x, b: torch.tanh(x + b) * x,
-          lambda n: (torch.randn(n, 768), torch.randn(768)), ROWS)
+          lambda n: (torch.randn(n, 768), torch.randn(768)), ROWS_R)
     # one body for all six sizes; the grid follows the size
     assert k.emits == 1 and len({p.variant for p in g.plans}) == 1
-    assert [p.grid[0] for p in g.plans] == [-(-n * 768 // 1024) for (n,) in ROWS]
+    assert [p.grid[0] for p in g.plans] == [-(-n * 768 // 1024) for (n,) in ROWS_R]
     assert "%sym_s0: i32" in g.plans[0].ttir.text
 
 
@@ -172,12 +174,13 @@ def test_pointwise_symbolic_inner_dim(dtype):
     g = symbolic_graph(_gelu_mix, torch.randn(4, 6, dtype=dtype), torch.randn(4, 6, dtype=dtype))
     assert len(g.kernels) == 1
     _routes(g)
+    shapes = SMALL_2D
     check(g, _gelu_mix, lambda m, n: (torch.randn(m, n, dtype=dtype), torch.randn(m, n, dtype=dtype)),
-          SHAPES_2D)
+          shapes)
     # the inner dim's symbol is promised divisible by 16 exactly where it is
     k = g.compiled[0]
     inner = k.symbols[1]
-    for (m, n), p in zip(SHAPES_2D, g.plans):
+    for (m, n), p in zip(shapes, g.plans):
         assert (inner in p.variant.div16) == (n % 16 == 0), (m, n)
     assert k.emits == 1 and len(k.variants) == 2
 
@@ -186,7 +189,7 @@ def test_broadcast_symbolic_and_static_dims():
     fn = lambda x, b, c: (x + b) * c - c.exp()  # noqa: E731
     g = symbolic_graph(fn, torch.randn(4, 6), torch.randn(6), torch.randn(4, 1))
     _routes(g)
-    check(g, fn, lambda m, n: (torch.randn(m, n), torch.randn(n), torch.randn(m, 1)), SHAPES_2D)
+    check(g, fn, lambda m, n: (torch.randn(m, n), torch.randn(n), torch.randn(m, 1)), SMALL_2D)
 
 
 def test_integer_bit_exact():
@@ -196,7 +199,7 @@ def test_integer_bit_exact():
                        torch.randint(-1000, 1000, (m, n), dtype=torch.int32))
     g = symbolic_graph(fn, *mk(4, 6))
     _routes(g)
-    check(g, fn, mk, SHAPES_2D)
+    check(g, fn, mk, SMALL_2D)
 
 
 def test_converts_compare_and_full():
@@ -204,7 +207,7 @@ def test_converts_compare_and_full():
                     x + torch.ones_like(x))
     g = symbolic_graph(fn, torch.randn(4, 6) * 4)
     _routes(g)
-    check(g, fn, lambda m, n: (torch.randn(m, n) * 4,), SHAPES_2D)
+    check(g, fn, lambda m, n: (torch.randn(m, n) * 4,), SMALL_2D)
 
 
 def test_reshape_3d_to_rows():
@@ -213,14 +216,14 @@ def test_reshape_3d_to_rows():
     g = symbolic_graph(fn, torch.randn(2, 3, 5), torch.randn(6, 5))
     _routes(g)
     check(g, fn, lambda a, b, c: (torch.randn(a, b, c), torch.randn(a * b, c)),
-          [(1, 1, 1), (2, 3, 17), (3, 7, 1023), (4, 128, 768), (1, 257, 5), (5, 2, 16)])
+          [(1, 1, 1), (2, 3, 17), (3, 7, 1023), (2, 20, 768), (1, 257, 5), (5, 2, 16)])
 
 
 def test_transposes_delinearize_by_runtime_sizes():
     fn = lambda x, y: (x.t() + y, x.reshape(-1) * 2)  # noqa: E731
     g = symbolic_graph(fn, torch.randn(4, 6), torch.randn(6, 4))
     _routes(g)
-    check(g, fn, lambda m, n: (torch.randn(m, n), torch.randn(n, m)), SHAPES_2D)
+    check(g, fn, lambda m, n: (torch.randn(m, n), torch.randn(n, m)), SMALL_2D)
     fp = lambda x: x.permute(2, 0, 1) * 3  # noqa: E731
     g3 = symbolic_graph(fp, torch.randn(2, 3, 5))
     check(g3, fp, lambda a, b, c: (torch.randn(a, b, c),), [(1, 1, 1), (2, 3, 17), (3, 257, 2)])
@@ -268,11 +271,11 @@ def test_softmax_symbolic_row_persistent_or_looped_at_run_time(dtype):
     g = symbolic_graph(fn, torch.randn(4, 6, dtype=dtype))
     assert len(g.kernels) == 1
     _routes(g)
-    sizes = SHAPES_2D + [(3, 5000)]
+    sizes = SMALL_2D + [(3, 5000)]
     check(g, fn, lambda m, n: (torch.randn(m, n, dtype=dtype) * 3,), sizes)
     got = [(p.variant.strategy, p.variant.rblock) for p in g.plans]
     assert got == [("persistent", 1), ("persistent", 16), ("persistent", 32),
-                   ("persistent", 32), ("persistent", 1024), ("persistent", 1024),
+                   ("persistent", 32), ("persistent", 1024), ("persistent", 64),
                    ("looped", 2048)]
 
 
@@ -283,7 +286,7 @@ def test_layer_norm_mean_rstd_rows_of_768():
     assert len(g.kernels) == 1
     _routes(g)
     check(g, fn, lambda a, b: (torch.randn(a, b, 768) * 2 + 1, torch.randn(768), torch.randn(768)),
-          [(1, 1), (1, 17), (1, 257), (4, 128), (3, 5), (2, 7)])
+          [(1, 1), (1, 17), (1, 257), (2, 64), (3, 5), (2, 7)])
 
 
 W768 = torch.randn(768)
@@ -299,7 +302,7 @@ def test_rms_norm_bf16():
     g = symbolic_graph(_rms_bf16, torch.randn(2, 3, 768).bfloat16())
     _routes(g)
     check(g, _rms_bf16, lambda a, b: (torch.randn(a, b, 768).bfloat16(),),
-          [(1, 1), (1, 17), (1, 257), (4, 128), (3, 13), (2, 3)])
+          [(1, 1), (1, 17), (1, 257), (2, 40), (3, 13), (2, 3)])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
@@ -312,8 +315,8 @@ def test_sum_amax_last_dim(dtype):
         fn = lambda x: (x.sum(-1), x.amax(-1), x.amin(-1, keepdim=True))  # noqa: E731
     g = symbolic_graph(fn, *mk(2, 3, 5))
     _routes(g)
-    check(g, fn, mk, [(1, 1, 1), (2, 3, 17), (1, 257, 31), (3, 2, 1023), (1, 512, 768),
-                      (5, 1, 16)])
+    big = (1, 40, 768)
+    check(g, fn, mk, [(1, 1, 1), (2, 3, 17), (1, 257, 31), (3, 2, 1023), big, (5, 1, 16)])
 
 
 # ----------------------------------------------------------------------------- guards
