@@ -319,6 +319,40 @@ def test_sum_amax_last_dim(dtype):
     check(g, fn, mk, [(1, 1, 1), (2, 3, 17), (1, 257, 31), (3, 2, 1023), big, (5, 1, 16)])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_column_reductions_bias_grad(dtype):
+    """The last dim kept (a bias gradient's sum over a symbolic batch): XBLOCK
+    neighbouring columns per program, persistent or looped over the batch."""
+    fn = lambda x: (x.sum(0), x.amax(0, keepdim=True))  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(4, 6, dtype=dtype))
+    _routes(g)
+    check(g, fn, lambda m, n: (torch.randn(m, n, dtype=dtype),),
+          [(1, 1), (17, 16), (257, 31), (2, 1023), (5000, 3), (600, 17)])
+    first = g.plans[::len(g.kernels)]   # the first kernel's plan at each size
+    assert [p.variant.strategy for p in first][-2:] == ["looped", "persistent"]
+    assert first[-1].variant.xblock == 4   # 600 (1024) rows per column: 4 columns a program
+
+
+def test_column_reduction_over_two_dims_and_full_output():
+    fn = lambda x: (x.sum((0, 1)), x - x.amax((0, 1), keepdim=True))  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(2, 3, 5))
+    _routes(g)
+    check(g, fn, lambda a, b, c: (torch.randn(a, b, c),),
+          [(1, 1, 1), (2, 3, 17), (1, 257, 31), (3, 2, 1023), (5, 1, 16)])
+
+
+def test_row_reduction_over_several_dims():
+    """[a, b, c] over (1, 2) and over (0, 2) (a kept dim between reduced ones)."""
+    fn = lambda x: (x.sum((1, 2)), x.amin((1, 2), keepdim=True))  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(2, 3, 5))
+    fm = lambda x: x.amax((0, 2))  # noqa: E731
+    g2 = symbolic_graph(fm, torch.randn(2, 3, 5))
+    for graph, f in ((g, fn), (g2, fm)):
+        _routes(graph)
+        check(graph, f, lambda a, b, c: (torch.randn(a, b, c),),
+              [(1, 1, 1), (2, 3, 17), (1, 257, 31), (3, 2, 1023), (5, 1, 16)])
+
+
 # ----------------------------------------------------------------------------- guards
 
 def test_divisibility_variant_only_for_multiples_of_16():
@@ -376,10 +410,11 @@ def test_specialize_signature_only_changes_the_signature():
 
 # ----------------------------------------------------------------------------- refused
 
-COLUMN_SUM = """
-func.func @f(%x: tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<768xf32> {
-  %s = "stax.reduce_sum"(%x) {dims = array<i64: 0>, keepdim = false} : (tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<768xf32>
-  return %s : tensor<768xf32>
+CONCAT_SYMBOLIC = """
+func.func @f(%x: tensor<?x4xf32, #stax.sizes<["s0", 4]>>, %y: tensor<?x4xf32, #stax.sizes<["2*s0", 4]>>) -> tensor<?x4xf32, #stax.sizes<["2*s0", 4]>> {
+  %c = "stax.concat"(%x, %x) {dim = 0 : i64} : (tensor<?x4xf32, #stax.sizes<["s0", 4]>>, tensor<?x4xf32, #stax.sizes<["s0", 4]>>) -> tensor<?x4xf32, #stax.sizes<["2*s0", 4]>>
+  %a = "stax.add"(%c, %y) : (tensor<?x4xf32, #stax.sizes<["2*s0", 4]>>, tensor<?x4xf32, #stax.sizes<["2*s0", 4]>>) -> tensor<?x4xf32, #stax.sizes<["2*s0", 4]>>
+  return %a : tensor<?x4xf32, #stax.sizes<["2*s0", 4]>>
 }
 """
 
@@ -392,8 +427,8 @@ func.func @f(%x: tensor<?x768xf32, #stax.sizes<["s0", 768]>>) -> tensor<?xi64, #
 
 
 @pytest.mark.parametrize("text,what", [
-    (COLUMN_SUM, "keeps a trailing dim (a column reduction)"),
     (ARGMAX_ROWS, "argmax is not supported"),
+    (CONCAT_SYMBOLIC, "stax.concat is not supported"),
 ])
 def test_unsupported_is_refused_naming_the_kernel(text, what):
     ctx = new_context()
@@ -474,12 +509,16 @@ def test_gpu_pointwise_at_many_sizes():
 
 
 @gpu
-def test_gpu_sum_amax_rms_norm():
+def test_gpu_sum_amax_columns_rms_norm():
     fn = lambda x: (x.sum(-1), x.amax(-1), x.amin(-1, keepdim=True))  # noqa: E731
     g = symbolic_graph(fn, torch.randn(2, 3, 5), device="cuda")
     check(g, fn, lambda a, b, c: (torch.randn(a, b, c),),
           [(1, 1, 1), (2, 3, 17), (1, 257, 31), (3, 2, 1023), (2, 256, 768), (1, 64, 50257)],
           device="cuda")
+    fc = lambda x: (x.sum(0), x.amax(0, keepdim=True))  # noqa: E731
+    g = symbolic_graph(fc, torch.randn(4, 6), device="cuda")
+    check(g, fc, lambda m, n: (torch.randn(m, n),),
+          [(1, 1), (17, 16), (257, 31), (2, 1023), (16384, 768), (4096, 3072)], device="cuda")
     g = symbolic_graph(_rms_bf16, torch.randn(2, 3, 768).bfloat16(), device="cuda")
     check(g, _rms_bf16, lambda a, b: (torch.randn(a, b, 768).bfloat16(),),
           [(1, 1), (1, 17), (1, 257), (4, 128), (16, 1024)], device="cuda")

@@ -13,7 +13,8 @@ exactly once; `compiles` counts them), as Triton's JIT specializes on argument v
   multiple of 16 (`tt.divisibility = 16` on that size argument); never for another value;
 * `aligned`: per pointer, `data_ptr() % 16 == 0` (`tt.divisibility = 16` on it);
 * reductions: `persistent` with RBLOCK = the row rounded up to a power of two, up to
-  PERSISTENT_MAX elements, else `looped` over LOOPED_RBLOCK chunks.
+  PERSISTENT_MAX elements, else `looped` over LOOPED_RBLOCK chunks (columns: 64 x 64
+  tiles).
 
 `plan(*tensors, sizes=None)` returns the LaunchPlan (variant, its TTIR, grid, the scalar
 arguments) without launching, which is how the tests run the chosen variant through the
@@ -89,15 +90,21 @@ def _p2(n):
     return 1 << max(0, (max(1, n) - 1).bit_length())
 
 
-def reduction_tile(rn: int):
+def reduction_tile(rn: int, inner_reduced=True):
     """(strategy, XBLOCK, RBLOCK, num_warps) for rows of rn elements (the static
-    generator's default_config rule, decided at run time)."""
+    generator's default_config rule, decided at run time; no split reduction). Column
+    mode (`inner_reduced` False) takes up to 64 neighbouring kept elements per program."""
     R = _p2(rn)
     if R <= PERSISTENT_MAX:
-        xb = 1 if R >= 512 else max(1, min(64, 2048 // R))
+        if not inner_reduced:
+            xb = max(1, min(64, 4096 // R))
+        else:
+            xb = 1 if R >= 512 else max(1, min(64, 2048 // R))
         total = xb * R
         warps = 8 if total >= 4096 and R >= 2048 else (4 if total >= 512 else 2)
         return "persistent", xb, R, warps
+    if not inner_reduced:
+        return "looped", 64, 64, 4
     return "looped", 1, LOOPED_RBLOCK, 8
 
 
@@ -191,7 +198,7 @@ class SizedTritonKernel:
             var = SizedVariant(index, div16, aligned)
         else:
             rows, rn = _value(self.meta["rows"], env), _value(self.meta["rnumel"], env)
-            strategy, xb, rb, warps = reduction_tile(rn)
+            strategy, xb, rb, warps = reduction_tile(rn, self.meta.get("inner_reduced", True))
             grid = (-(-rows // xb) if rn > 0 else 0, 1, 1)
             var = SizedVariant(index, div16, aligned, strategy, xb, rb, warps)
         return var, grid

@@ -26,8 +26,9 @@ taking, after the tensors' pointers, one integer per distinct free symbol of its
   only come from the launcher, which checks each one per call.
 * Pointwise kernels: 1-D blocks of BLOCK elements over each output's linear index
   (delinearized by runtime sizes); the grid is computed per call from the sizes.
-* Row reductions (`triton_symbolic_reduction`): the reduced dims are the domain's last
-  ones (softmax, layer_norm, rms_norm, sum/amax over the last dim), static or symbolic.
+* Reductions (`triton_symbolic_reduction`) over static or symbolic dims: rows (the
+  reduced dims innermost: softmax, layer_norm, rms_norm, sum/amax over the last dim) and
+  columns (a kept dim innermost: a bias gradient's sum over a symbolic batch).
 
 Element evaluation (per-op values, converts, rounding, combines, tt.reduce) is the static
 generator's (`triton_ttir._Lowering` and its mixins); this module replaces what depends on
@@ -36,9 +37,8 @@ algebra (`passes/kernel_schedule.py`'s AffineMaps) takes constant sizes; a runti
 would make its maps semi-affine (`d0 * s0`, `d0 floordiv s0`), which its simplifier and
 offset checks do not handle, so views are re-derived here as index lists (the same
 semantics, `_view_index`). Refused with a KernelLoweringError naming the kernel (the
-caller then compiles per size): gather, concat, pad, argmax/argmin, a reduction that
-keeps a trailing dim (a column reduction), kernels of another kind, non-contiguous
-strides.
+caller then compiles per size): gather, concat, pad, argmax/argmin, kernels of another
+kind, non-contiguous strides.
 """
 from __future__ import annotations
 
@@ -397,7 +397,7 @@ def kernel_meta(kernel_op, name, input_strides=None, output_strides=None) -> dic
             meta["rows"] = poly(symbolic.dim_product([S[d] for d in range(len(S))
                                                       if d not in D]))
             meta["rnumel"] = poly(symbolic.dim_product([S[d] for d in D]))
-            meta["max_bytes"] = max(_dt(_etype(a)).nbytes for a in low.args + low.yielded)
+            meta["inner_reduced"] = low.inner_reduced
         else:
             meta["kind"] = "pointwise"
             meta["numels"] = [poly(symbolic.dim_product(o.shape)) for o in low.outputs]

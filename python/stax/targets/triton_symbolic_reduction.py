@@ -1,11 +1,13 @@
-"""Row reductions with runtime sizes for the Triton generator (`triton_symbolic`).
+"""Reductions with runtime sizes for the Triton generator (`triton_symbolic`).
 
 A reduction kernel whose reductions share one domain S (dims static or symbolic) and
-reduce its trailing dims D (softmax, layer_norm and its mean / rstd outputs, rms_norm,
-sum / amax over the last dim) is emitted over [XBLOCK rows, RBLOCK reduced] tiles:
+its reduced dims D (softmax, layer_norm and its mean / rstd outputs, rms_norm, sum / amax
+over the last dim; column sums over a symbolic batch) is emitted over [XBLOCK rows, RBLOCK reduced] tiles:
 
 * rows: `r = pid * XBLOCK + range`, masked by `r < rows` (a runtime size); the kept dims
-  are delinearized from r by runtime sizes;
+  are delinearized from r by runtime sizes. The reduced dims may be the innermost (row
+  mode) or not (column mode: `x.sum(0)` of `[s0, 768]`, a bias gradient; the tile's
+  XBLOCK kept elements are then neighbours in memory);
 * persistent (the variant's RBLOCK >= the row, which the launcher checks): one block
   holds the row, masked by `k < rnumel`; every phase reuses the loaded values;
 * looped: each phase is an scf.for from 0 to rnumel (a runtime bound) in RBLOCK steps.
@@ -16,9 +18,8 @@ replaces the row setup, the loop bounds and masks, and the indices of outputs.
 Guarantees: a persistent variant launched for a row longer than its RBLOCK reads and
 writes only in bounds (every lane is masked by `k < rnumel` and `r < rows`); it would be
 wrong, never out of bounds, and the launcher never picks it then. Refused
-(KernelLoweringError): reductions of different signatures, a reduction that keeps a
-trailing dim (a column reduction), an output that is neither the domain (or a reshape of
-it) nor one value per row.
+(KernelLoweringError): reductions of different signatures, an output that is neither
+the domain (or a reshape of it) nor one value per row.
 """
 from __future__ import annotations
 
@@ -65,11 +66,10 @@ class _SizedReductionMixin:
                              f"{list(sig[1])} and {list(s[0])} over {list(s[1])})")
             sig = s
         S, D = list(sig[0]), list(sig[1])
-        if D != list(range(len(S) - len(D), len(S))) and \
-                not all(S[d] == 1 for d in range(len(S)) if d not in D and d > min(D)):
-            self._refuse(f"a reduction over dims {D} of {S} that keeps a trailing dim (a "
-                         "column reduction)")
         self.S, self.D = S, D
+        # rows (the reduced dims innermost) or columns (a kept dim inside: the tile's
+        # XBLOCK neighbouring kept elements are contiguous); the launcher tiles each
+        self.inner_reduced = all(S[d] == 1 for d in range(max(D) + 1, len(S)))
         self.kept = [d for d in range(len(S)) if d not in D]
         size = symbolic.dim_product(S)
         rows = symbolic.dim_product([S[d] for d in self.kept])
