@@ -199,7 +199,8 @@ class SizedTritonKernel:
         else:
             rows, rn = _value(self.meta["rows"], env), _value(self.meta["rnumel"], env)
             strategy, xb, rb, warps = reduction_tile(rn, self.meta.get("inner_reduced", True))
-            grid = (-(-rows // xb) if rn > 0 else 0, 1, 1)
+            # (rn == 0 still launches: every lane masked, the rows get the neutral value)
+            grid = (-(-rows // xb), 1, 1)
             var = SizedVariant(index, div16, aligned, strategy, xb, rb, warps)
         return var, grid
 
