@@ -388,6 +388,40 @@ def test_i64_variant_for_large_element_counts():
     assert "%sym_s0: i64" in text and "tensor<1024xi64>" in text
 
 
+def _run_variant(k, var, tensors, sizes):
+    """Run one (forced) variant of k through the interpreter, with its grid rule."""
+    text = k.variant_ttir(var).text
+    _, grid = k.choose(tensors, sizes)
+    rows = -(-k.shapes_for(sizes)[0][0] // var.xblock) if k.kind == "reduction" else grid[0]
+    run_ttir(text, (rows, 1, 1), tensors, k.name, scalars=sizes)
+
+
+def test_every_body_is_right_when_forced():
+    """Looped with a small RBLOCK (many trips, a partial last one), persistent with
+    several rows per program, and i64 index math, each at sizes that are not multiples of
+    the block; and a persistent variant too narrow for the row stays in bounds (masked:
+    wrong, never outside the tensors), which is why the launcher never picks it."""
+    fn = lambda x: torch.softmax(x, -1)  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(4, 6))
+    k = g.compiled[0]
+    for var in (SizedVariant("i32", (), (True, True), "looped", 2, 16, 2),
+                SizedVariant("i32", (), (True, True), "persistent", 4, 512, 4),
+                SizedVariant("i64", (), (False, False), "persistent", 1, 512, 4)):
+        for m, n in ((3, 257), (5, 17), (1, 1)):
+            x, out = torch.randn(m, n) * 3, torch.full((m, n), 77.0)
+            _run_variant(k, var, [x, out], [m, n])
+            torch.testing.assert_close(out, fn(x), rtol=2e-5, atol=2e-5)
+    narrow = SizedVariant("i32", (), (True, True), "persistent", 1, 16, 2)
+    x, out = torch.randn(3, 257), torch.full((3, 257), 77.0)
+    _run_variant(k, narrow, [x, out], [3, 257])   # no OutOfBounds
+    assert not torch.allclose(out, fn(x))
+    gb = text_graph(BIAS_TANH)
+    kb = gb.compiled[0]
+    x, b, out = torch.randn(17, 768), torch.randn(768), torch.empty(17, 768)
+    _run_variant(kb, SizedVariant("i64", (), (False,) * 3), [x, b, out], [17])
+    torch.testing.assert_close(out, torch.tanh(x + b) * x)
+
+
 def test_shape_check_names_the_tensor():
     g = text_graph(BIAS_TANH)
     k = g.compiled[0]

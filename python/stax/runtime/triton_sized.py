@@ -35,6 +35,7 @@ LOOPED_RBLOCK = 2048
 POINTWISE_BLOCK = 1024
 _I32_MAX = (1 << 31) - 1
 _SLACK = 1 << 16          # the most a block or a loop step can run past an element count
+_MAX_PLANS = 4096         # memoized launch plans per kernel (cleared when full)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class LaunchPlan:
     ttir: object          # the variant's TTIR kernel (text with the signature's hints)
     grid: tuple
     scalars: tuple        # the size arguments, in `symbols` order
+    launcher: object = None   # the compiled variant bound to the grid, once launched
 
 
 _PARAM = re.compile(r"(%(?:in|out)(\d+): !tt\.ptr<[^>]+>|%sym_(\w+): i(?:32|64))")
@@ -149,6 +151,7 @@ class SizedTritonKernel:
         self.bodies = {}       # body_key -> TTIR kernel object (no hints)
         self.variants = {}     # SizedVariant -> specialized TTIR kernel object
         self.compiled = {}     # SizedVariant -> launchable CompiledKernel
+        self._plans = {}       # (sizes, alignments) -> (LaunchPlan, shapes)
         self.emits = 0
         self.compiles = 0
 
@@ -219,16 +222,34 @@ class SizedTritonKernel:
         return got
 
     def plan(self, *tensors, sizes=None, check=True) -> LaunchPlan:
-        if sizes is None:
-            sizes = self.sizes_of(tensors)
-        sizes = [int(s) for s in sizes]
-        if len(sizes) != len(self.symbols):
-            raise TypeError(f"kernel {self.name} takes {len(self.symbols)} sizes "
-                            f"({', '.join(self.symbols)}), got {len(sizes)}")
+        """The call's LaunchPlan (memoized per sizes and pointer alignments, so a repeated
+        size costs a dict lookup); with `check`, every tensor's shape and contiguity are
+        checked against the sizes first."""
+        sizes = tuple(self.sizes_of(tensors) if sizes is None else (int(s) for s in sizes))
+        key = (sizes, tuple(t.data_ptr() % 16 == 0 for t in tensors))
+        got = self._plans.get(key)
+        if got is None:
+            if len(sizes) != len(self.symbols):
+                raise TypeError(f"kernel {self.name} takes {len(self.symbols)} sizes "
+                                f"({', '.join(self.symbols)}), got {len(sizes)}")
+            if len(tensors) != self.n_args:
+                raise TypeError(f"kernel {self.name} takes {self.n_args} tensors, got "
+                                f"{len(tensors)}")
+            var, grid = self.choose(tensors, sizes)
+            shapes = tuple(tuple(sh) for sh in self.shapes_for(sizes))
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            got = self._plans[key] = (LaunchPlan(var, self.variant_ttir(var), grid, sizes),
+                                      shapes)
+        plan, shapes = got
         if check:
-            self.check_args(tensors, sizes)
-        var, grid = self.choose(tensors, sizes)
-        return LaunchPlan(var, self.variant_ttir(var), grid, tuple(sizes))
+            if len(tensors) != self.n_args:
+                raise TypeError(f"kernel {self.name} takes {self.n_args} tensors, got "
+                                f"{len(tensors)}")
+            for t, shape in zip(tensors, shapes):
+                if t.shape != shape or not t.is_contiguous():
+                    self.check_args(tensors, sizes)   # raises, naming the tensor
+        return plan
 
     def compiled_for(self, var: SizedVariant):
         got = self.compiled.get(var)
@@ -243,7 +264,10 @@ class SizedTritonKernel:
         p = self.plan(*tensors, sizes=sizes, check=check)
         if p.grid[0] == 0:
             return
-        self.compiled_for(p.variant)[p.grid](*tensors, *p.scalars)
+        run = p.launcher
+        if run is None:
+            run = p.launcher = self.compiled_for(p.variant)[p.grid]
+        run(*tensors, *p.scalars)
 
     def __repr__(self):
         return (f"SizedTritonKernel({self.name}, {self.kind}, symbols={self.symbols}, "
