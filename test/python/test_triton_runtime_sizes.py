@@ -480,6 +480,7 @@ def test_unsupported_is_refused_naming_the_kernel(text, what):
 # ----------------------------------------------------------------------------- PTX
 
 def test_compiles_to_ptx_once_per_variant(tmp_path, monkeypatch):
+    """No GPU needed: each variant is one triton.compile, for every size it serves."""
     pytest.importorskip("triton")
     monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path))
     stax_triton.clear_memory_cache()
@@ -502,6 +503,24 @@ def test_compiles_to_ptx_once_per_variant(tmp_path, monkeypatch):
     assert ".visible .entry sm768" in ptx and "ld.global" in ptx
     # the sizes are kernel arguments: one pointer per tensor, then the i32 size
     assert [str(t) for t in ck.src.signature.values()] == ["*f32", "*f32", "*f32", "i32"]
+    # a pointwise kernel with a symbolic inner dim: once for the sizes not divisible by
+    # 16, once for those that are (16-byte loads there)
+    fn = lambda x, y: x * torch.sigmoid(x) + y  # noqa: E731
+    gm = make_fx(fn, tracing_mode="symbolic")(torch.randn(4, 6), torch.randn(4, 6))
+    ctx2 = new_context()
+    ig = import_graph(gm, None, ctx2, symbolic=True)
+    fuse.run(ig.module)
+    block = ig.module.body.operations[0].regions[0].blocks[0]
+    kop = next(o.operation for o in block.operations if o.operation.name == KERNEL)
+    with ctx2:
+        kp = stax_triton.compile_kernel(kop, None, None, "pw")
+    ptx = {}
+    for m, n in ((1, 1), (17, 17), (257, 31), (2, 1023), (4, 48), (512, 768)):
+        t = [torch.randn(m, n) for _ in range(3)]
+        var, _ = kp.choose(t, [m, n])
+        ptx[bool(var.div16)] = kp.compiled_for(var).asm["ptx"]
+    assert kp.compiles == 2
+    assert "ld.global.v4" in ptx[True] and "ld.global.v4" not in ptx[False]
 
 
 # ----------------------------------------------------------------------------- GPU
