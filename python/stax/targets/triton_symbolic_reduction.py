@@ -134,11 +134,9 @@ class _SizedReductionMixin:
     def _setup_sized_rows(self, rows):
         em, it, XB = self.em, self.it, self.XB
         rowsh = (XB, 1)
-        pid = self._program_id("x", "pid")
-        base = em.op(f"arith.muli {pid}, {em.const(XB, it)} : {it}", "i")
+        base = self.ix_mul(V(self._program_id("x", "pid"), (), it), XB)
         rr = self._arange(XB, "r", axis=1)
-        r = em.op(f"arith.addi {em.mat(V(base, (), it), rowsh)}, {rr} : tensor<{XB}x1x{it}>",
-                  "row")
+        r = em.op(f"arith.addi {em.mat(base, rowsh)}, {rr} : tensor<{XB}x1x{it}>", "row")
         self.r = V(r, rowsh, it)
         self.rmask = V(em.op(f"arith.cmpi slt, {r}, {em.mat(self._size(rows), rowsh)} : "
                              f"tensor<{XB}x1x{it}>", "rmask"), rowsh, "i1")
