@@ -28,7 +28,8 @@ from stax.targets.triton_ttir import emit_ttir
 from stax.targets.llvm import KernelLoweringError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_runtime_size_kernels import (BIAS_TANH, SOFTMAX_768, _eval_size,  # noqa: E402
+from test_runtime_size_kernels import (BIAS_TANH, SOFTMAX_768, _aot_graphs,  # noqa: E402
+                                       _eval_size, _graph_kernels, _random_like,
                                        _torch_dtype)
 from ttir_interp import OutOfBounds, run_kernel, run_ttir  # noqa: E402
 
@@ -351,6 +352,48 @@ def test_row_reduction_over_several_dims():
         _routes(graph)
         check(graph, f, lambda a, b, c: (torch.randn(a, b, c),),
               [(1, 1, 1), (2, 3, 17), (1, 257, 31), (3, 2, 1023), (5, 1, 16)])
+
+
+def test_training_graph_kernels_match_the_static_generator():
+    """Every kernel of a Linear + gelu + layer_norm + softmax block's forward and backward
+    (aot_autograd, batch dynamic; the backward has column sums): one SizedTritonKernel
+    each, interpreted, agrees with the static generator's kernel (interpreted) at a batch
+    that is no multiple of 16, on the same random operands."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(24, 48)
+
+    def fn(x):
+        return F.layer_norm(F.gelu(lin(x)) + 1, (48,)).softmax(-1)
+    runtime = []
+    for gm, ex in _aot_graphs(fn, torch.randn(8, 24, requires_grad=True), True):
+        g, ctx, ks = _graph_kernels(gm, ex, True)
+        with ctx:
+            runtime.append((g, ctx, ks, [triton_symbolic.compile_sized_kernel(
+                k, f"dyn{i}", compile=False) for i, k in enumerate(ks)]))
+    sized = [ck for r in runtime for ck in r[3]]
+    assert len(sized) >= 4
+    compared = 0
+    for batch in (37,):
+        static = _aot_graphs(fn, torch.randn(batch, 24, requires_grad=True), False)
+        for (sgm, sex), (_, _, ks, cks) in zip(static, runtime):
+            sg, sctx, sks = _graph_kernels(sgm, sex, False)
+            assert len(sks) == len(ks)
+            for i, (sk, ck) in enumerate(zip(sks, cks)):
+                with sctx:
+                    tk = emit_ttir(sk, [contiguous_strides(_shape(v)) for v in sk.operands],
+                                   [contiguous_strides(_shape(v)) for v in sk.results], f"st{i}")
+                ins = [_random_like(v.type) for v in sk.operands]
+                outs_s = [torch.full(_shape(r), 77, dtype=_torch_dtype(
+                    ir.RankedTensorType(r.type).element_type)) for r in sk.results]
+                outs_r = [torch.full_like(o, 33) for o in outs_s]
+                run_kernel(tk, *ins, *outs_s)
+                p = ck.plan(*ins, *outs_r)
+                run_ttir(p.ttir.text, p.grid, ins + outs_r, ck.name, scalars=p.scalars)
+                for a, b in zip(outs_r, outs_s):
+                    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5,
+                                               msg=lambda m: f"batch {batch} kernel {i}: {m}")
+                compared += 1
+    assert compared == len(sized)
 
 
 # ----------------------------------------------------------------------------- guards
