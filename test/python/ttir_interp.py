@@ -197,12 +197,16 @@ def parse(text: str) -> Func:
         pos += 1
         m = re.match(r"tt\.func public @(\w+)\((.*)\) attributes", ln)
         if m:
-            params = []
-            for p in re.finditer(r"(%\w+): (!tt\.ptr<[^>]+>)( \{tt\.divisibility = 16 : i32\})?",
-                                 m.group(2)):
-                params.append((p.group(1), _ptr_elem(p.group(2)), bool(p.group(3))))
+            params, scalars = [], []
+            for p in re.finditer(r"(%\w+): (!tt\.ptr<[^>]+>|i32|i64)"
+                                 r"( \{tt\.divisibility = 16 : i32\})?", m.group(2)):
+                if p.group(2).startswith("!tt.ptr"):
+                    params.append((p.group(1), _ptr_elem(p.group(2)), bool(p.group(3))))
+                else:   # a runtime size (stax.targets.triton_symbolic), after the pointers
+                    scalars.append((p.group(1), p.group(2), bool(p.group(3))))
             body, _ = parse_block(["tt.return"])
             func = Func(m.group(1), params, body)
+            func.scalars = scalars
             break
     if func is None:
         raise ValueError("no tt.func in the TTIR text")
@@ -244,6 +248,7 @@ class _Machine:
         self.func = func
         self.bufs = bufs
         self.kname = kernel_name
+        self.scalars = {}
 
     def fail(self, op, msg):
         raise OutOfBounds(f"kernel {self.kname}: {msg}\n  at: {op.line.strip()}")
@@ -255,6 +260,7 @@ class _Machine:
                     env = {}
                     for name, _, _ in self.func.params:
                         env[name] = ("ptr", name, torch.zeros((), dtype=torch.int64))
+                    env.update(self.scalars)
                     self.pid = {"x": x, "y": y, "z": z}
                     self.block(self.func.body, env)
 
@@ -555,10 +561,25 @@ class _Machine:
 _PARSED: dict = {}
 
 
-def run_ttir(text: str, grid, tensors, name=None):
+def run_ttir(text: str, grid, tensors, name=None, scalars=()):
+    """Run the kernel over `grid` on CPU tensors (one per pointer argument) and, for a
+    kernel with runtime sizes, `scalars` (one int per i32 / i64 argument after the
+    pointers; a `tt.divisibility = 16` promise on one is checked like a pointer's)."""
     func = _PARSED.get(text)
     if func is None:
         func = _PARSED[text] = parse(text)
+    if len(scalars) != len(func.scalars):
+        raise TypeError(f"kernel {func.name} takes {len(func.scalars)} scalar arguments, "
+                        f"got {len(scalars)}")
+    env = {}
+    for (pname, elem, div16), v in zip(func.scalars, scalars):
+        v = int(v)
+        if div16 and v % 16:
+            raise OutOfBounds(f"kernel {func.name}: argument {pname} is promised divisible by "
+                              f"16 (tt.divisibility) but is {v}")
+        if not -(1 << (_bits(elem) - 1)) <= v < (1 << (_bits(elem) - 1)):
+            raise OutOfBounds(f"kernel {func.name}: argument {pname} = {v} overflows {elem}")
+        env[pname] = torch.tensor(v, dtype=torch.int64)
     if len(tensors) != len(func.params):
         raise TypeError(f"kernel {func.name} takes {len(func.params)} pointers, "
                         f"got {len(tensors)}")
@@ -569,7 +590,9 @@ def run_ttir(text: str, grid, tensors, name=None):
                               f"aligned (tt.divisibility) but sits at byte offset "
                               f"{t.storage_offset() * t.element_size()}")
         bufs[pname] = _Buf(pname, t, elem)
-    _Machine(func, bufs, name or func.name).run(tuple(grid))
+    machine = _Machine(func, bufs, name or func.name)
+    machine.scalars = env
+    machine.run(tuple(grid))
 
 
 _WS = {"f32": torch.float32, "f64": torch.float64, "i64": torch.int64, "i32": torch.int32,

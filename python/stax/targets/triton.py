@@ -362,7 +362,17 @@ def build_kernel(name, tk: TTIRKernel, arch: int) -> TritonKernel:
 def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", *, arch=90,
                    config: TritonConfig | None = None, aligned=None) -> TritonKernel:
     """Emit TTIR for one stax kernel (specialized for these strides and alignment) and
-    compile it for sm_<arch>."""
+    compile it for sm_<arch>. A kernel with `?` dims goes to triton_symbolic (a
+    SizedTritonKernel: variants chosen and compiled per call, contiguous strides only;
+    `config` / `aligned` do not apply and are refused)."""
+    from stax.targets import triton_symbolic
+    if triton_symbolic.has_runtime_sizes(kernel_op):
+        if config is not None or aligned is not None:
+            raise KernelLoweringError(f"kernel {name} (runtime sizes): an explicit config or "
+                                      "alignment is not supported; the launcher picks them "
+                                      "per call")
+        return triton_symbolic.compile_sized_kernel(kernel_op, name, arch, input_strides,
+                                                    output_strides)
     tk = emit_ttir(kernel_op, input_strides, output_strides, name, config=config, aligned=aligned)
     return build_kernel(name, tk, arch)
 
