@@ -20,10 +20,10 @@ saying how many graphs ran as written so far and how to see why; `fallback_count
 the running total.
 
 A graph with symbolic shapes (Dynamo's automatic dynamic shapes after a second size,
-`dynamic=True`, `mark_dynamic`) on the CPU, at inference, is compiled once for every
-size with kernels that take their sizes at run time (`stax.dynamic_compile`); where it
-cannot stay dynamic (training, the GPU, an op or kernel with no runtime-size support:
-the notes say why), it is compiled per shape: the callable is a
+`dynamic=True`, `mark_dynamic`) on the CPU is compiled once for every size with kernels
+that take their sizes at run time (`stax.dynamic_compile`; in training its forward and
+backward, `stax.dynamic_training`); where it cannot stay dynamic (the GPU, an op or
+kernel with no runtime-size support: the notes say why), it is compiled per shape: the callable is a
 `stax.shape_specialize.ShapeSpecializer` that compiles one static variant per distinct
 size tuple through the same static pipeline (at most `stax.max_shape_variants`, default
 8; later sizes run as written with one StaxFallbackWarning, an error in strict mode).

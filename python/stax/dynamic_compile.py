@@ -1,5 +1,7 @@
-"""One compile for every size: a CPU inference graph with symbolic shapes, compiled once
-with kernels that take their sizes at run time (docs/dynamic-shapes.md, "One compile").
+"""One compile for every size: a CPU graph with symbolic shapes, compiled once with
+kernels that take their sizes at run time (docs/dynamic-shapes.md, "One compile"). An
+inference graph is built here; a training graph's forward and backward are built here
+too, both at forward-compile time (stax.dynamic_training says how).
 
 `compile_dynamic(gm, example_inputs, report, config)` is what the backend tries first for
 a Dynamo graph with symbolic inputs on the CPU target. Inside the backend call Dynamo's
@@ -26,7 +28,8 @@ graph is then
     device, every static dim, every symbolic dim against its expression (two dims of one
     symbol must be equal), each symbol's range as Dynamo assumed it (the 0/1
     specialization: a backed symbol is >= 2; the `min`/`max` of `mark_dynamic`), and
-    contiguity (what the kernels rely on). So a call can never read or write out of
+    contiguity (or, in training, the recorded strides), and a size argument that is an
+    expression (`s0*s1`, saved by a forward) against it. So a call can never read or write out of
     bounds, and never computes with sizes it was not checked for;
   - allocates each kernel's results (contiguous, sizes from the symbol expressions),
     runs the steps, and returns the outputs with eager's strides (restrided by a copy
@@ -34,13 +37,15 @@ graph is then
 
 What cannot stay dynamic raises `CannotStayDynamic` with the reason; the backend then
 specializes per size (stax.shape_specialize) and the report says "could not stay
-dynamic: <reason>": training graphs (a backward), the GPU
-target, an importer refusal (an op with no symbolic rule, a fallback op, a mean over a
-symbolic dim), a kernel refusal (targets/cpu_symbolic's "not supported"), a
-non-contiguous input, an output that eager returns as a view of an input but that is not
-top-level views of it here (outputs that are views of inputs stay views: torch views of
-that argument), and top-level ops this runner does not execute (constants, fallbacks,
-collectives). Dynamo's RestartAnalysis raised inside aot_autograd is passed on.
+dynamic: <reason>": a training graph whose forward or backward cannot (the reason names
+the graph), the GPU target, an importer refusal (an op with no symbolic rule, a fallback
+op, a mean over a symbolic dim), a kernel refusal (targets/cpu_symbolic's "not
+supported"), a non-contiguous input at inference (training graphs take the strides
+Dynamo's fake tensors give them, such as a saved transposed weight, guarded exactly), an
+output that eager returns as a view of an input but that is not top-level views of it
+here (outputs that are views of inputs stay views: torch views of that argument), and
+top-level ops this runner does not execute (constants, fallbacks, collectives).
+Dynamo's RestartAnalysis raised inside aot_autograd is passed on.
 """
 from __future__ import annotations
 
