@@ -170,17 +170,54 @@ def test_mlp_training_one_compile_every_batch(counts, act, dtype):
     assert "compiled it once (training" in text and "route stax-cpu" in text
 
 
-def test_block_training_batch_and_sequence(counts):
+def _fake_strides(t, env):
+    from stax.importer import symbolic as isym
+    return [_evaluate(isym.dim(s), env) for s in t.stride()]
+
+
+def test_block_training_batch_and_sequence(counts, monkeypatch):
+    built = {}   # kind -> the ATen graph each DynamicGraph was built from
+    real_build = dynamic_compile._build
+
+    def keep(gm, inputs, config, graph_id, **kw):
+        built[kw["kind"]] = gm
+        return real_build(gm, inputs, config, graph_id, **kw)
+    monkeypatch.setattr(dynamic_compile, "_build", keep)
     shapes = [(2, 8, 64), (1, 1, 64), (3, 257, 64), (5, 17, 64), (1, 512, 64),
               (4, 33, 64), (2, 8, 64)]
     with fx_config.patch(backed_size_oblivious=True):
-        _cf, r = _train_once(Block(), shapes, mark=(0, 1))
+        cf, r = _train_once(Block(), shapes, mark=(0, 1))
     fw, bw = _assert_one_training_compile(counts, r)
     assert len(r.variants[0].sizes) == 2   # batch and sequence: two symbols
     # the forward saves batch*sequence (a size expression) for the backward's views:
     # computed from the symbols, and checked by the backward against them
     assert any(kind == "size" for kind, _, _ in fw.outputs)
     assert any(c.kind == "size" for c in bw.checks)
+    # every saved tensor has the strides of aot_autograd's fake tensor (what the
+    # backward was traced against), and the saved transposed weight is a view of it
+    (out,) = [n for n in built["forward"].graph.nodes if n.op == "output"]
+    vals = [o.meta["val"] if isinstance(o, torch.fx.Node) else o for o in out.args[0]]
+    x_check = next(c for c in fw.checks if c.kind == "tensor" and len(c.dims) == 3)
+    env = {x_check.dims[0]: 3, x_check.dims[1]: 11}
+    args = []
+    for c in sorted(fw.checks, key=lambda c: c.index):
+        args.append(env[c.symbol] if c.kind == "symbol" else
+                    torch.randn([_evaluate(d, env) for d in c.dims]))
+    got = fw(list(args))
+    assert len(got) == len(vals)
+    from stax.importer import symbolic as isym
+    for i, (g, v) in enumerate(zip(got, vals)):
+        if isinstance(v, torch.Tensor):
+            want = _fake_strides(v, env)
+            assert [s for n, s in zip(g.shape, g.stride()) if n != 1] == \
+                [s for n, s in zip(g.shape, want) if n != 1], (i, g.stride(), want)
+        else:   # a saved size: the batch, the sequence, their product
+            assert g == _evaluate(isym.dim(v), env), (i, g, v)
+    (w_arg,) = [a for a in args if isinstance(a, torch.Tensor) and a.shape == (64, 64)]
+    saved_t = [g for g, v in zip(got, vals) if isinstance(v, torch.Tensor) and
+               v.shape == (64, 64)]
+    assert saved_t and all(t.data_ptr() == w_arg.data_ptr() and t.stride() == (1, 64)
+                           for t in saved_t)   # permute(weight): a view, as in eager
 
 
 def test_automatic_dynamic_training(counts):
