@@ -20,10 +20,10 @@ saying how many graphs ran as written so far and how to see why; `fallback_count
 the running total.
 
 A graph with symbolic shapes (Dynamo's automatic dynamic shapes after a second size,
-`dynamic=True`, `mark_dynamic`) on the CPU, at inference, is compiled once for every
-size with kernels that take their sizes at run time (`stax.dynamic_compile`); where it
-cannot stay dynamic (training, the GPU, an op or kernel with no runtime-size support:
-the notes say why), it is compiled per shape: the callable is a
+`dynamic=True`, `mark_dynamic`) on the CPU is compiled once for every size with kernels
+that take their sizes at run time (`stax.dynamic_compile`; in training its forward and
+backward, `stax.dynamic_training`); where it cannot stay dynamic (the GPU, an op or
+kernel with no runtime-size support: the notes say why), it is compiled per shape: the callable is a
 `stax.shape_specialize.ShapeSpecializer` that compiles one static variant per distinct
 size tuple through the same static pipeline (at most `stax.max_shape_variants`, default
 8; later sizes run as written with one StaxFallbackWarning, an error in strict mode).
@@ -381,14 +381,18 @@ def needs_autograd(example_inputs) -> bool:
         isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
 
 
-def run_aot_autograd(gm, example_inputs, make_compiler):
+def run_aot_autograd(gm, example_inputs, make_compiler, partition_fn=None):
     """aot_autograd over `stax_decompositions()`; `make_compiler(kind)` gives the
-    compiler of each graph kind ("forward", "backward", "inference")."""
+    compiler of each graph kind ("forward", "backward", "inference"). `partition_fn`
+    (default: aot_autograd's own, `default_partition`) splits the joint graph; the
+    dynamic path wraps it to see the backward before the forward is compiled."""
     from torch._dynamo.backends.common import aot_autograd
+    extra = {"partition_fn": partition_fn} if partition_fn is not None else {}
     aot = aot_autograd(fw_compiler=make_compiler("forward"),
                        bw_compiler=make_compiler("backward"),
                        inference_compiler=make_compiler("inference"),
-                       decompositions=stax_decompositions(needs_autograd(example_inputs)))
+                       decompositions=stax_decompositions(needs_autograd(example_inputs)),
+                       **extra)
     from stax.decompositions import eager_exact_kernels
     with eager_exact_kernels():  # torch's py_impl decompositions would run before ours
         return aot(gm, example_inputs)

@@ -1,5 +1,7 @@
-"""One compile for every size: a CPU inference graph with symbolic shapes, compiled once
-with kernels that take their sizes at run time (docs/dynamic-shapes.md, "One compile").
+"""One compile for every size: a CPU graph with symbolic shapes, compiled once with
+kernels that take their sizes at run time (docs/dynamic-shapes.md, "One compile"). An
+inference graph is built here; a training graph's forward and backward are built here
+too, both at forward-compile time (stax.dynamic_training says how).
 
 `compile_dynamic(gm, example_inputs, report, config)` is what the backend tries first for
 a Dynamo graph with symbolic inputs on the CPU target. Inside the backend call Dynamo's
@@ -26,7 +28,8 @@ graph is then
     device, every static dim, every symbolic dim against its expression (two dims of one
     symbol must be equal), each symbol's range as Dynamo assumed it (the 0/1
     specialization: a backed symbol is >= 2; the `min`/`max` of `mark_dynamic`), and
-    contiguity (what the kernels rely on). So a call can never read or write out of
+    contiguity (or, in training, the recorded strides), and a size argument that is an
+    expression (`s0*s1`, saved by a forward) against it. So a call can never read or write out of
     bounds, and never computes with sizes it was not checked for;
   - allocates each kernel's results (contiguous, sizes from the symbol expressions),
     runs the steps, and returns the outputs with eager's strides (restrided by a copy
@@ -34,13 +37,15 @@ graph is then
 
 What cannot stay dynamic raises `CannotStayDynamic` with the reason; the backend then
 specializes per size (stax.shape_specialize) and the report says "could not stay
-dynamic: <reason>": training graphs (a backward), the GPU
-target, an importer refusal (an op with no symbolic rule, a fallback op, a mean over a
-symbolic dim), a kernel refusal (targets/cpu_symbolic's "not supported"), a
-non-contiguous input, an output that eager returns as a view of an input but that is not
-top-level views of it here (outputs that are views of inputs stay views: torch views of
-that argument), and top-level ops this runner does not execute (constants, fallbacks,
-collectives). Dynamo's RestartAnalysis raised inside aot_autograd is passed on.
+dynamic: <reason>": a training graph whose forward or backward cannot (the reason names
+the graph), the GPU target, an importer refusal (an op with no symbolic rule, a fallback
+op, a mean over a symbolic dim), a kernel refusal (targets/cpu_symbolic's "not
+supported"), a non-contiguous input at inference (training graphs take the strides
+Dynamo's fake tensors give them, such as a saved transposed weight, guarded exactly), an
+output that eager returns as a view of an input but that is not top-level views of it
+here (outputs that are views of inputs stay views: torch views of that argument), and
+top-level ops this runner does not execute (constants, fallbacks, collectives).
+Dynamo's RestartAnalysis raised inside aot_autograd is passed on.
 """
 from __future__ import annotations
 
@@ -104,6 +109,11 @@ def _evaluate(d, env) -> int:
     return total
 
 
+def symbolic_fmt(dims) -> str:
+    from stax.dialects import symbolic
+    return symbolic.fmt_dims(dims)
+
+
 def _contiguous_strides(dims) -> list:
     from stax.dialects import symbolic
     out, acc = [], 1
@@ -117,12 +127,13 @@ def _contiguous_strides(dims) -> list:
 
 @dataclasses.dataclass
 class _ArgCheck:
-    index: int
+    index: int                # the argument's position in the call
     name: str
-    kind: str                 # "tensor" | "symbol"
-    dims: list = None         # tensor: its dims (ints and expressions)
+    kind: str                 # "tensor" | "symbol" | "size" (an int that must equal dims[0])
+    dims: list = None         # tensor: its dims (ints and expressions); size: [expression]
     dtype: Any = None
     symbol: str | None = None  # symbol: the symbol it binds
+    strides: list | None = None  # tensor: the strides it must have (None: contiguous)
 
 
 def _symbol_ranges(example_inputs) -> dict[str, tuple[int, int | None]]:
@@ -181,9 +192,18 @@ class DynamicGraph:
     _boxed_call = True
 
     def __init__(self, graph_id, checks, constants, steps, outputs, symbols, ranges,
-                 kernels, library_calls, notes, keepalive):
+                 kernels, library_calls, notes, keepalive, *, kind="inference",
+                 arg_order=None, n_args=None):
         self.graph_id = graph_id
-        self.kind = "inference"
+        self.kind = kind                # "inference" | "forward" | "backward"
+        # an instance attribute too: torch._dynamo.disable (aot_autograd wraps the
+        # backward in it) copies the callable's __dict__, not its class attributes
+        self._boxed_call = True
+        #: the call's argument of each block argument of @main, in order (a size argument
+        #: that is not one symbol, `s0*s1`, is no block argument: it is checked only)
+        self.arg_order = list(arg_order) if arg_order is not None else \
+            [c.index for c in checks]
+        self.n_args = n_args if n_args is not None else len(checks)
         self.route = "stax-cpu"
         self.device = "cpu"
         self.checks = checks
@@ -203,17 +223,18 @@ class DynamicGraph:
     # -- guards
     def bind(self, args) -> dict:
         """The symbols' values from the arguments, after checking every argument."""
-        if len(args) != len(self.checks):
-            raise StaxGuardError(f"stax dynamic graph: {len(self.checks)} arguments "
-                                 f"expected, got {len(args)}")
+        if len(args) != self.n_args:
+            raise StaxGuardError(f"stax dynamic graph {self.graph_id} ({self.kind}): "
+                                 f"{self.n_args} arguments expected, got {len(args)}")
         env: dict[str, int] = {}
         where: dict[str, tuple] = {}
         for c in self.checks:
             a = args[c.index]
-            if c.kind == "symbol":
-                if isinstance(a, torch.SymInt) or not isinstance(a, int):
+            if c.kind in ("symbol", "size"):
+                if isinstance(a, (torch.SymInt, bool)) or not isinstance(a, int):
                     raise _fail(c, "(a size)", "an int", type(a).__name__)
-                env[c.symbol], where[c.symbol] = int(a), (c, "value")
+                if c.kind == "symbol":
+                    env[c.symbol], where[c.symbol] = int(a), (c, "value")
                 continue
             if not isinstance(a, torch.Tensor):
                 raise _fail(c, "", "a tensor", type(a).__name__)
@@ -227,17 +248,28 @@ class DynamicGraph:
                 if isinstance(expr, str) and expr.isidentifier() and expr not in env:
                     env[expr], where[expr] = int(a.shape[d]), (c, f"dim {d}")
         for c in self.checks:
+            a = args[c.index]
+            if c.kind == "size":   # a saved size such as s0*s1: what the symbols say
+                want = _evaluate(c.dims[0], env)
+                if int(a) != want:
+                    raise _fail(c, f"(the size {c.dims[0]})", want, int(a))
+                continue
             if c.kind != "tensor":
                 continue
-            a = args[c.index]
             for d, expr in enumerate(c.dims):
                 want = _evaluate(expr, env)
                 if a.shape[d] != want:
                     shown = f"{want} ({expr})" if isinstance(expr, str) else want
                     raise _fail(c, f"dim {d}", shown, a.shape[d])
-            if not a.is_contiguous():
-                raise _fail(c, "strides", f"contiguous strides for {list(a.shape)}",
-                            list(a.stride()))
+            if c.strides is None:
+                if not a.is_contiguous():
+                    raise _fail(c, "strides", f"contiguous strides for {list(a.shape)}",
+                                list(a.stride()))
+            elif a.numel() > 1:
+                want = [_evaluate(e, env) for e in c.strides]
+                if any(n != 1 and x != w for n, x, w in zip(a.shape, a.stride(), want)):
+                    raise _fail(c, "strides", f"{want} (what Dynamo's fake tensor recorded; "
+                                f"{symbolic_fmt(c.strides)})", list(a.stride()))
         for s, v in env.items():
             lo, hi = self.ranges.get(s, (None, None))
             if (lo is not None and v < lo) or (hi is not None and v > hi):
@@ -253,7 +285,7 @@ class DynamicGraph:
         args = list(args)
         env = self.bind(args)
         self.calls += 1
-        slots = list(args) + list(self.constants)
+        slots = [args[i] for i in self.arg_order] + list(self.constants)
         slots.extend([None] * self.n_values)
         for st in self.steps:
             ins = [slots[i] for i in st.ins]
@@ -269,6 +301,9 @@ class DynamicGraph:
         for kind, ref, strides in self.outputs:
             if kind == "none":
                 result.append(None)
+                continue
+            if kind == "size":   # a size the forward saves for the backward (s0*s1)
+                result.append(_evaluate(ref, env))
                 continue
             t = slots[ref]
             if not isinstance(t, torch.Tensor):
@@ -340,8 +375,82 @@ def _view_root(v, producer, view_ops):
     return v
 
 
-def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
-    """Import, fuse and compile the symbolic ATen inference graph once."""
+def _derived_size(*_):
+    """Stands for a size argument that is not one symbol (`s0*s1`, which aot_autograd's
+    forward saves for the backward) in the copy of a graph that is imported: the
+    importer reads such a node's size from its value and never calls it."""
+    raise AssertionError("_derived_size is an import placeholder; it never runs")
+
+
+@dataclasses.dataclass
+class _SizeSlots:
+    """What `_importable` took out of a graph for the importer, which takes SymInt inputs
+    that are exactly one symbol and tensor outputs (and inputs returned) only."""
+    kept: list          # the call's argument of each placeholder left, in order
+    derived: dict       # argument -> its size expression (an int or a normal form)
+    outputs: dict       # output position -> its size expression
+    names: dict         # argument -> placeholder name (for the guards' messages)
+
+
+def _importable(gm):
+    """(a copy of `gm` the symbolic importer takes, _SizeSlots). A SymInt placeholder
+    whose size is an expression (`s0*s1`) becomes a node the importer reads the size
+    from (`_derived_size`), and the call's argument is checked against the expression;
+    a graph output that is a computed size (not a SymInt input) is left out of the
+    copy's outputs and computed from the symbols at run time."""
+    from stax.importer import symbolic as isym
+    from stax.importer import UnsupportedGraph
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    derived, names = {}, {}
+    for i, n in enumerate(phs):
+        names[i] = n.name
+        v = n.meta.get("val")
+        if isinstance(v, torch.SymInt):
+            try:
+                d = isym.dim(v, f"input {n.name}")
+            except UnsupportedGraph as e:
+                raise CannotStayDynamic(f"the symbolic importer refused the graph: {e}") \
+                    from None
+            if not (isinstance(d, str) and d.isidentifier()):
+                derived[i] = d
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = out_node.args[0]
+    seq = isinstance(outs, (tuple, list))
+    items = list(outs) if seq else [outs]
+    kept_phs = {n for i, n in enumerate(phs) if i not in derived}
+    size_outs = {}
+    for j, o in enumerate(items):
+        v = o.meta.get("val") if isinstance(o, torch.fx.Node) else o
+        if isinstance(o, torch.fx.Node) and o in kept_phs:
+            continue   # an input returned (a tensor or a SymInt input): the importer's
+        if isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool):
+            size_outs[j] = isym.dim(v, f"output {j}")
+    if not derived and not size_outs:
+        return gm, _SizeSlots(list(range(len(phs))), {}, {}, names)
+    graph = torch.fx.Graph()
+    val_map = {}
+    for i in derived:
+        node = graph.create_node("call_function", _derived_size, (), {},
+                                 name=f"{phs[i].name}_size")
+        node.meta = dict(phs[i].meta)
+        val_map[phs[i]] = node
+    mapped = graph.graph_copy(gm.graph, val_map)
+    mapped = list(mapped) if seq else [mapped]
+    left = [m for j, m in enumerate(mapped) if j not in size_outs]
+    graph.output(tuple(left) if seq else (left[0] if left else None))
+    copy = torch.fx.GraphModule(gm, graph)
+    copy.meta = dict(getattr(gm, "meta", {}))
+    return copy, _SizeSlots([i for i in range(len(phs)) if i not in derived], derived,
+                            size_outs, names)
+
+
+def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
+           strided_inputs: bool = False) -> DynamicGraph:
+    """Import, fuse and compile the symbolic ATen graph once. `kind` names it (an
+    inference graph, or aot_autograd's forward or backward); `strided_inputs` takes
+    tensor arguments with the strides Dynamo's fake tensors give them (guarded exactly;
+    kernels read contiguous copies) instead of refusing non-contiguous ones: a
+    backward's saved `permute` of a weight is one."""
     from stax._mlir import ir, new_context
     from stax.dialects import symbolic
     from stax.driver import (FUSED_PIPELINE, KERNEL_OPS, UNFUSED_PIPELINE, VIEW_OPS,
@@ -352,6 +461,8 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
     from stax.targets.kernel_ir import contiguous_strides
     from stax.targets.kernel_ir import shape as static_shape
 
+    n_args = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    gm, slots = _importable(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     ctx = new_context()
     with ctx, ir.Location.unknown():
@@ -363,23 +474,29 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
         checks: list[_ArgCheck] = []
         constants = []
         for i, spec in enumerate(imported.inputs):
+            arg = slots.kept[i] if i < len(slots.kept) else None   # None: a constant
             if spec.kind == "symbol":
                 val = placeholders[i].meta["val"]
-                checks.append(_ArgCheck(i, spec.name, "symbol", symbol=str(val.node.expr)))
+                checks.append(_ArgCheck(arg, spec.name, "symbol", symbol=str(val.node.expr)))
             elif spec.kind == "constant":
                 constants.append(imported.constants[spec.name])
             elif spec.kind == "object":
                 raise CannotStayDynamic(f"input {spec.name} is an object, not a tensor")
             else:
                 want = _contiguous_strides(spec.shape)
-                if any(d != 1 and a != b for d, a, b in zip(spec.shape, spec.strides, want)):
+                contiguous = not any(d != 1 and a != b for d, a, b in
+                                     zip(spec.shape, spec.strides, want))
+                if not contiguous and not strided_inputs:
                     raise CannotStayDynamic(
                         f"input {spec.name} is not contiguous (strides "
                         f"{symbolic.fmt_dims(spec.strides)} for shape "
                         f"{symbolic.fmt_dims(spec.shape)}); kernels with runtime sizes "
                         "take contiguous tensors only")
-                checks.append(_ArgCheck(i, spec.name, "tensor", dims=list(spec.shape),
-                                        dtype=spec.dtype))
+                checks.append(_ArgCheck(arg, spec.name, "tensor", dims=list(spec.shape),
+                                        dtype=spec.dtype,
+                                        strides=None if contiguous else list(spec.strides)))
+        for arg, expr in sorted(slots.derived.items()):
+            checks.append(_ArgCheck(arg, slots.names[arg], "size", dims=[expr]))
         _run_passes(module, FUSED_PIPELINE if config.fusion else UNFUSED_PIPELINE, None)
         func_op = _main_func(module)
         _wrap_stray_ops(func_op)
@@ -434,7 +551,13 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
         results = []
         ret_iter = iter(outputs)
         producer = {r: op.operation for op in block.operations for r in op.operation.results}
-        for spec in imported.outputs:
+        specs = list(imported.outputs)
+        for j in sorted(slots.outputs):   # the sizes left out of the imported outputs
+            specs.insert(j, ("size", slots.outputs[j]))
+        for spec in specs:
+            if isinstance(spec, tuple):
+                results.append(("size", spec[1], None))
+                continue
             if spec.kind == "none":
                 results.append(("none", None, None))
                 continue
@@ -469,19 +592,27 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
                         symbols.setdefault(e, (c.index, d))
         used = set()
         for c in checks:
-            for e in (c.dims or []):
+            for e in (c.dims or []) + (c.strides or []):
                 if isinstance(e, str):
                     used |= symbolic.free_symbols(e)
+        for e in slots.outputs.values():
+            if isinstance(e, str):
+                used |= symbolic.free_symbols(e)
         unbound = sorted(used - set(symbols))
         if unbound:
             raise CannotStayDynamic(f"symbols {unbound} are no argument's dim or SymInt")
-        notes = [f"dynamic: compiled once for every size of "
+        strided = [c.name for c in checks if c.strides is not None]
+        layout = (f"inputs {', '.join(strided)} have Dynamo's strides, the others are "
+                  "contiguous (guarded)" if strided else
+                  "inputs must be contiguous (guarded)")
+        what = "" if kind == "inference" else f" ({kind} graph)"
+        notes = [f"dynamic{what}: compiled once for every size of "
                  f"{', '.join(sorted(symbols)) or 'its (all static) dims'}: "
                  f"{len(kernels)} kernel(s) with runtime sizes, {len(library_calls)} "
-                 "matmul(s) through torch; inputs must be contiguous (guarded)"]
+                 f"matmul(s) through torch; {layout}"]
         g = DynamicGraph(graph_id, checks, constants, steps, results, symbols,
                          _symbol_ranges(example_inputs), kernels, library_calls, notes,
-                         (ctx, module))
+                         (ctx, module), kind=kind, arg_order=slots.kept, n_args=n_args)
         g.n_values = next_slot - len(block.arguments)  # slots beyond args and constants
         return g
 
@@ -505,20 +636,22 @@ class DynamicShapes:
     """`report.specializer` of a graph compiled once for every size: one variant, marked
     dynamic, and the notes the report shows (it stands where a ShapeSpecializer would)."""
 
-    def __init__(self, variant, symbols: list[str]):
+    def __init__(self, variant, symbols: list[str], training: bool = False):
         self.variants = {"dynamic": variant}
         self.last_variant = None
         self.symbols = symbols
         self.max_variants = 1
         self.dynamic = True
+        self.training = training      # forward and backward, each compiled once
 
     def notes(self) -> list[str]:
         v = self.variants["dynamic"]
         syms = ", ".join(self.symbols) or "none left free: Dynamo specialized them all"
+        what = " (training: its forward and backward graphs)" if self.training else ""
         return [f"dynamic: Dynamo gave this graph symbolic sizes ({syms}); "
-                f"stax compiled it once, with kernels that take their sizes at run time, "
-                f"in {v.compile_s:.2f} s; it served {v.calls} call(s) at every size, route "
-                f"{v.route}"]
+                f"stax compiled it once{what}, with kernels that take their sizes at run "
+                f"time, in {v.compile_s:.2f} s; it served {v.calls} call(s) at every size, "
+                f"route {v.route}"]
 
 
 class _DynamicCallable:
@@ -538,17 +671,18 @@ class _DynamicCallable:
 
 def compile_dynamic(gm, example_inputs, report, config):
     """The callable for a symbolic Dynamo graph compiled once for every size, with
-    `report.specializer` a DynamicShapes; raises CannotStayDynamic(reason)."""
+    `report.specializer` a DynamicShapes; raises CannotStayDynamic(reason). A graph that
+    needs a backward gets its forward and backward compiled once each
+    (stax.dynamic_training)."""
     from stax.backend import needs_autograd, run_aot_autograd
+    from stax.dynamic_training import run_training_aot, training_note
     from stax.shape_specialize import ShapeVariant, _symbolic_positions
     if not dynamic_enabled():
         raise CannotStayDynamic("STAX_DYNAMIC=0 turns the dynamic path off")
     if config.target != "stax-cpu":
         raise CannotStayDynamic(f"the {config.target} target has no kernels with runtime "
                                 "sizes")
-    if needs_autograd(example_inputs):
-        raise CannotStayDynamic("training graphs (a backward) are specialized per size: "
-                                "the dynamic path compiles inference graphs only")
+    training = needs_autograd(example_inputs)
     # a Python float Dynamo passes as a tensor (a norm's eps under dynamic=True): the
     # symbolic trace makes Dynamo specialize it and trace again (RestartAnalysis, passed
     # on below); one that stays a tensor read with .item() is refused by the importer
@@ -561,14 +695,22 @@ def compile_dynamic(gm, example_inputs, report, config):
 
     def refuse(kind):
         def compiler(*_):
-            raise CannotStayDynamic(f"aot_autograd made a {kind} graph; the dynamic path "
-                                    "compiles inference graphs only")
+            raise CannotStayDynamic(f"aot_autograd made a {kind} graph for a graph with no "
+                                    "input that requires grad")
         return compiler
 
+    def build(aten_gm, aten_inputs, graph_id, kind):
+        return _build(aten_gm, aten_inputs, config, graph_id, kind=kind,
+                                   strided_inputs=kind != "inference")
+
     start = time.perf_counter()
+    built = None
     try:
-        fn = run_aot_autograd(gm, example_inputs,
-                              lambda kind: inference if kind == "inference" else refuse(kind))
+        if training:
+            fn, built = run_training_aot(gm, example_inputs, config, build)
+        else:
+            fn = run_aot_autograd(gm, example_inputs, lambda kind: inference
+                                  if kind == "inference" else refuse(kind))
     except CannotStayDynamic:
         raise
     except Exception as e:  # noqa: BLE001 - aot_autograd's own failure: per size instead
@@ -580,22 +722,29 @@ def compile_dynamic(gm, example_inputs, report, config):
         if inner is not None:
             raise inner from None
         raise CannotStayDynamic(f"aot_autograd failed: {type(e).__name__}: {e}") from None
-    if holder.graph is None:
+    graphs = built.graphs if built is not None else \
+        ([holder.graph] if holder.graph is not None else [])
+    if not graphs:
         raise CannotStayDynamic("aot_autograd compiled no inference graph")
-    g = holder.graph
+    symbols = sorted({s for g in graphs for s in g.symbols})
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     # `shapes`: the symbolic tensors' shapes at the call it was compiled on (any size runs)
-    variant = ShapeVariant(index=0, key=("dynamic",), sizes={s: "any" for s in g.symbols},
+    variant = ShapeVariant(index=0, key=("dynamic",), sizes={s: "any" for s in symbols},
                            shapes={names[i]: tuple(example_inputs[i].shape) for i in tensors
                                    if isinstance(example_inputs[i], torch.Tensor)},
-                           fn=fn, graphs=[g], compile_s=time.perf_counter() - start,
+                           fn=fn, graphs=list(graphs), compile_s=time.perf_counter() - start,
                            reason="the first call: compiled once for every size",
                            dynamic=True)
-    report.graphs.append(g)
-    shapes = DynamicShapes(variant, sorted(g.symbols))
+    report.graphs.extend(graphs)
+    shapes = DynamicShapes(variant, symbols,
+                           training=built is not None and built.forward is not None)
+    if built is not None and (note := training_note(built)) is not None:
+        report.extra_notes.append(note)
     report.specializer = shapes
-    msg = (f"graph with symbolic shapes ({', '.join(sorted(g.symbols))}): compiled once "
-           f"for every size in {variant.compile_s:.2f} s ({len(g.kernels)} kernels)")
+    kernels = sum(len(g.kernels) for g in graphs)
+    what = "forward + backward " if shapes.training else ""
+    msg = (f"graph with symbolic shapes ({', '.join(symbols)}): {what}compiled once "
+           f"for every size in {variant.compile_s:.2f} s ({kernels} kernels)")
     announce(msg)
     debug.log(msg)
     return _DynamicCallable(fn, shapes)

@@ -1,8 +1,9 @@
 """Per-shape specialization: a Dynamo graph with symbolic shapes runs as compiled stax
 code, one static compile per distinct size tuple.
 
-On the CPU target an inference graph is first compiled once for every size
-(`stax.dynamic_compile`, the `compile_dynamic` hook of `compile_static_or_per_size`); what
+On the CPU target a graph (inference, or training's forward and backward) is first
+compiled once for every size (`stax.dynamic_compile`, the `compile_dynamic` hook of
+`compile_static_or_per_size`); what
 follows is for the graphs that cannot stay dynamic (the specializer's
 `not_dynamic_reason`, noted as "could not stay dynamic: ...") and for the other targets.
 

@@ -273,11 +273,21 @@ def test_cannot_stay_dynamic_mean_over_batch(counts):
     assert counts["dynamic"] == 1 and counts["static"] == 3
 
 
-def test_cannot_stay_dynamic_training():
+def test_training_compiles_once_too(counts):
+    # a graph needing a backward: its forward and backward are each compiled once
+    # (test_dynamic_training.py has the gradients against eager)
     model = MLP(d=16, h=32, o=8)
     cf = torch.compile(model, backend="stax", dynamic=True)
-    why = _per_size_reason(cf, model, lambda n: torch.randn(n, 16), (3, 5))
-    assert "training" in why
+    for n in (3, 5, 257):
+        x = torch.randn(n, 16)
+        got = cf(x)
+        _close(got, model(x))
+        got.sum().backward()
+    assert counts["dynamic"] == 2 and counts["static"] == 0   # a forward and a backward
+    r = _dynamic_report()
+    assert [g.kind for g in r.graphs] == ["forward", "backward"]
+    assert r.variants[0].calls == 3 and r.route == "stax-cpu"
+    assert all(p.grad is not None for p in model.parameters())
 
 
 def test_cannot_stay_dynamic_non_contiguous_input():

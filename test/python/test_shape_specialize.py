@@ -190,7 +190,8 @@ def _marked(mark, *args, **kw):
     return make
 
 
-def test_automatic_dynamic_second_shape():
+def test_automatic_dynamic_second_shape(monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # per-size variants (CPU is one compile)
     f = _mlp_fn()
     cf = torch.compile(f, backend="stax")  # no marking: symbolic at the 2nd size
     _call_each(cf, f, (5, 9, 3, 11, 9), lambda n: torch.randn(n, 16), static=(5,))
@@ -202,7 +203,8 @@ def test_automatic_dynamic_second_shape():
     assert "3 variant(s) compiled" in notes and f"{_sym(spec)[0]}=9" in notes
 
 
-def test_dynamic_true_first_call_is_symbolic():
+def test_dynamic_true_first_call_is_symbolic(monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # per-size variants (CPU is one compile)
     f = _mlp_fn()
     cf = torch.compile(f, backend="stax", dynamic=True)
     _call_each(cf, f, (5, 9, 5, 3), lambda n: torch.randn(n, 16))
@@ -221,7 +223,8 @@ def test_dynamic_true_first_call_is_symbolic():
     assert r.launches_per_call == {"forward": g.launches_per_call}
 
 
-def test_mark_dynamic_with_bounds():
+def test_mark_dynamic_with_bounds(monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # per-size variants (CPU is one compile)
     f = _mlp_fn()
     cf = torch.compile(f, backend="stax")
     _call_each(cf, f, (6, 2, 17, 40), _marked(torch._dynamo.mark_dynamic, min=2, max=48))
@@ -276,7 +279,8 @@ def test_python_float_attribute_under_dynamic_true(monkeypatch):
     assert eps == [1e-5]
 
 
-def test_strides_are_part_of_the_variant_key():
+def test_strides_are_part_of_the_variant_key(monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # per-size variants (CPU is one compile)
     f = _mlp_fn()
     cf = torch.compile(f, backend="stax", dynamic=True)
     for x in (torch.randn(5, 16), torch.randn(16, 5).t(), torch.randn(7, 16),
@@ -324,6 +328,7 @@ def _recorded(fn, *args):
 
 
 def test_cap_warns_once_and_runs_as_written(monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # per-size variants (CPU is one compile)
     monkeypatch.delenv("STAX_STRICT")
     f, cf = _capped(options={"stax.max_shape_variants": 2})
     warned = []
@@ -344,6 +349,7 @@ def test_cap_warns_once_and_runs_as_written(monkeypatch):
 
 
 def test_cap_from_the_environment_and_strict_raises(monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # per-size variants (CPU is one compile)
     monkeypatch.setenv("STAX_MAX_SHAPE_VARIANTS", "1")
     f, cf = _capped()
     x = torch.randn(3, 16)
@@ -391,6 +397,7 @@ def test_kv_cache_decode_loop():
 
 
 def test_recompile_and_variant_reasons(monkeypatch, capfd):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # per-size variants (CPU is one compile)
     """Why each compile happened: Dynamo's failed guards on the report of the graph it
     recompiled (automatic dynamic at the 2nd size; a transposed input fails the
     symbolic graph's stride guard), and per stax variant what no earlier variant

@@ -65,6 +65,19 @@ SYMBOLIC_OPS = _names(
     aten.scalar_tensor, *_FULL,
 ) - {aten.view.dtype, aten.div.Tensor_mode, aten.div.Scalar_mode}
 
+#: backward ops (training graphs compiled once, stax.dynamic_training). The backend's
+#: core-ATen decompositions turn most of them into the elementwise and reduction ops
+#: above before the importer sees them; these are for graphs traced without them. Their
+#: handlers (ops_elementwise, ops_reductions) read shapes from the node's fake tensor and
+#: the operands' types only: elementwise with full() constants, and softmax's backward a
+#: sum over its (static or symbolic) dim, with no divisor. native_layer_norm_backward has
+#: no handler (its decomposition imports); a backward needing a mean over a symbolic dim
+#: is refused as the forward's mean is (its divisor would be a size read as a value)
+SYMBOLIC_OPS |= _names(
+    aten.threshold_backward, aten.gelu_backward, aten.tanh_backward,
+    aten.sigmoid_backward, aten._softmax_backward_data, aten._log_softmax_backward_data,
+)
+
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
                     aten.expand, aten.expand_copy, *_FULL)
