@@ -551,13 +551,13 @@ def stax(gm: torch.fx.GraphModule, example_inputs, *, mode: str | None = None,
         from stax.dynamic_compile import compile_dynamic as once
         return once(graph, inputs, report, config)
 
-    # a symbolic CPU graph: one compile for every size (stax.dynamic_compile); otherwise,
-    # or where it cannot stay dynamic, one static compile per distinct size tuple
+    # a symbolic CPU or GPU graph: one compile for every size (stax.dynamic_compile);
+    # otherwise, or where it cannot stay dynamic, one static compile per distinct size
     fn = compile_static_or_per_size(gm, example_inputs, report, strict=strict,
                                     compile_static=compile_static,
                                     max_variants=config.max_shape_variants,
                                     compile_dynamic=compile_dynamic
-                                    if config.target == "stax-cpu" else None)
+                                    if config.target in ("stax-cpu", "triton") else None)
     compiled = StaxCompiled(fn, report)
     compiled_callables.append(compiled)
     return compiled

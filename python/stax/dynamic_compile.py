@@ -181,9 +181,6 @@ class _Step:
         self.out_dims, self.out_dtypes, self.label = list(out_dims), list(out_dtypes), label
 
 
-def _contig(t):
-    return t if t.is_contiguous() else t.contiguous()
-
 
 class DynamicGraph:
     """The compiled inference graph: guards, then the steps (see the module docstring).
@@ -193,7 +190,7 @@ class DynamicGraph:
 
     def __init__(self, graph_id, checks, constants, steps, outputs, symbols, ranges,
                  kernels, library_calls, notes, keepalive, *, kind="inference",
-                 arg_order=None, n_args=None):
+                 arg_order=None, n_args=None, target="stax-cpu"):
         self.graph_id = graph_id
         self.kind = kind                # "inference" | "forward" | "backward"
         # an instance attribute too: torch._dynamo.disable (aot_autograd wraps the
@@ -204,8 +201,9 @@ class DynamicGraph:
         self.arg_order = list(arg_order) if arg_order is not None else \
             [c.index for c in checks]
         self.n_args = n_args if n_args is not None else len(checks)
-        self.route = "stax-cpu"
-        self.device = "cpu"
+        from stax.dynamic_kernels import DEVICES
+        self.route = target
+        self.device = DEVICES[target]   # the device type every tensor argument is on
         self.checks = checks
         self.constants = constants
         self.steps = steps
@@ -228,6 +226,7 @@ class DynamicGraph:
                                  f"{self.n_args} arguments expected, got {len(args)}")
         env: dict[str, int] = {}
         where: dict[str, tuple] = {}
+        dev = None
         for c in self.checks:
             a = args[c.index]
             if c.kind in ("symbol", "size"):
@@ -240,8 +239,13 @@ class DynamicGraph:
                 raise _fail(c, "", "a tensor", type(a).__name__)
             if a.dtype != c.dtype:
                 raise _fail(c, "dtype", c.dtype, a.dtype)
-            if a.device.type != "cpu":
-                raise _fail(c, "device", "cpu", a.device)
+            if a.device.type != self.device:
+                raise _fail(c, "device", self.device, a.device)
+            if dev is None:
+                dev = a.device
+            elif a.device != dev:
+                raise _fail(c, "device", f"{dev} (the device of the first tensor argument)",
+                            a.device)
             if a.dim() != len(c.dims):
                 raise _fail(c, "rank", len(c.dims), a.dim())
             for d, expr in enumerate(c.dims):
@@ -285,12 +289,15 @@ class DynamicGraph:
         args = list(args)
         env = self.bind(args)
         self.calls += 1
+        # every tensor is made on the arguments' device (bind checked they share one)
+        dev = next((a.device for a in args if isinstance(a, torch.Tensor)),
+                   torch.device(self.device))
         slots = [args[i] for i in self.arg_order] + list(self.constants)
         slots.extend([None] * self.n_values)
         for st in self.steps:
             ins = [slots[i] for i in st.ins]
             if st.kind == "kernel":
-                outs = [torch.empty([_evaluate(d, env) for d in dims], dtype=dt)
+                outs = [torch.empty([_evaluate(d, env) for d in dims], dtype=dt, device=dev)
                         for dims, dt in zip(st.out_dims, st.out_dtypes)]
                 st.fn(ins, outs, env)
             else:
@@ -312,30 +319,18 @@ class DynamicGraph:
             if kind == "fresh":
                 want = ([_evaluate(s, env) for s in strides] if strides is not None
                         else torch.empty(t.shape).stride())
-                fresh = torch.empty_strided(t.shape, want, dtype=t.dtype)
+                fresh = torch.empty_strided(t.shape, want, dtype=t.dtype, device=t.device)
                 fresh.copy_(t)
                 result.append(fresh)
                 continue
             if strides is not None and t.dim():
                 want = [_evaluate(s, env) for s in strides]
                 if any(sz > 1 and a != b for sz, a, b in zip(t.shape, t.stride(), want)):
-                    fresh = torch.empty_strided(t.shape, want, dtype=t.dtype)
+                    fresh = torch.empty_strided(t.shape, want, dtype=t.dtype, device=t.device)
                     fresh.copy_(t)
                     t = fresh
             result.append(t)
         return result
-
-
-def _kernel_runner(k, sized: bool):
-    if sized:
-        syms = list(k.symbols)
-
-        def run(ins, outs, env):
-            k(*[_contig(t) for t in ins], *outs, sizes=[env[s] for s in syms])
-    else:
-        def run(ins, outs, env):
-            k(*[_contig(t) for t in ins], *outs)
-    return run
 
 
 def _view_runner(name, op, out_dims):
@@ -456,10 +451,8 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
     from stax.driver import (FUSED_PIPELINE, KERNEL_OPS, UNFUSED_PIPELINE, VIEW_OPS,
                              _block, _main_func, _run_passes, _wrap_stray_ops, name_kernels)
     from stax.importer import UnsupportedGraph, import_graph
-    from stax.targets import cpu_symbolic, llvm
+    from stax import dynamic_kernels
     from stax.targets.cpu_errors import KernelLoweringError
-    from stax.targets.kernel_ir import contiguous_strides
-    from stax.targets.kernel_ir import shape as static_shape
 
     n_args = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
     gm, slots = _importable(gm)
@@ -523,17 +516,12 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
             res_dims = [list(symbolic.dims_of(r.type)) for r in op.results]
             if name in KERNEL_OPS:
                 kname = ir.StringAttr(op.attributes["name"]).value
-                sized = cpu_symbolic.has_runtime_sizes(op)
                 try:
-                    if sized:
-                        k = llvm.compile_kernel(op, None, None, kname)
-                    else:
-                        cs = lambda vs: [contiguous_strides(static_shape(v)) for v in vs]  # noqa: E731
-                        k = llvm.compile_kernel(op, cs(op.operands), cs(op.results), kname)
+                    k, run = dynamic_kernels.compile_kernel(op, kname, config.target)
                 except KernelLoweringError as e:
                     raise CannotStayDynamic(f"kernel {kname}: {e}") from None
                 kernels.append(k)
-                steps.append(_Step("kernel", ins, outs, _kernel_runner(k, sized), res_dims,
+                steps.append(_Step("kernel", ins, outs, run, res_dims,
                                    [_torch_dtype(ir.RankedTensorType(r.type).element_type)
                                     for r in op.results], kname))
             elif name == "stax.matmul":
@@ -612,7 +600,8 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                  f"matmul(s) through torch; {layout}"]
         g = DynamicGraph(graph_id, checks, constants, steps, results, symbols,
                          _symbol_ranges(example_inputs), kernels, library_calls, notes,
-                         (ctx, module), kind=kind, arg_order=slots.kept, n_args=n_args)
+                         (ctx, module), kind=kind, arg_order=slots.kept, n_args=n_args,
+                         target=config.target)
         g.n_values = next_slot - len(block.arguments)  # slots beyond args and constants
         return g
 
@@ -679,9 +668,13 @@ def compile_dynamic(gm, example_inputs, report, config):
     from stax.shape_specialize import ShapeVariant, _symbolic_positions
     if not dynamic_enabled():
         raise CannotStayDynamic("STAX_DYNAMIC=0 turns the dynamic path off")
-    if config.target != "stax-cpu":
+    from stax.dynamic_kernels import DEVICES
+    if config.target not in DEVICES:
         raise CannotStayDynamic(f"the {config.target} target has no kernels with runtime "
                                 "sizes")
+    if config.target == "triton" and config.cudagraphs:
+        raise CannotStayDynamic("CUDA graphs (stax.cudagraphs) record static shapes: "
+                                "one static variant per size keeps them")
     training = needs_autograd(example_inputs)
     # a Python float Dynamo passes as a tensor (a norm's eps under dynamic=True): the
     # symbolic trace makes Dynamo specialize it and trace again (RestartAnalysis, passed

@@ -1,0 +1,82 @@
+"""The kernels of a graph compiled once for every size, per target (stax.dynamic_compile).
+
+`compile_kernel(op, name, target)` compiles one `stax_graph.kernel` of the symbolic IR
+ONCE and gives (kernel, run), `run(ins, outs, env)` launching it with the call's
+symbol values `env`:
+
+- `stax-cpu`: a kernel with `?` dims becomes a `SizedCpuKernel` (targets/cpu_symbolic),
+  one with static types a static CPU kernel for contiguous strides;
+- `triton`: a kernel with `?` dims becomes a `SizedTritonKernel` (targets/triton_symbolic:
+  variants for index width, divisibility and reduction strategy, chosen per call), one
+  with static types a static Triton kernel for contiguous strides and no alignment
+  promise (a dynamic graph's inputs can be views at any offset).
+
+Kernels read contiguous tensors: an input that is a non-contiguous view is copied first.
+A kernel the target cannot take raises KernelLoweringError (the caller then compiles the
+graph per size).
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["DEVICES", "compile_kernel"]
+
+#: the torch device type of each target's tensors
+DEVICES = {"stax-cpu": "cpu", "triton": "cuda"}
+
+
+def _contig(t):
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def _contiguous(values):
+    from stax.targets.kernel_ir import contiguous_strides
+    from stax.targets.kernel_ir import shape as static_shape
+    return [contiguous_strides(static_shape(v)) for v in values]
+
+
+def _gpu_arch() -> int:
+    try:
+        major, minor = torch.cuda.get_device_capability()
+        return major * 10 + minor
+    except Exception:  # noqa: BLE001 - no device to ask (compile-only use): an H100/H200
+        return 90
+
+
+def compile_kernel(op, name: str, target: str):
+    """(kernel, run) for one kernel op; see the module docstring."""
+    if target == "triton":
+        from stax.targets import triton, triton_symbolic
+        sized = triton_symbolic.has_runtime_sizes(op)
+        arch = _gpu_arch()
+        if sized:
+            k = triton.compile_kernel(op, None, None, name, arch=arch)
+        else:
+            k = triton.compile_kernel(op, _contiguous(op.operands), _contiguous(op.results),
+                                      name, arch=arch)
+    elif target == "stax-cpu":
+        from stax.targets import cpu_symbolic, llvm
+        sized = cpu_symbolic.has_runtime_sizes(op)
+        if sized:
+            k = llvm.compile_kernel(op, None, None, name)
+        else:
+            k = llvm.compile_kernel(op, _contiguous(op.operands), _contiguous(op.results),
+                                    name)
+    else:
+        raise ValueError(f"no kernels with runtime sizes for target {target!r}")
+    return k, _runner(k, sized, target)
+
+
+def _runner(k, sized: bool, target: str):
+    if sized:
+        syms = list(k.symbols)
+        # the graph's guards checked its arguments, and it allocates every other tensor
+        # from the same size expressions: a Triton kernel's own shape check is skipped
+        extra = {"check": False} if target == "triton" else {}
+
+        def run(ins, outs, env):
+            k(*[_contig(t) for t in ins], *outs, sizes=[env[s] for s in syms], **extra)
+    else:
+        def run(ins, outs, env):
+            k(*[_contig(t) for t in ins], *outs)
+    return run

@@ -1,0 +1,201 @@
+"""One compile for every size on the GPU target (stax.dynamic_compile with
+stax.dynamic_kernels' Triton kernels: targets/triton_symbolic's SizedTritonKernel).
+
+Two halves:
+
+- on this CPU-only machine, the GPU path is taken with CPU tensors: the backend is told
+  the target is `triton`, the dynamic graph's tensors live on the CPU, and every Triton
+  kernel (runtime-size variants and static ones) runs in the bounds-checked TTIR
+  interpreter (test/python/ttir_interp.py). So the graph, its guards, its Triton
+  kernels' launch plans (variant, grid, size arguments) and their TTIR are checked at
+  every size against eager, forward and backward;
+- on a GPU (skipped without CUDA), the same models on cuda at real sizes (widths >= 512,
+  batches >= 256), inference and training.
+
+Every call: values (dtype-aware tolerance), shape, strides and dtype against eager; the
+one dynamic variant, route `triton`; one dynamic build per graph, no static compile.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.fx.experimental._config as fx_config
+
+import stax.backend as B
+from stax import driver, dynamic_compile, dynamic_kernels
+from stax.dynamic_compile import DynamicShapes
+from stax.runtime.triton_sized import SizedTritonKernel
+from stax.targets import triton as stt
+from ttir_interp import run_kernel, run_ttir
+
+pytestmark = pytest.mark.usefixtures("stax_strict")
+
+TOL = {torch.float32: dict(rtol=2e-4, atol=2e-4), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
+HAS_CUDA = torch.cuda.is_available()
+
+
+@pytest.fixture
+def counts(monkeypatch):
+    got = {"static": 0, "dynamic": 0}
+
+    def counting(key, fn):
+        def wrapped(*a, **k):
+            got[key] += 1
+            return fn(*a, **k)
+        return wrapped
+    monkeypatch.setattr(driver, "compile_graph", counting("static", driver.compile_graph))
+    monkeypatch.setattr(B, "compile_graph", counting("static", B.compile_graph))
+    monkeypatch.setattr(dynamic_compile, "_build", counting("dynamic", dynamic_compile._build))
+    return got
+
+
+@pytest.fixture
+def interpreted_triton(monkeypatch):
+    """The triton target with CPU tensors; Triton kernels interpreted (see the module
+    docstring). Launches are counted per kernel kind."""
+    launched = {"sized": 0, "static": 0}
+    monkeypatch.setattr(B, "select_target", lambda *a, **k: ("triton", "cuda:0"))
+    monkeypatch.setitem(dynamic_kernels.DEVICES, "triton", "cpu")
+
+    def sized_call(self, *tensors, sizes=None, check=True):
+        p = self.plan(*tensors, sizes=sizes, check=True)   # always checked here
+        launched["sized"] += 1
+        if p.grid[0]:
+            run_ttir(p.ttir.text, p.grid, list(tensors), self.name, scalars=p.scalars)
+
+    def static_call(self, *tensors):
+        launched["static"] += 1
+        run_kernel(self.ttir_kernel, *tensors)
+
+    monkeypatch.setattr(SizedTritonKernel, "__call__", sized_call)
+    monkeypatch.setattr(stt.TritonKernel, "__call__", static_call)
+    return launched
+
+
+def _close(got, ref):
+    assert got.shape == ref.shape and got.dtype == ref.dtype, (got.shape, ref.shape)
+    assert got.stride() == ref.stride(), (got.stride(), ref.stride())
+    torch.testing.assert_close(got, ref, **TOL[ref.dtype])
+
+
+def _dynamic_report():
+    reps = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert len(reps) == 1, [r.summary() for r in B.reports()]
+    return reps[0]
+
+
+def _check_call(calls_before):
+    report = _dynamic_report()
+    (v,) = report.variants
+    assert v.dynamic and v.calls == calls_before + 1
+    assert report.route == "triton" and report.fallback_reason is None, report.summary()
+    assert all(g.route == "triton" for g in report.graphs)
+    return v.calls
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, d=64, h=256, o=48):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(d, h), torch.nn.Linear(h, o)
+
+    def forward(self, x):
+        return self.fc2(torch.nn.functional.gelu(self.fc1(x)))
+
+
+class Block(torch.nn.Module):
+    """layer_norm, a projection, a softmax over the last dim and a residual."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.norm, self.proj = torch.nn.LayerNorm(d), torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        return x + torch.softmax(self.proj(self.norm(x)), dim=-1)
+
+
+def _inference(model, shapes, width, device, dtype=torch.float32):
+    model = model.to(device=device, dtype=dtype).eval()
+    cf = torch.compile(model, backend="stax", dynamic=True)
+    calls = 0
+    with torch.no_grad(), fx_config.patch(backed_size_oblivious=True):
+        for shape in shapes:
+            x = torch.randn(*shape, width, device=device, dtype=dtype)
+            _close(cf(x), model(x))
+            calls = _check_call(calls)
+
+
+def _training(model, batches, width, device):
+    torch.manual_seed(1)
+    ref = model.to(device)
+    import copy
+    mine = copy.deepcopy(ref)
+    cf = torch.compile(mine, backend="stax", dynamic=True)
+    calls = 0
+    with fx_config.patch(backed_size_oblivious=True):
+        for n in batches:
+            x = torch.randn(n, width, device=device)
+            xr = x.clone().requires_grad_(True)
+            xm = x.clone().requires_grad_(True)
+            out_r, out_m = ref(xr), cf(xm)
+            _close(out_m, out_r.detach())
+            g = torch.randn_like(out_r)
+            out_r.backward(g)
+            out_m.backward(g)
+            _close(xm.grad, xr.grad)
+            for (name, pr), (_, pm) in zip(ref.named_parameters(), mine.named_parameters()):
+                assert pm.grad is not None, name
+                _close(pm.grad, pr.grad)
+                pr.grad = pm.grad = None
+            calls = _check_call(calls)
+    r = _dynamic_report()
+    assert [g.kind for g in r.graphs] == ["forward", "backward"]
+
+
+# ------------------------------------------------------------------ interpreted (no GPU)
+
+def test_mlp_inference_interpreted(counts, interpreted_triton):
+    torch.manual_seed(0)
+    _inference(MLP(), [(8,), (1,), (17,), (257,), (3,), (40,)], 64, "cpu")
+    assert counts == {"static": 0, "dynamic": 1}
+    assert interpreted_triton["sized"] >= 6   # every call launched runtime-size kernels
+    g = _dynamic_report().graphs[0]
+    assert any(isinstance(k, SizedTritonKernel) for k in g.kernels)
+    assert len(g.library_calls) == 2
+
+
+def test_block_batch_and_sequence_interpreted(counts, interpreted_triton):
+    torch.manual_seed(0)
+    _inference(Block(), [(2, 8), (1, 1), (3, 31), (5, 17), (1, 130), (2, 8)], 64, "cpu")
+    assert counts == {"static": 0, "dynamic": 1}
+    (v,) = _dynamic_report().variants
+    assert len(v.sizes) == 2   # batch and sequence
+
+
+def test_mlp_training_interpreted(counts, interpreted_triton):
+    _training(MLP(), [8, 1, 17, 257, 3, 40], 64, "cpu")
+    assert counts == {"static": 0, "dynamic": 2}   # the forward and the backward, once
+
+
+# ------------------------------------------------------------------------------ on a GPU
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_mlp_inference_cuda_real_sizes(counts, dtype):
+    torch.manual_seed(0)
+    _inference(MLP(512, 2048, 512), [(256,), (1,), (257,), (1000,), (17,), (4096,)], 512,
+               "cuda", dtype)
+    assert counts == {"static": 0, "dynamic": 1}
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_block_batch_and_sequence_cuda(counts):
+    torch.manual_seed(0)
+    _inference(Block(768), [(8, 128), (1, 1), (3, 257), (16, 512), (1, 1023), (8, 128)],
+               768, "cuda")
+    assert counts == {"static": 0, "dynamic": 1}
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_mlp_training_cuda_real_sizes(counts):
+    _training(MLP(512, 2048, 512), [256, 1, 257, 1000, 17, 512], 512, "cuda")
+    assert counts == {"static": 0, "dynamic": 2}
