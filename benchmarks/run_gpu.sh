@@ -20,6 +20,8 @@
 #          torch, and NCCL with one rank per GPU), then benchmarks/distributed.py --device cuda
 #   layout (not in all): benchmarks/layout.py --device cuda (strided inputs and outputs:
 #          time, launches and bytes moved against eager and Inductor)
+#   sizes (not in all): the runtime-size Triton kernels and dynamic graphs on cuda
+#          (test_triton_runtime_sizes, test_dynamic_gpu, ...), benchmarks/triton_runtime_sizes.py
 #   dynamic (not in all): benchmarks/dynamic.py --device cuda (a GPT-2 block over 32 shapes:
 #          compiles, compile time and per-shape time against eager and Inductor dynamic=True)
 # STAX_GPU_TEST_TIMEOUT / STAX_GPU_BENCH_TIMEOUT bound each part (seconds).
@@ -107,6 +109,18 @@ if [[ "$phase" == "layout" ]]; then
   echo "layout.py exit $?"
   grep -E "^\||^Checks|^- " "$OUT/layout-cuda-h200.md" 2>/dev/null | grep -v "^- [a-z]*:" \
       || tail -n 40 "$OUT/gpu-layout.log"
+fi
+
+if [[ "$phase" == "sizes" ]]; then
+  # issue 10 on the GPU: Triton kernels with runtime sizes (against eager and the static
+  # per-size kernel), and graphs compiled once for every size (inference and training)
+  timeout "${STAX_GPU_SIZES_TIMEOUT:-300}" $PY -m pytest -q -rfEs -p no:cacheprovider \
+      test/python/test_triton_runtime_sizes.py test/python/test_dynamic_gpu.py \
+      test/python/test_dynamic_models.py test/python/test_channels_last_switch.py \
+      > "$OUT/gpu-pytest-sizes.log" 2>&1
+  echo "runtime sizes / dynamic / channels-last on cuda: $(tail -n 1 "$OUT/gpu-pytest-sizes.log")"
+  timeout 200 $PY benchmarks/triton_runtime_sizes.py > "$OUT/gpu-triton-runtime-sizes.log" 2>&1
+  echo "triton_runtime_sizes.py exit $?"; tail -n 30 "$OUT/gpu-triton-runtime-sizes.log"
 fi
 
 if [[ "$phase" == "dynamic" ]]; then
