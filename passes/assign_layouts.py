@@ -29,6 +29,12 @@ Guarantees, for every `func.func` of the module:
   wrapper passes them (eager's `operand_layouts`, else
   their own), which the wrapper enforces at run time (contiguous where there is no meta
   kernel). Its views are then laid out like any other (offsets from the result's own).
+- Channels-last (`passes/channels_last.py`): where the module's `stax.channels_last`
+  ("auto", the default: GPU target and Inductor's rule; "on"; "off") switches a function
+  with convolutions, their activation operands are passed NHWC (`operand_layouts`), the
+  kernel results between convolutions are written NHWC, an operand laid out otherwise
+  gets one copy kernel (`stax.copy = "channels-last input ..."`), and returned values
+  still get eager's strides; the function records `stax.channels_last_decision`.
 - The module gets `stax.bytes_moved = {copies, kernels, library}`: the bytes the copy
   kernels, the other kernels and the matmuls read and write under these layouts (a read
   counts the distinct elements its strides touch: an expand reads its source once).

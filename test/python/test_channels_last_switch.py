@@ -8,7 +8,8 @@ compares with eager: values (f32 tolerance), shapes, strides of the outputs and 
 gradient; the route is stax (no graph falls back); the kernels each graph launches are
 counted, and the IR after stax-assign-layouts shows the switch: the decision, the
 convolutions handed NHWC operands and the channels-last copies (one per NCHW input a
-convolution reads). The GPU versions run with the default "auto" (skipped without
+convolution reads). The triton route runs here too, its TTIR interpreted (ttir_interp)
+with the switch on. The GPU versions run with the default "auto" (skipped without
 CUDA; the lead runs them on the H200).
 """
 from __future__ import annotations
@@ -246,3 +247,63 @@ def test_gpu_residual_training_auto(layout, spatial, tmp_path, monkeypatch):
     assert _decision(graphs["forward"]).startswith("switched: auto"), graphs["forward"]
     assert _conv_activation_layouts(graphs["forward"]) == [[nhwc], [nhwc]]
     assert _decision(graphs["backward"]).startswith("switched: auto")
+
+
+# ----------------------------------------------------------------------------- Triton, interpreted
+
+def test_triton_route_interpreted_residual_training(tmp_path, monkeypatch):
+    """The triton route with the switch on (kernels compiled for fake CUDA inputs, their
+    TTIR run by ttir_interp on the CPU, every load bounds-checked): the Triton kernels
+    that write NHWC activations and read them, forward and backward, give eager's
+    values and gradients. (Small: the interpreter is slow.)"""
+    pytest.importorskip("triton")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from stax.backend import run_aot_autograd
+    from stax.driver import compile_graph
+    from ttir_interp import cpu_triton
+    monkeypatch.setenv("STAX_TRITON_ARCH", "90")
+    monkeypatch.setenv("STAX_DEBUG_DIR", str(tmp_path))
+    config = resolve_config(None, {"stax.channels_last": "on"}, target="triton")
+
+    def compiler(gm, example_inputs):
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            fake = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cuda")
+                    if isinstance(t, torch.Tensor) else t for t in example_inputs]
+        for n in gm.graph.nodes:   # factory ops of the CPU trace: the GPU's device
+            if "device" in n.kwargs:
+                n.kwargs = {**n.kwargs, "device": torch.device("cuda")}
+        gm.recompile()
+        cg = compile_graph(gm, fake, config)
+        assert cg.route == "triton"
+
+        def run(*args):
+            with cpu_triton(cg):
+                return cg(*args)
+        return run
+
+    torch.manual_seed(0)
+    ref = Residual(8)
+    mod = copy.deepcopy(ref)
+    x = torch.randn(2, 8, 6, 6)
+    xe, xs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    compiled = torch.compile(mod, backend=lambda gm, ex: run_aot_autograd(
+        gm, ex, lambda kind: compiler))
+    got, want = compiled(xs), ref(xe)
+    _close(got, want, "output")
+    g = torch.randn_like(want)
+    got.backward(g)
+    want.backward(g)
+    _close(xs.grad, xe.grad, "input gradient")
+    for (name, p), pe in zip(mod.named_parameters(), ref.parameters()):
+        _close(p.grad, pe.grad, f"{name} gradient")
+    irs = [open(sorted(glob.glob(os.path.join(d, "[0-9][0-9]_after_assign-layouts.mlir")))[-1]).read()
+           for d in sorted(glob.glob(os.path.join(str(tmp_path), "g*")))]
+    assert len(irs) == 2 and all(_decision(ir).startswith("switched: on") for ir in irs)
+    nhwc = "array<i64: " + ", ".join(map(str, _nhwc([2, 8, 6, 6]))) + ">"
+    fwd, bwd = irs
+    # forward: x and the saved ReLU output converted by Triton copy kernels writing NHWC;
+    # backward: BN's backward kernel writes conv1's grad_output NHWC itself
+    assert _channels_last_copies(fwd) == 2
+    assert any(nhwc in line and "stax.copy" not in line and 'name = "k' in line
+               for line in bwd.splitlines()), bwd
