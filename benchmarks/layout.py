@@ -11,6 +11,11 @@ Cases (issue 9):
     conv_bn_relu_cl    the same on a channels-last input (and weights)
     gpt2_sliced        a GPT-2 block fed x[:, :, :768] of a wider tensor (a strided input)
 
+The conv cases measure stax twice, with the option `stax.channels_last` "off" (eager's
+layouts) and "on" (channels-last activations: passes/channels_last.py), one row each
+(eager's and Inductor's figures are the same measurement in both rows); the row says
+what stax-assign-layouts decided. `--channels-last auto` measures the default instead.
+
 Per case and backend: the median time after warm-up, the kernels launched per call and
 the bytes moved per call, measured the same way for every backend where it can be:
 
@@ -268,7 +273,7 @@ def _cases(device, quick):
     return cases
 
 
-def _measure(name, fn, args, device, target_s):
+def _measure(name, fn, args, device, target_s, options=None):
     import torch
     import torch._inductor.metrics as im
     import stax.backend
@@ -282,7 +287,7 @@ def _measure(name, fn, args, device, target_s):
     else:
         torch._dynamo.reset()
         stax.backend.clear()
-        call = torch.compile(fn, backend="stax")
+        call = torch.compile(fn, backend="stax", options=options)
     with torch.no_grad():
         out = call(*args)          # compiles
         if name == "inductor":
@@ -316,7 +321,7 @@ def _measure(name, fn, args, device, target_s):
         if name == "stax":  # timed without the counting wrappers
             torch._dynamo.reset()
             stax.backend.clear()
-            call = torch.compile(fn, backend="stax")
+            call = torch.compile(fn, backend="stax", options=options)
             out = call(*args)
 
         def timed(*a):
@@ -334,12 +339,30 @@ def _measure(name, fn, args, device, target_s):
     return rec
 
 
+def _stax_key(label) -> str:
+    return "stax" if label is None else f"stax cl={label}"
+
+
+def _channels_last_decision(reports) -> str:
+    """The channels-last decision the compiled graphs noted ("" when none was noted:
+    no convolution, or "auto" left the graph as it was)."""
+    for r in reports:
+        for g in r.graphs:
+            for n in getattr(g, "notes", []):
+                if n.startswith("channels-last "):
+                    return n[len("channels-last "):]
+    return ""
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--target-s", type=float, default=0.5)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--channels-last", choices=("both", "auto"), default="both",
+                    help="the conv cases: stax with stax.channels_last off and on (both), "
+                         "or with the default auto")
     args = ap.parse_args(argv)
     env_notes = common.init_env()
     import torch
@@ -352,9 +375,14 @@ def main(argv=None) -> int:
             eager_out = fn(*inputs)
             ref = fn64(*[x.double() for x in inputs])
         recs = {}
-        for b in ("eager", "inductor", "stax"):
+        for b in ("eager", "inductor"):
             recs[b] = _measure(b, fn, inputs, args.device, args.target_s)
-        for b in ("inductor", "stax"):
+        variants = ([("off", {"stax.channels_last": "off"}), ("on", {"stax.channels_last": "on"})]
+                    if cname.startswith("conv") and args.channels_last == "both" else [(None, None)])
+        for label, options in variants:
+            recs[_stax_key(label)] = _measure("stax", fn, inputs, args.device, args.target_s,
+                                              options)
+        for b in ["inductor"] + [_stax_key(label) for label, _ in variants]:
             got = recs[b]["out"]
             chk = checks.check_tensor(f"{cname} {b}", got, eager_out, ref)
             if not chk.ok:
@@ -365,10 +393,17 @@ def main(argv=None) -> int:
         # stax has no convolution kernel: PyTorch's conv runs as a declared library op,
         # and everything around it must be stax's
         allowed = ("aten.convolution.default",) if cname.startswith("conv") else ()
-        problems += [f"{cname} stax: {p}" for p in
-                     checks.report_problems(recs["stax"]["reports"], route,
-                                            allowed_fallback_ops=allowed)]
-        rows.append((cname, recs))
+        for label, _ in variants:
+            stax_rec = recs[_stax_key(label)]
+            problems += [f"{cname} {_stax_key(label)}: {p}" for p in
+                         checks.report_problems(stax_rec["reports"], route,
+                                                allowed_fallback_ops=allowed)]
+            decision = _channels_last_decision(stax_rec["reports"])
+            if label == "on" and not decision.startswith("switched"):
+                problems.append(f"{cname} stax channels_last=on: not switched ({decision})")
+            name = cname if label is None else f"{cname} (channels_last={label})"
+            rows.append((name, {"eager": recs["eager"], "inductor": recs["inductor"],
+                                "stax": stax_rec}, decision))
         print(f"{cname}: " + ", ".join(f"{b} {r['ms']:.3f} ms {r['launches']} launches "
                                         f"{_mb(r['bytes'])} MB" for b, r in recs.items()),
               flush=True)
@@ -380,7 +415,8 @@ def main(argv=None) -> int:
              "| case | eager ms | inductor ms | stax ms | stax / eager | stax / inductor | "
              "launches e/i/s | MB moved e/i/s | stax MB / inductor MB |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for cname, r in rows:
+    decisions = [f"- {cname}: channels-last {d}" for cname, _, d in rows if d]
+    for cname, r, _ in rows:
         e, i, s = r["eager"], r["inductor"], r["stax"]
         lines.append(
             f"| {cname} | {e['ms']:.3f} | {i['ms']:.3f} | {s['ms']:.3f} | "
@@ -394,6 +430,8 @@ def main(argv=None) -> int:
               "by their tensor arguments per launch.",
               "", "The conv cases' convolution is PyTorch's in stax (a declared library op: "
               "`aten.convolution.default`); BatchNorm and ReLU are stax kernels.",
+              "", "What stax-assign-layouts decided for the conv graphs "
+              "(`stax.channels_last_decision`):", *decisions,
               "", f"Checks: {'all passed' if not problems else 'FAILED'}"]
     lines += [f"- {p}" for p in problems]
     text = "\n".join(lines) + "\n"

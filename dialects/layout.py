@@ -18,6 +18,9 @@ parse and compare as MLIR's own, need no IRDL, and are read without a parser.
   view is not expressible on its source's layout.
 - `stax.bytes_moved = {kernels = ..., library = ..., copies = ...}` on the module: the
   bytes the chosen layouts make the graph read and write.
+- `stax.channels_last = "auto" | "on" | "off"` on the module (the option, set by the
+  driver) and `stax.channels_last_decision = "switched: ..." | "kept: ..."` on a function
+  with a convolution: whether its activations went channels-last, and why.
 
 `verify_layouts(module)` checks every such attribute: the right attribute kind, one
 array per result, each of the value's rank, no negative stride, and no overlap where a
@@ -37,7 +40,7 @@ def non_overlapping(shape, strides) -> bool:
     return check(shape, strides)
 
 __all__ = ["LAYOUT_ATTR", "RESULT_LAYOUTS_ATTR", "VIEW_OFFSET_ATTR", "COPY_ATTR",
-           "BYTES_MOVED_ATTR", "verify_layouts", "strides_attr", "result_layouts_attr",
+           "BYTES_MOVED_ATTR", "CHANNELS_LAST_ATTR", "CHANNELS_LAST_MODES", "DECISION_ATTR", "verify_layouts", "strides_attr", "result_layouts_attr",
            "read_strides", "result_layouts", "arg_layouts", "func_result_layouts",
            "set_func_layouts", "value_layout"]
 
@@ -46,6 +49,11 @@ RESULT_LAYOUTS_ATTR = "stax.result_layouts"
 VIEW_OFFSET_ATTR = "stax.view_offset"
 COPY_ATTR = "stax.copy"
 BYTES_MOVED_ATTR = "stax.bytes_moved"
+#: module: the `stax.channels_last` option ("auto" | "on" | "off"); function: what
+#: stax-assign-layouts decided for its convolutions ("switched: why" | "kept: why")
+CHANNELS_LAST_ATTR = "stax.channels_last"
+CHANNELS_LAST_MODES = ("auto", "on", "off")
+DECISION_ATTR = "stax.channels_last_decision"
 
 # ops whose results are buffers a kernel or a library call writes: no two elements may
 # share a memory location
@@ -161,8 +169,20 @@ def _check(strides, shape, what: str, written: bool) -> str | None:
     return None
 
 
+def _string(attr) -> str | None:
+    try:
+        return ir.StringAttr(attr).value
+    except ValueError:
+        return None
+
+
 def _verify_func(func_op, errors: list) -> None:
     where = f"{_loc_prefix(func_op)}: error: 'func.func' op"
+    if DECISION_ATTR in func_op.attributes:
+        text = _string(func_op.attributes[DECISION_ATTR])
+        if text is None or not text.startswith(("switched: ", "kept: ")):
+            errors.append(f"{where} '{DECISION_ATTR}' must be a string \"switched: <why>\" or "
+                          f"\"kept: <why>\", got {func_op.attributes[DECISION_ATTR]}")
     for key, kind in (("arg_attrs", "argument"), ("res_attrs", "result")):
         if key not in func_op.attributes:
             continue
@@ -184,6 +204,11 @@ def _verify_func(func_op, errors: list) -> None:
 def _verify_op(op, errors: list) -> None:
     attrs = op.attributes
     where = f"{_loc_prefix(op)}: error: '{op.name}' op"
+    if op.name == "builtin.module" and CHANNELS_LAST_ATTR in attrs \
+            and _string(attrs[CHANNELS_LAST_ATTR]) not in CHANNELS_LAST_MODES:
+        errors.append(f"{where} '{CHANNELS_LAST_ATTR}' must be one of "
+                      f"{', '.join(repr(m) for m in CHANNELS_LAST_MODES)} (the option "
+                      f"stax.channels_last), got {attrs[CHANNELS_LAST_ATTR]}")
     if RESULT_LAYOUTS_ATTR in attrs:
         try:
             entries = list(ir.ArrayAttr(attrs[RESULT_LAYOUTS_ATTR]))

@@ -29,6 +29,12 @@ Guarantees, for every `func.func` of the module:
   wrapper passes them (eager's `operand_layouts`, else
   their own), which the wrapper enforces at run time (contiguous where there is no meta
   kernel). Its views are then laid out like any other (offsets from the result's own).
+- Channels-last (`passes/channels_last.py`): where the module's `stax.channels_last`
+  ("auto", the default: GPU target and Inductor's rule; "on"; "off") switches a function
+  with convolutions, their activation operands are passed NHWC (`operand_layouts`), the
+  kernel results between convolutions are written NHWC, an operand laid out otherwise
+  gets one copy kernel (`stax.copy = "channels-last input ..."`), and returned values
+  still get eager's strides; the function records `stax.channels_last_decision`.
 - The module gets `stax.bytes_moved = {copies, kernels, library}`: the bytes the copy
   kernels, the other kernels and the matmuls read and write under these layouts (a read
   counts the distinct elements its strides touch: an expand reads its source once).
@@ -43,6 +49,9 @@ from stax.dialects.layout import (BYTES_MOVED_ATTR, COPY_ATTR, LAYOUT_ATTR, RESU
                                   VIEW_OFFSET_ATTR, arg_layouts, func_result_layouts,
                                   result_layouts_attr, set_func_layouts)
 from stax.dialects.stax_dialect import COLLECTIVE, FALLBACK, KERNEL, YIELD
+from stax.passes.channels_last import (CHANNELS_LAST_ATTR, DECISION_ATTR, GRAPH_KIND_ATTR,
+                                       ChannelsLastPlan, channels_last_strides, decide,
+                                       has_convolutions, is_channels_last)
 from stax.passes.fuse import verify_pass_ir
 from stax.passes.layout_algebra import (VIEW_OPS, contiguous_strides, output_layout,
                                         read_extent, view_layout)
@@ -169,13 +178,17 @@ class _Assigner:
     """Walks one function's top-level ops in order, tracking (strides, root, offset) of
     each value whose layout is known at compile time."""
 
-    def __init__(self, func_op, bytes_moved: dict, device: str = "cpu"):
+    def __init__(self, func_op, bytes_moved: dict, device: str = "cpu",
+                 channels_last: bool = False):
         self.func = func_op.operation
         self.block = self.func.regions[0].blocks[0]
         self.bytes = bytes_moved
         self.device = device  # where fallback ops are probed for eager's result strides
         self.known: dict = {}  # value -> (strides, root value, offset in elements)
         self.out_rule: dict = {}  # returned value -> eager's strides (writable)
+        # a switched function's activations between convolutions (passes/channels_last.py)
+        self.plan = ChannelsLastPlan(self.func) if channels_last else None
+        self.cl_copies: dict = {}  # value -> its channels-last copy (one per value)
 
     def run(self) -> None:
         ops = list(self.block.operations)
@@ -198,9 +211,62 @@ class _Assigner:
                 self.out_rule[v] = lay
         for op in ops:
             self.visit(op.operation)
+        if self.plan is not None:
+            self.count_output_copies(ret)
 
-    def buffer_layout(self, r):
-        return self.out_rule.get(r) or contiguous_strides(_shape(r))
+    def buffer_layout(self, r, op=None):
+        if r in self.out_rule:
+            return self.out_rule[r]
+        if self.plan is not None and op is not None and op.name in KERNEL_OPS:
+            operands = [(_shape(v), self.known[v][0]) for v in op.operands
+                        if v in self.known and _shape(v) is not None]
+            lay = self.plan.kernel_result_layout(r, operands)
+            if lay is not None:
+                return lay
+        return contiguous_strides(_shape(r))
+
+    def switch_conv(self, op) -> None:
+        """Hand a convolution its activations channels-last: one copy kernel for an
+        operand laid out otherwise (a graph input, a returned value, a view), and
+        `operand_layouts` saying NHWC (what the wrapper passes the library)."""
+        conv = self.plan.conv(op)
+        given = (json.loads(ir.StringAttr(op.attributes["operand_layouts"]).value)
+                 if "operand_layouts" in op.attributes else [None] * len(op.operands))
+        for i in conv.activations:
+            v = op.operands[i]
+            if v not in self.known:  # a view of a fallback result: laid out at run time
+                continue
+            shape = _shape(v)
+            if not is_channels_last(shape, self.known[v][0]):
+                if v in self.cl_copies:
+                    op.operands[i] = self.cl_copies[v]
+                else:
+                    self.cl_copies[v] = self.channels_last_copy(op, i)
+            given[i] = list(channels_last_strides(shape))
+        op.attributes["operand_layouts"] = ir.StringAttr.get(json.dumps(given))
+
+    def channels_last_copy(self, conv_op, i):
+        """A copy kernel of the convolution's operand `i`, which the convolution then
+        reads, laid out channels-last (its reader is that activation operand)."""
+        v = conv_op.operands[i]
+        target = ir.StringAttr(conv_op.attributes["target"]).value
+        why = (f"channels-last input of {target}: {_shape(v)} with strides "
+               f"{list(self.known[v][0])}")
+        reshape = ir.Operation.create("stax.reshape", results=[v.type], operands=[v],
+                                      loc=conv_op.location, ip=ir.InsertionPoint(conv_op))
+        kernel = wrap_op_in_kernel(reshape, {COPY_ATTR: ir.StringAttr.get(why)})
+        conv_op.operands[i] = kernel.results[0]
+        self.visit(kernel)
+        return kernel.results[0]
+
+    def count_output_copies(self, ret) -> None:
+        """A convolution result the function returns is copied back to eager's strides
+        by the wrapper (`stax.aliasing.emit_outputs`): count that copy."""
+        for v, eager in self.out_rule.items():
+            owner = v.owner
+            if not isinstance(owner, ir.Block) and owner.name in FALLBACK_OPS \
+                    and v in self.known and tuple(self.known[v][0]) != tuple(eager):
+                self.bytes["copies"] += 2 * _numel(_shape(v)) * _itemsize(v)
 
     def read_bytes(self, v) -> int:
         shape = _shape(v)
@@ -220,7 +286,7 @@ class _Assigner:
     def visit(self, op) -> None:
         name = op.name
         if name in KERNEL_OPS or name == "stax.matmul":
-            self.define_buffers(op, [self.buffer_layout(r) for r in op.results])
+            self.define_buffers(op, [self.buffer_layout(r, op) for r in op.results])
             moved = sum(self.read_bytes(v) for v in op.operands) + self.written(op)
             kind = ("copies" if COPY_ATTR in op.attributes else "kernels") \
                 if name in KERNEL_OPS else "library"
@@ -228,6 +294,8 @@ class _Assigner:
         elif name == "stax.constant":
             self.define_buffers(op, [contiguous_strides(_shape(r)) for r in op.results])
         elif name in FALLBACK_OPS and all(_shape(r) is not None for r in op.results):
+            if self.plan is not None and self.plan.conv(op) is not None:
+                self.switch_conv(op)
             self.define_buffers(op, _fallback_layouts(op, self.known, self.device))
         elif name == COLLECTIVE and "result_layouts" in op.attributes:
             recorded = json.loads(ir.StringAttr(op.attributes["result_layouts"]).value)
@@ -256,27 +324,39 @@ class _Assigner:
         self.known[r] = (tuple(vst), root, off + voff)
 
 
-def assign_layouts(func_op, bytes_moved: dict, device: str = "cpu") -> None:
+def assign_layouts(func_op, bytes_moved: dict, device: str = "cpu",
+                   channels_last: str = "auto", graph_kind: str | None = None) -> None:
     """Assign the layouts of one function in place, adding its bytes to `bytes_moved`.
     A transpose feeding a matmul is read by it (`layout_folds`); the copies left are
-    then folded into their producer or merged, and the layouts assigned again."""
-    block = func_op.operation.regions[0].blocks[0]
+    then folded into their producer or merged, and the layouts assigned again.
+    `channels_last` ("auto" / "on" / "off") and `graph_kind` decide whether the
+    activations of a conv graph go channels-last (`passes/channels_last.py`)."""
+    func = func_op.operation
+    block = func.regions[0].blocks[0]
+    switch, why = decide(func, channels_last, device, graph_kind)
+    if has_convolutions(func):  # (other functions print as before)
+        func.attributes[DECISION_ATTR] = ir.StringAttr.get(
+            ("switched: " if switch else "kept: ") + why)
     hoist_matmul_transposes(block)
     moved = dict.fromkeys(bytes_moved, 0)
-    _Assigner(func_op, moved, device).run()
+    _Assigner(func_op, moved, device, switch).run()
     folded = fold_copies_into_producers(block)
     if merge_argument_copies(block) or folded:
         moved = dict.fromkeys(bytes_moved, 0)
-        _Assigner(func_op, moved, device).run()
+        _Assigner(func_op, moved, device, switch).run()
     for k, v in moved.items():
         bytes_moved[k] += v
+
+
+def _module_str(module, name: str, default):
+    attrs = module.operation.attributes
+    return ir.StringAttr(attrs[name]).value if name in attrs else default
 
 
 def _module_device(module) -> str:
     """The device type the module is compiled for: its `stax.device` attribute (the
     driver sets it), else "cpu" (stax-opt on a hand-written module)."""
-    attrs = module.operation.attributes
-    return ir.StringAttr(attrs[DEVICE_ATTR]).value if DEVICE_ATTR in attrs else "cpu"
+    return _module_str(module, DEVICE_ATTR, "cpu")
 
 
 def run(module: "ir.Module") -> None:
@@ -285,9 +365,12 @@ def run(module: "ir.Module") -> None:
         verify_pass_ir(module, "input", PASS_NAME)
         moved = {"copies": 0, "kernels": 0, "library": 0}
         device = _module_device(module)
+        # the option `stax.channels_last` and the graph's kind, set by the driver
+        channels_last = _module_str(module, CHANNELS_LAST_ATTR, "auto")
+        graph_kind = _module_str(module, GRAPH_KIND_ATTR, None)
         for op in module.body.operations:
             if op.operation.name == "func.func":
-                assign_layouts(op.operation, moved, device)
+                assign_layouts(op.operation, moved, device, channels_last, graph_kind)
         i64 = ir.IntegerType.get_signless(64)
         module.operation.attributes[BYTES_MOVED_ATTR] = ir.DictAttr.get(
             {k: ir.IntegerAttr.get(i64, v) for k, v in moved.items()})

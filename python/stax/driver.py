@@ -320,10 +320,18 @@ def assign_layouts(module, func_op, notes, dump: debug.DumpDir, tag="assign-layo
     one) and name the kernels again (the copies, numbered in launch order)."""
     from stax._mlir import ir
     from stax.dialects.layout import COPY_ATTR
+    from stax.passes.channels_last import DECISION_ATTR
     _run_passes(module, ["stax-assign-layouts"], None)
+    if DECISION_ATTR in func_op.attributes:
+        decision = ir.StringAttr(func_op.attributes[DECISION_ATTR]).value
+        # (a graph left as it was under "auto" is what it always was: no note)
+        if not decision.startswith("kept: auto") and f"channels-last {decision}" not in notes:
+            notes.append(f"channels-last {decision}")
     for op in _block(func_op).operations:
         op = op.operation
         if COPY_ATTR in op.attributes and op.name in KERNEL_OPS:
+            if ir.StringAttr(op.attributes[COPY_ATTR]).value.startswith("channels-last"):
+                continue  # (the decision's note above stands for these)
             inner = op.regions[0].blocks[0].operations[0]
             label = str(inner.location)
             label = label[5:].split('"', 1)[0] if label.startswith('loc("') else inner.name
@@ -436,6 +444,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
         name_kernels(func_op)
         write_boundary_layouts(func_op, imported, example_inputs, names)
         module.operation.attributes["stax.device"] = ir.StringAttr.get(torch.device(device).type)
+        # the channels-last decision of stax-assign-layouts (passes/channels_last.py)
+        module.operation.attributes["stax.channels_last"] = ir.StringAttr.get(
+            config.channels_last)
+        module.operation.attributes["stax.graph_kind"] = ir.StringAttr.get(kind)
         assign_layouts(module, func_op, notes, dump)
         # each kernel's domain, index maps over the layouts just decided, phases, tiling
         # (docs/schedule.md): what the code generators read

@@ -45,6 +45,11 @@ Every option is a bool except `stax.max_shape_variants`, a positive int (default
 many static variants `stax.shape_specialize` compiles for one graph with symbolic shapes
 (one per distinct size tuple; later sizes run as written, with one warning). Where the
 option is not passed, the environment variable `STAX_MAX_SHAPE_VARIANTS` sets it.
+And `stax.channels_last`, one of "auto" (default), "on", "off" (or
+`STAX_CHANNELS_LAST` where not passed): whether `stax-assign-layouts` lays the
+activations of a conv graph out channels-last ("auto": on the triton target where
+Inductor's rule says so; "on": whenever the graph has a 2-D convolution, the CPU target
+too; docs/layouts.md).
 """
 from __future__ import annotations
 
@@ -55,8 +60,9 @@ from typing import Any, Mapping
 __all__ = ["MODES", "OPTION_KEYS", "DEFAULTS", "INT_OPTIONS", "ENV_OPTIONS", "StaxConfig", "resolve_config", "CPU_TARGET",
            "TRITON_TARGET", "TARGETS", "autotune_available"]
 
-#: option key -> default value (bools, but for the int stax.max_shape_variants)
-DEFAULTS: dict[str, bool | int] = {
+#: option key -> default value (bools, but for the int stax.max_shape_variants and the
+#: string stax.channels_last)
+DEFAULTS: dict[str, bool | int | str] = {
     "stax.fusion": True,
     "stax.cuda_codegen": True,
     "stax.triton": True,
@@ -79,11 +85,18 @@ DEFAULTS: dict[str, bool | int] = {
     # the persistent compile cache (stax.cache_compile): where not passed, STAX_CACHE=0
     # turns it off
     "stax.cache": True,
+    # conv graphs: activations channels-last ("auto": on the GPU where Inductor's rule
+    # says so; "on" forces it, the CPU target too; "off"), STAX_CHANNELS_LAST when not
+    # passed (passes/channels_last.py, docs/layouts.md)
+    "stax.channels_last": "auto",
 }
 #: the options that take a positive int; every other one is a bool
 INT_OPTIONS = ("stax.max_shape_variants",)
+#: the options that take one of a few strings
+CHOICE_OPTIONS = {"stax.channels_last": ("auto", "on", "off")}
 #: environment variables that set an option the user did not pass
-ENV_OPTIONS = {"stax.max_shape_variants": "STAX_MAX_SHAPE_VARIANTS"}
+ENV_OPTIONS = {"stax.max_shape_variants": "STAX_MAX_SHAPE_VARIANTS",
+               "stax.channels_last": "STAX_CHANNELS_LAST"}
 OPTION_KEYS = tuple(DEFAULTS)
 
 #: mode -> options it turns on
@@ -142,6 +155,11 @@ class StaxConfig:
         return self.options["stax.max_shape_variants"]
 
     @property
+    def channels_last(self) -> str:
+        """"auto" / "on" / "off": channels-last activations in conv graphs."""
+        return self.options["stax.channels_last"]
+
+    @property
     def max_autotune(self) -> bool:
         """The autotuning hook (modes max-autotune*, option stax.max_autotune)."""
         return self.options["stax.max_autotune"]
@@ -178,6 +196,9 @@ def _validate_options(options: Any) -> dict[str, bool]:
         if key in INT_OPTIONS:
             out[key] = _positive_int(key, value)
             continue
+        if key in CHOICE_OPTIONS:
+            out[key] = _choice(key, value)
+            continue
         if not isinstance(value, bool):
             raise TypeError(f"stax: option {key!r} must be a bool (True/False), got "
                             f"{type(value).__name__} {value!r}")
@@ -194,12 +215,27 @@ def _positive_int(key: str, value: Any) -> int:
     return value
 
 
-def _from_environment(explicit: Mapping[str, Any]) -> dict[str, int]:
+def _choice(key: str, value: Any) -> str:
+    choices = CHOICE_OPTIONS[key]
+    if value not in choices or not isinstance(value, str):
+        raise ValueError(f"stax: option {key!r} must be one of "
+                         f"{', '.join(repr(c) for c in choices)}, got {value!r}")
+    return value
+
+
+def _from_environment(explicit: Mapping[str, Any]) -> dict[str, int | str]:
     """The ENV_OPTIONS the user did not pass, from their environment variables."""
     out = {}
     for key, var in ENV_OPTIONS.items():
         text = os.environ.get(var, "").strip()
         if key in explicit or not text:
+            continue
+        if key in CHOICE_OPTIONS:
+            try:
+                out[key] = _choice(key, text)
+            except ValueError as e:
+                raise ValueError(f"stax: {var}={text!r}: {e} (it sets option {key!r})") \
+                    from None
             continue
         try:
             out[key] = _positive_int(key, int(text))
@@ -233,6 +269,9 @@ def _cpu_notes(mode, opts: dict[str, bool], explicit: dict[str, bool]) -> list[s
     if not opts["stax.fusion"]:
         notes.append("stax.fusion=False: stax-fuse is skipped; every op is compiled as its "
                      "own one-op kernel")
+    if explicit.get("stax.channels_last") == "auto":
+        notes.append("option 'stax.channels_last'='auto': switches conv graphs to "
+                     "channels-last on the GPU target only; 'on' forces it on the CPU")
     return notes
 
 

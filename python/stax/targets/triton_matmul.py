@@ -25,13 +25,21 @@ and make it part of its cache key; `None` adds no hints.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import struct
 import tempfile
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
+
+# the search space and the epilogue live in their own modules; their names are part of
+# this module's interface (callers and tests import them from here)
+from stax.targets.triton_matmul_config import (CUBLAS, SMEM_BUDGET, MatmulConfig, _mlir_dtype,
+                                               matmul_candidates, matmul_config_valid,
+                                               smem_bytes)
+from stax.targets.triton_matmul_epilogue import (ACC, BINARY, UNARY, Epilogue, EpilogueBuilder,
+                                                 EpilogueInput, EpilogueOp, EpilogueOutput,
+                                                 epilogue_from_kernel)
 
 __all__ = [
     "MatmulConfig", "CUBLAS", "Epilogue", "EpilogueBuilder", "EpilogueInput",
@@ -39,206 +47,6 @@ __all__ = [
     "matmul_config_valid", "smem_bytes", "compile_matmul", "TTIRBuilder", "ACC",
     "epilogue_from_kernel", "SMEM_BUDGET",
 ]
-
-# Opt-in dynamic shared memory per block on H100/H200 (227 KiB), minus a margin for the
-# epilogue's layout-conversion scratch and barriers.
-SMEM_BUDGET = 227 * 1024 - 4 * 1024
-_ELEM_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8, "i64": 8, "i32": 4, "i16": 2,
-               "i8": 1, "ui8": 1, "i1": 1}
-_TORCH_TO_MLIR = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
-
-# The library candidate in a matmul search (the caller's `build` turns it into
-# torch.matmul(..., out=) + the epilogue as a separate stax kernel).
-CUBLAS = "cublas"
-
-
-def _mlir_dtype(dtype) -> str:
-    s = str(dtype).replace("torch.", "")
-    return _TORCH_TO_MLIR.get(s, s)
-
-
-# ----------------------------------------------------------------------------- config
-
-@dataclass(frozen=True)
-class MatmulConfig:
-    block_m: int
-    block_n: int
-    block_k: int
-    group_m: int = 8
-    num_warps: int = 4
-    num_stages: int = 3
-
-    def label(self) -> str:
-        return (f"{self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} "
-                f"w{self.num_warps} s{self.num_stages}")
-
-
-def smem_bytes(cfg: MatmulConfig, dtype) -> int:
-    """Shared memory of the software pipeline: num_stages buffers of an A and a B tile."""
-    eb = _ELEM_BYTES[_mlir_dtype(dtype)]
-    return cfg.num_stages * (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * eb
-
-
-def _p2(n: int) -> int:
-    return 1 << max(0, (int(n) - 1).bit_length())
-
-
-def matmul_config_valid(M: int, N: int, K: int, dtype, cfg) -> bool:
-    """Whether `cfg` is worth compiling for this problem (used for pruning and for the
-    coordinate-descent neighbours): tiles >= 16 (tt.dot's minimum) and powers of two,
-    not larger than the (padded) problem, pipeline within the shared-memory budget, the
-    f32 accumulator within about 128 registers per thread, 1 <= stages <= 6."""
-    if not isinstance(cfg, MatmulConfig):
-        return cfg == CUBLAS
-    for b in (cfg.block_m, cfg.block_n, cfg.block_k):
-        if b < 16 or b & (b - 1):
-            return False
-    if cfg.block_m > max(16, _p2(M)) or cfg.block_n > max(16, _p2(N)) \
-            or cfg.block_k > max(16, _p2(K)):
-        return False
-    if cfg.num_warps not in (2, 4, 8, 16) or not 1 <= cfg.num_stages <= 6:
-        return False
-    if cfg.group_m < 1 or cfg.group_m > 64:
-        return False
-    if cfg.block_m * cfg.block_n // (32 * cfg.num_warps) > 128:
-        return False
-    # wgmma wants at least 16 rows per warp in M (4 warps -> 64)
-    if cfg.block_m < 16 * cfg.num_warps // (2 if cfg.num_warps > 4 else 1) and cfg.block_m < 64:
-        return False
-    if cfg.block_k > 128 or cfg.block_m > 256 or cfg.block_n > 256:
-        return False
-    return smem_bytes(cfg, dtype) <= SMEM_BUDGET
-
-
-def matmul_candidates(M: int, N: int, K: int, dtype, *, exhaustive: bool = False,
-                      include_cublas: bool = True) -> list:
-    """The search space for one matmul shape, best guesses first.
-
-    exhaustive=False (the default): a curated set of tile shapes (the ones that do well on
-    Hopper for bf16/f16 at these sizes) x a few warps/stages, then pruned by
-    `matmul_config_valid` (shared memory <= ~223 KiB, accumulator registers, tiles no larger
-    than the problem) and deduplicated after clamping tiles to the problem size; coordinate
-    descent (stax.autotune) explores the neighbours of the winner.
-    exhaustive=True: the full cross product 64/128/256 x 64/128/256 x 32/64/128 x
-    warps 4/8 x stages 2..5, pruned the same way.
-    "cublas" comes first when include_cublas (it is the default route)."""
-    dt = _mlir_dtype(dtype)
-    cap_m, cap_n, cap_k = max(16, _p2(M)), max(16, _p2(N)), max(16, _p2(K))
-    if exhaustive:
-        raw = [MatmulConfig(bm, bn, bk, 8, w, s)
-               for bm in (64, 128, 256) for bn in (64, 128, 256) for bk in (32, 64, 128)
-               for w in (4, 8) for s in (2, 3, 4, 5)]
-    else:
-        big = dt != "f32"
-        tiles = ([(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 4, 4),
-                  (128, 128, 64, 8, 4), (128, 128, 32, 4, 4), (128, 64, 64, 4, 4),
-                  (64, 128, 64, 4, 4), (64, 64, 64, 4, 5), (128, 256, 32, 8, 4),
-                  (64, 256, 64, 4, 4), (128, 64, 32, 4, 5), (64, 64, 32, 4, 3),
-                  (128, 128, 128, 8, 3), (256, 64, 64, 4, 4), (64, 128, 32, 4, 5)]
-                 if big else
-                 [(128, 128, 32, 8, 3), (128, 64, 32, 4, 3), (64, 128, 32, 4, 3),
-                  (64, 64, 32, 4, 4), (128, 128, 16, 8, 4), (64, 64, 64, 4, 3),
-                  (128, 64, 64, 8, 3), (32, 64, 32, 4, 3)])
-        raw = [MatmulConfig(bm, bn, bk, 8, w, s) for bm, bn, bk, w, s in tiles]
-    out, seen = [], set()
-    for c in raw:
-        c = dataclasses.replace(c, block_m=max(16, min(c.block_m, cap_m)),
-                                block_n=max(16, min(c.block_n, cap_n)),
-                                block_k=max(16, min(c.block_k, cap_k)))
-        # grouping is pointless when there is one row of tiles
-        if -(-M // c.block_m) <= 1:
-            c = dataclasses.replace(c, group_m=1)
-        if c in seen:
-            continue
-        seen.add(c)
-        if matmul_config_valid(M, N, K, dt, c):
-            out.append(c)
-    if not out:  # tiny/odd problem: the smallest legal tile
-        out.append(MatmulConfig(16 if M <= 16 else 32, 32 if N > 16 else 16, 16, 1, 4, 2))
-    return ([CUBLAS] if include_cublas else []) + out
-
-
-# ----------------------------------------------------------------------------- epilogue
-
-ACC = "acc"  # reference to the f32 accumulator tile
-
-
-@dataclass(frozen=True)
-class EpilogueInput:
-    """An extra tensor read by the epilogue, addressed over the output index space
-    (batch..., M, N): `strides` has one entry per output dim, 0 where it broadcasts
-    (a bias of shape [N] is strides (0,)*nbatch + (0, 1))."""
-    dtype: str
-    strides: tuple
-
-
-@dataclass(frozen=True)
-class EpilogueOp:
-    """`op` applied to `args`; each arg is ACC, ("in", i) (epilogue input i), ("v", j)
-    (the result of op j) or a Python float constant. Computed in f32."""
-    op: str
-    args: tuple
-
-
-@dataclass(frozen=True)
-class EpilogueOutput:
-    value: object  # a ref as in EpilogueOp.args
-    dtype: str
-    strides: tuple
-
-
-UNARY = {"neg", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
-         "erf", "sigmoid", "reciprocal", "floor", "ceil", "relu", "silu", "gelu", "gelu_tanh",
-         "identity", "round_bf16", "round_f16"}
-BINARY = {"add", "sub", "mul", "div", "maximum", "minimum", "pow"}
-
-
-@dataclass(frozen=True)
-class Epilogue:
-    """The pointwise consumers of the matmul, computed on the accumulator tile.
-
-    `ops` is a small SSA program over refs (see EpilogueOp). The stored value is the
-    last op's result (or the accumulator when there are no ops), in the kernel's
-    `dtype` with `out_strides`; `extra_outputs` store more values (e.g. the raw matmul
-    result when it is also used elsewhere). `hook`, when set, replaces `ops`: it is
-    called as hook(builder, acc, rows, cols, loads) with the TTIRBuilder, the SSA name
-    of the f32 accumulator tile, the row/col index tensors ([BM,1], [1,BN], index type)
-    and the SSA names of the epilogue inputs already loaded and extended to f32
-    ([BM,BN] each), and returns the SSA name of the f32 value to store."""
-    inputs: tuple = ()
-    ops: tuple = ()
-    extra_outputs: tuple = ()
-    hook: Callable | None = None
-    hook_key: str = ""  # identifies the hook's code in cache keys
-
-    def key(self) -> str:
-        return repr((self.inputs, self.ops, self.extra_outputs, self.hook_key))
-
-
-class EpilogueBuilder:
-    """ep = EpilogueBuilder(); b = ep.input("bf16", (0, 1)); y = ep.op("add", ACC, b);
-    ep.op("gelu", y); epilogue = ep.build()"""
-
-    def __init__(self):
-        self.inputs: list = []
-        self.ops: list = []
-        self.extra: list = []
-
-    def input(self, dtype, strides) -> tuple:
-        self.inputs.append(EpilogueInput(_mlir_dtype(dtype), tuple(int(s) for s in strides)))
-        return ("in", len(self.inputs) - 1)
-
-    def op(self, name: str, *args) -> tuple:
-        if name not in UNARY and name not in BINARY:
-            raise ValueError(f"epilogue op {name!r} is not supported")
-        self.ops.append(EpilogueOp(name, tuple(args)))
-        return ("v", len(self.ops) - 1)
-
-    def output(self, value, dtype, strides) -> None:
-        self.extra.append(EpilogueOutput(value, _mlir_dtype(dtype), tuple(strides)))
-
-    def build(self) -> Epilogue:
-        return Epilogue(tuple(self.inputs), tuple(self.ops), tuple(self.extra))
 
 
 # ----------------------------------------------------------------------------- TTIR text
@@ -686,106 +494,6 @@ def _tanh(B: TTIRBuilder, x, t):
     """libdevice tanhf (Triton 3.6 rejects math.tanh in TTIR and links libdevice)."""
     return B.emit(f'tt.extern_elementwise {x} {{libname = "", libpath = "", pure = true, '
                   f'symbol = "__nv_tanhf"}} : ({t}) -> {t}')
-
-
-# ----------------------------------------------------------------------------- from a stax kernel
-
-def epilogue_from_kernel(kernel_op, acc_input: int, input_strides, out_dtype=None,
-                         nbatch: int = 0):
-    """Build an Epilogue from a pointwise `stax_graph.kernel` whose domain is the matmul
-    output shape [batch..., M, N], whose kernel input `acc_input` is the matmul result,
-    and whose other inputs are either the same shape or broadcast to it through
-    `stax.broadcast_in_dim`. Returns (epilogue, other_input_indices) with the epilogue's
-    inputs in the order of `other_input_indices`, or raises ValueError naming what does
-    not fit (the driver then keeps cuBLAS + the stax kernel). Only one yield is fused
-    (the kernel's first result); `input_strides[i]` are the strides of kernel input i."""
-    block = kernel_op.regions[0].blocks[0]
-    args = list(block.arguments)
-    domain = list(args[acc_input].type.shape)
-    env = {args[acc_input]: ACC}
-    ep = EpilogueBuilder()
-    other = []
-
-    def input_ref(i, strides_over_domain):
-        ref = ep.input(str(args[i].type.element_type), strides_over_domain)
-        other.append(i)
-        return ref
-
-    refs: dict = {}
-    for i, a in enumerate(args):
-        if i == acc_input:
-            refs[a] = ACC
-    yielded = None
-    for op in block.operations:
-        nm = op.operation.name
-        opers = list(op.operation.operands)
-        res = op.operation.results[0] if len(op.operation.results) else None
-
-        def get(v):
-            if v in refs:
-                return refs[v]
-            for i, a in enumerate(args):
-                if a == v:
-                    if list(a.type.shape) != domain:
-                        raise ValueError(f"input {i} {list(a.type.shape)} is not the domain "
-                                         f"{domain} and not broadcast")
-                    refs[v] = input_ref(i, tuple(input_strides[i]))
-                    return refs[v]
-            raise ValueError(f"value {v} not available")
-
-        if nm == "stax_graph.yield":
-            yielded = opers[0]
-            break
-        if list(res.type.shape) != domain and nm != "stax.broadcast_in_dim":
-            raise ValueError(f"{nm} result {list(res.type.shape)} is not the domain {domain}")
-        if nm == "stax.broadcast_in_dim":
-            src = opers[0]
-            idx = next((i for i, a in enumerate(args) if a == src), None)
-            if idx is None:
-                raise ValueError("broadcast of a computed value is not fused")
-            dims = [int(d) for d in _dense_i64(op.operation.attributes["dims"])]
-            sshape = list(src.type.shape)
-            st = [0] * len(domain)
-            for j, d in enumerate(dims):
-                if sshape[j] != 1:
-                    st[d] = int(input_strides[idx][j])
-            refs[res] = input_ref(idx, tuple(st))
-        elif nm == "stax.convert":
-            et = str(res.type.element_type)
-            if et not in ("f32", "bf16", "f16", "f64"):
-                raise ValueError(f"convert to {et} is not fused")
-            x = get(opers[0])
-            src_et = str(opers[0].type.element_type)
-            # math is f32; a narrowing convert is a rounding eager does, keep it
-            if et in ("bf16", "f16") and src_et in ("f32", "f64"):
-                refs[res] = ep.op("round_" + et, x)
-            else:
-                refs[res] = x
-        elif nm == "stax.full":
-            from stax.dialects.stax_dialect import scalar_attr_value
-            refs[res] = float(scalar_attr_value(op.operation.attributes["value"]))
-        elif nm.startswith("stax.") and nm[5:] in BINARY:
-            refs[res] = ep.op(nm[5:], get(opers[0]), get(opers[1]))
-        elif nm.startswith("stax.") and nm[5:] in UNARY:
-            refs[res] = ep.op(nm[5:], get(opers[0]))
-        else:
-            raise ValueError(f"{nm} is not supported in a matmul epilogue")
-    if yielded is None:
-        raise ValueError("kernel has no yield")
-    r = get(yielded)
-    if isinstance(r, float):
-        raise ValueError("constant result")
-    if r != ("v", len(ep.ops) - 1):
-        ep.op("identity", r)
-    return ep.build(), other
-
-
-def _dense_i64(attr):
-    try:
-        return list(attr)
-    except TypeError:
-        from stax._mlir import ir
-        return list(ir.DenseI64ArrayAttr(attr))
 
 
 # ----------------------------------------------------------------------------- compile
