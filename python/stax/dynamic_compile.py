@@ -199,6 +199,7 @@ class DynamicGraph:
         self.launches_per_call = len(kernels) + len(library_calls)
         self.calls = 0
         self._keepalive = keepalive
+        self.length_guards: list = []   # _LengthGuard: slices of static dims (set by _build)
 
     # -- guards
     def bind(self, args) -> dict:
@@ -238,6 +239,7 @@ class DynamicGraph:
             if not a.is_contiguous():
                 raise _fail(c, "strides", f"contiguous strides for {list(a.shape)}",
                             list(a.stride()))
+        _check_length_guards(self.length_guards, env, where)
         for s, v in env.items():
             lo, hi = self.ranges.get(s, (None, None))
             if (lo is not None and v < lo) or (hi is not None and v > hi):
@@ -322,12 +324,96 @@ def _view_runner(name, op, out_dims):
             return x.reshape(view).expand(shape)
         return bcast
     if name == "stax.slice":
-        st = list(ir.DenseI64ArrayAttr(op.attributes["start"]))
-        li = list(ir.DenseI64ArrayAttr(op.attributes["limit"]))
-        sp = list(ir.DenseI64ArrayAttr(op.attributes["step"]))
+        return _slice_runner(op, out_dims)
+    raise CannotStayDynamic(f"top-level op {name} is not run by the dynamic graph")
+
+
+# ----------------------------------------------------------------------------- slices to a symbolic length
+# (issue 10, the test models: a causal mask `bias[:, :, :T, :T]`, rotary `cos[:T]`)
+
+def _slice_runner(op, out_dims):
+    """A top-level stax.slice as a torch view. A static dim sliced to a symbolic length
+    (the result dim an expression) stops after that many steps, its value at this call
+    (`_slice_length_guards` has checked that it fits)."""
+    from stax._mlir import ir
+    from stax.dialects import symbolic
+    st = list(ir.DenseI64ArrayAttr(op.attributes["start"]))
+    li = list(ir.DenseI64ArrayAttr(op.attributes["limit"]))
+    sp = list(ir.DenseI64ArrayAttr(op.attributes["step"]))
+    src = symbolic.dims_of(op.operands[0].type)
+    lengths = {d: out_dims[d] for d in range(len(src))
+               if isinstance(src[d], int) and isinstance(out_dims[d], str)}
+    if not lengths:
         index = tuple(slice(a, b, c) for a, b, c in zip(st, li, sp))
         return lambda ins, env: ins[0][index]
-    raise CannotStayDynamic(f"top-level op {name} is not run by the dynamic graph")
+
+    def run(ins, env):
+        index = tuple(slice(st[d], st[d] + _evaluate(lengths[d], env) * sp[d], sp[d])
+                      if d in lengths else slice(st[d], li[d], sp[d]) for d in range(len(st)))
+        return ins[0][index]
+    return run
+
+
+@dataclasses.dataclass
+class _LengthGuard:
+    """A static dim of `size` sliced to the symbolic `length` from `start` by `step`: the
+    length must be in [0, most] at every call, or the slice would read past the dim."""
+    length: str
+    most: int
+    size: int
+    start: int
+    step: int
+    where: str
+
+
+def _slice_length_guards(module) -> list:
+    """Every stax.slice of @main (top level and inside kernels) that takes a symbolic
+    length of a static dim, as the bound its length must keep. Dynamo guards the same
+    bound (its slice rule asks `s1 <= 128`), and the graph checks it again before
+    anything runs, so a kernel never reads past the static dim."""
+    from stax._mlir import ir
+    from stax.dialects import symbolic
+    out = []
+
+    def visit(op):
+        op = op.operation
+        if op.name == "stax.slice":
+            src = symbolic.dims_of(op.operands[0].type)
+            res = symbolic.dims_of(op.results[0].type)
+            st = list(ir.DenseI64ArrayAttr(op.attributes["start"]))
+            li = list(ir.DenseI64ArrayAttr(op.attributes["limit"]))
+            sp = list(ir.DenseI64ArrayAttr(op.attributes["step"]))
+            for d, (n, m) in enumerate(zip(src, res)):
+                if isinstance(n, int) and isinstance(m, str):
+                    out.append(_LengthGuard(m, (li[d] - st[d] + sp[d] - 1) // sp[d], n,
+                                            st[d], sp[d], f"{op.location}"))
+        for region in op.regions:
+            for blk in region.blocks:
+                for inner in blk.operations:
+                    visit(inner)
+    for op in module.body.operations:
+        visit(op)
+    return out
+
+
+def _check_length_guards(guards, env, where) -> None:
+    """Raise StaxGuardError when a slice's symbolic length does not fit its static dim,
+    naming the arguments and dims that bind its symbols, the length and the bound."""
+    from stax.dialects import symbolic
+    for g in guards:
+        n = _evaluate(g.length, env)
+        if 0 <= n <= g.most:
+            continue
+        binds = []
+        for s in sorted(symbolic.free_symbols(g.length)):
+            c, what = where[s]
+            binds.append(f"argument {c.index} ('{c.name}') {what} (symbol {s}) is {env[s]}")
+        raise StaxGuardError(
+            f"stax dynamic graph: {'; '.join(binds)}, so a slice of a static dim of size "
+            f"{g.size} from {g.start} by {g.step} to the length {g.length} = {n} would read "
+            f"past the dim: expected {g.length} in [0, {g.most}] ({g.where}). Eager cannot "
+            "take this size either (its slice stops at the dim's end); Dynamo guards the "
+            "same bound")
 
 
 # ----------------------------------------------------------------------------- compile
@@ -380,6 +466,7 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
                         "take contiguous tensors only")
                 checks.append(_ArgCheck(i, spec.name, "tensor", dims=list(spec.shape),
                                         dtype=spec.dtype))
+        length_guards = _slice_length_guards(module)
         _run_passes(module, FUSED_PIPELINE if config.fusion else UNFUSED_PIPELINE, None)
         func_op = _main_func(module)
         _wrap_stray_ops(func_op)
@@ -483,6 +570,7 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
                          _symbol_ranges(example_inputs), kernels, library_calls, notes,
                          (ctx, module))
         g.n_values = next_slot - len(block.arguments)  # slots beyond args and constants
+        g.length_guards = length_guards
         return g
 
 

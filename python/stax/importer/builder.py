@@ -19,6 +19,10 @@ from stax.importer.common import (_FP8_DTYPES, _SPECIALIZED, _check_static, _num
 from stax.importer.specs import ImporterError, UnsupportedGraph, _Fallback
 
 
+#: torch's "to the end" (sys.maxsize), a stax.slice's whole symbolic dim
+_INT64_MAX = (1 << 63) - 1
+
+
 # ----------------------------------------------------------------------------- the builder
 
 class _Builder:
@@ -136,15 +140,20 @@ class _Builder:
         n = _numel([_vshape(v)[d] for d in dims])
         return self.binary("div", s, self.scalar_like(s, n))
 
-    def slice(self, v, dim, start, limit, step=1) -> ir.Value:
+    def slice(self, v, dim, start, limit, step=1, length=None) -> ir.Value:
+        """v[start:limit:step] along `dim` (ints), every other dim whole (a symbolic one
+        as [0:INT64_MAX:1], the verifier's "whole dim"). `length` (symbolic mode: a size
+        expression) makes the result the first `length` elements of [start:limit:step]
+        of a static dim; the dynamic graph guards that they fit (length <=
+        ceil((limit - start) / step))."""
         shape = _vshape(v)
         st = [0] * len(shape)
-        li = list(shape)
+        li = [d if isinstance(d, int) else _INT64_MAX for d in shape]
         sp = [1] * len(shape)
         st[dim], li[dim], sp[dim] = start, limit, step
         out = list(shape)
-        out[dim] = max(0, (limit - start + step - 1) // step)
-        if out == shape:
+        out[dim] = length if length is not None else max(0, (limit - start + step - 1) // step)
+        if out == shape and (start, step) == (0, 1):
             return v
         return self.emit("slice", [v], [self.tt(out, _vdtype(v))],
                          {"start": ir.DenseI64ArrayAttr.get(st),
