@@ -416,6 +416,51 @@ def _check_length_guards(guards, env, where) -> None:
             "same bound")
 
 
+# ----------------------------------------------------------------------------- library calls
+# (issue 10, the test models: a convolution, which the static importer also hands to
+# PyTorch, imported symbolically as stax_graph.fallback: importer.symbolic's
+# SYMBOLIC_LIBRARY_OPS)
+
+def _decode_call(obj, ins):
+    """A stax_graph.fallback's `call` JSON value with its operands (`ins`) put back."""
+    if isinstance(obj, dict):
+        if "$operand" in obj:
+            return ins[obj["$operand"]]
+        if "$dtype" in obj:
+            return getattr(torch, obj["$dtype"])
+        if "$device" in obj:
+            return torch.device(obj["$device"])
+        if "$layout" in obj:
+            return getattr(torch, obj["$layout"])
+        if "$memory_format" in obj:
+            return getattr(torch, obj["$memory_format"])
+        return {k: _decode_call(v, ins) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode_call(x, ins) for x in obj]
+    return obj
+
+
+def _library_runner(op, out_dims):
+    """A top-level stax_graph.fallback of one result run through its ATen overload (the
+    sizes come from its operands); the result's shape is checked against its type."""
+    import json
+    from stax._mlir import ir
+    from stax.compiled_graph import _resolve_overload
+    target = ir.StringAttr(op.attributes["target"]).value
+    fn = _resolve_overload(target)
+    call = json.loads(ir.StringAttr(op.attributes["call"]).value)
+
+    def run(ins, env):
+        out = fn(*_decode_call(call["args"], ins), **_decode_call(call["kwargs"], ins))
+        want = [_evaluate(d, env) for d in out_dims]
+        if list(out.shape) != want:
+            raise StaxGuardError(f"stax dynamic graph: {target} returned the shape "
+                                 f"{list(out.shape)} where the graph expects {want} "
+                                 f"({out_dims}) (a bug: please report it)")
+        return out
+    return run
+
+
 # ----------------------------------------------------------------------------- compile
 
 def _view_root(v, producer, view_ops):
@@ -430,6 +475,7 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
     """Import, fuse and compile the symbolic ATen inference graph once."""
     from stax._mlir import ir, new_context
     from stax.dialects import symbolic
+    from stax.dialects.stax_dialect import FALLBACK
     from stax.driver import (FUSED_PIPELINE, KERNEL_OPS, UNFUSED_PIPELINE, VIEW_OPS,
                              _block, _main_func, _run_passes, _wrap_stray_ops, name_kernels)
     from stax.importer import UnsupportedGraph, import_graph
@@ -478,6 +524,7 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
             slot_of[a] = j
         next_slot = len(block.arguments)
         steps, kernels, library_calls, outputs = [], [], [], []
+        fallback_ops = []   # stax_graph.fallback ops PyTorch runs (_library_runner)
         for op in block.operations:
             op = op.operation
             name = op.name
@@ -514,6 +561,10 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
                                    lambda ins, env: torch.matmul(ins[0], ins[1])))
             elif name in VIEW_OPS:
                 steps.append(_Step("view", ins, outs, _view_runner(name, op, res_dims[0])))
+            elif name == FALLBACK and len(op.results) == 1:
+                # PyTorch runs it, as the static path's fallback op: reported the same way
+                steps.append(_Step("library", ins, outs, _library_runner(op, res_dims[0])))
+                fallback_ops.append(ir.StringAttr(op.attributes["target"]).value)
             else:
                 raise CannotStayDynamic(f"top-level op {name} is not run by the dynamic "
                                         "graph (constants, fallbacks and collectives take "
@@ -571,6 +622,8 @@ def _build(gm, example_inputs, config, graph_id) -> DynamicGraph:
                          (ctx, module))
         g.n_values = next_slot - len(block.arguments)  # slots beyond args and constants
         g.length_guards = length_guards
+        g.fallback_ops = fallback_ops
+        g.launches_per_call += len(fallback_ops)
         return g
 
 

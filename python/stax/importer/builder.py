@@ -179,7 +179,7 @@ class _Builder:
         passed in its place (an op that reads the storage gets its storage's owner).
         `operand_layouts` records eager's strides of each operand: the driver hands the
         op exactly those (an op may depend on them, e.g. by reading `.view`s)."""
-        if self.symbolic:
+        if self.symbolic and node.target not in isym.SYMBOLIC_LIBRARY_OPS:
             raise isym.no_fallback(node, None)
         target = node.target
         operands: list[ir.Value] = []
@@ -194,8 +194,12 @@ class _Builder:
                     index[x] = len(operands)
                     operands.append(self.v(x))
                     t = _val(x)
-                    layouts.append(list(t.stride()) if isinstance(t, torch.Tensor)
-                                   and t.layout == torch.strided else None)
+                    lay = (list(t.stride()) if isinstance(t, torch.Tensor)
+                           and t.layout == torch.strided else None)
+                    # symbolic strides (symbolic mode's library ops): none recorded; the
+                    # dynamic graph hands the op contiguous tensors
+                    layouts.append(None if lay is None or not all(
+                        isinstance(x, int) for x in lay) else lay)
                 return {"$operand": index[x]}
             if isinstance(x, (list, tuple)):
                 return [enc(y) for y in x]
@@ -233,7 +237,8 @@ class _Builder:
             if not isinstance(t, torch.Tensor):
                 raise UnsupportedGraph(f"node {node.name} ({target}) returns a "
                                        f"{type(t).__name__}, not a tensor")
-            _check_static(f"result of node {node.name} ({target})", t)
+            if not self.symbolic:   # symbolic mode: sizes from pre_node's check
+                _check_static(f"result of node {node.name} ({target})", t)
             types.append(self.tt(t.shape, t.dtype))
             positions.append(i)
         name = str(target)
