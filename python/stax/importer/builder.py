@@ -85,6 +85,12 @@ class _Builder:
             if src == shape:
                 return v
             dims = list(range(len(shape) - len(src), len(shape)))
+        if self.symbolic and any(src[i] not in (1, shape[d]) for i, d in enumerate(dims)):
+            # Dynamo's fake sizes can disagree after its size-1 specialization under
+            # backed_size_oblivious (a [s0, s1, 64] input of a layer_norm recorded as
+            # giving [1, 1, 64]): no IR for it, the graph is compiled per size
+            raise UnsupportedGraph(f"the recorded sizes disagree: {isym.symbolic.fmt_dims(src)} "
+                                   f"cannot broadcast to {isym.symbolic.fmt_dims(shape)}")
         return self.emit("broadcast_in_dim", [v], [self.tt(shape, _vdtype(v))],
                          {"dims": ir.DenseI64ArrayAttr.get(list(dims))})
 
