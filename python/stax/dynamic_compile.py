@@ -39,8 +39,10 @@ target, an importer refusal (an op with no symbolic rule, a fallback op, a mean 
 symbolic dim), a kernel refusal (targets/cpu_symbolic's "not supported"), a
 non-contiguous input, an output that eager returns as a view of an input but that is not
 top-level views of it here (outputs that are views of inputs stay views: torch views of
-that argument), and top-level ops this runner does not execute (constants, fallbacks,
-collectives). Dynamo's RestartAnalysis raised inside aot_autograd is passed on.
+that argument), and top-level ops this runner does not execute (constants, fallbacks
+other than the convolutions the symbolic importer emits, collectives). Slices of a
+static dim to a symbolic length are guarded before anything runs (`_slice_length_guards`).
+Dynamo's RestartAnalysis raised inside aot_autograd is passed on.
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ shapes) imported into the symbolic stax IR of docs/dynamic-shapes.md ("Symbols i
 IR"): a symbolic dim is `?` with its normal-form expression in a `#stax.sizes` encoding,
 and a SymInt placeholder is an `index` argument marked `{stax.symbol = "s0"}`.
 
-For tests and tools only: driver.compile_graph never asks for it (the code generators
-take static sizes; the backend compiles static variants through shape_specialize).
+stax.dynamic_compile uses it for CPU inference graphs (one compile for every size);
+driver.compile_graph never asks for it.
 
 Only the ops in SYMBOLIC_OPS import symbolically (their handlers read shapes from the
 node's fake tensors and the operands' types, never a size as a number). Anything else,
