@@ -396,7 +396,11 @@ _INT64_MAX = (1 << 63) - 1
 
 
 class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
-    """Strided slice: per dim, indices start, start+step, ... < limit."""
+    """Strided slice: per dim, indices start, start+step, ... < limit. A symbolic input
+    dim is taken whole ([0:INT64_MAX:1]). A static input dim may be sliced to a
+    symbolic length (result dim `?`, e.g. `s1` for `bias[:T]`): the result holds the
+    first `length` indices of [start:limit:step], and the runtime guarantees that they
+    fit (length <= ceil((limit - start) / step)); the dynamic graph guards it."""
     input: ext.Operand[Tensor]
     start: Any
     limit: Any
@@ -414,7 +418,7 @@ class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
                 return _fail(self, f"attribute '{n}' has {len(v)} entries; operand 'input' "
                                    f"has rank {ti.rank}")
         want = _Dims()
-        di = _D(ti)
+        di, dr = _D(ti), _D(tr)
         for d, (a, b, s) in enumerate(zip(start, limit, step)):
             if isinstance(di[d], str):
                 # static bounds cannot be proved in range of a symbolic size; the whole
@@ -428,7 +432,15 @@ class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
             if s <= 0 or not 0 <= a <= b <= di[d]:
                 return _fail(self, f"dim {d}: slice [{a}:{b}:{s}] is out of range for size "
                                    f"{di[d]}")
-            want.append(max(0, (b - a + s - 1) // s))
+            count = max(0, (b - a + s - 1) // s)
+            if tr.rank == ti.rank and isinstance(dr[d], str):
+                # a static dim sliced to a symbolic length (guarded at run time)
+                if count == 0:
+                    return _fail(self, f"dim {d}: slice [{a}:{b}:{s}] of size {di[d]} holds "
+                                       f"no element, so no symbolic length ({dr[d]}) fits it")
+                want.append(dr[d])
+                continue
+            want.append(count)
         if _D(tr) != want or ti.element_type != tr.element_type:
             return _fail(self, f"result type {tr} must have shape {want}")
         return True

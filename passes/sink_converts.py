@@ -56,7 +56,9 @@ def _rewrite(bcast) -> bool:
     x = conv.operands[0]
     out_type = ir.RankedTensorType(bcast.results[0].type)
     x_type = ir.RankedTensorType(x.type)
-    wide = ir.RankedTensorType.get(list(out_type.shape), x_type.element_type)
+    # the encoding (a symbolic type's #stax.sizes) stays: only the element type changes
+    wide = ir.RankedTensorType.get(list(out_type.shape), x_type.element_type,
+                                   encoding=out_type.encoding)
     with ir.InsertionPoint(bcast):
         new_bcast = ir.Operation.create(
             "stax.broadcast_in_dim", results=[wide], operands=[x],

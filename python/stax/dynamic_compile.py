@@ -38,13 +38,15 @@ graph is then
 What cannot stay dynamic raises `CannotStayDynamic` with the reason; the backend then
 specializes per size (stax.shape_specialize) and the report says "could not stay
 dynamic: <reason>": a training graph whose forward or backward cannot (the reason names
-the graph), the GPU target, an importer refusal (an op with no symbolic rule, a fallback
-op, a mean over a symbolic dim), a kernel refusal (targets/cpu_symbolic's "not
-supported"), a non-contiguous input at inference (training graphs take the strides
+the graph), an importer refusal (an op with no symbolic rule, a fallback op, a mean over
+a symbolic dim), a kernel refusal (targets/cpu_symbolic's or targets/triton_symbolic's
+"not supported"), a non-contiguous input at inference (training graphs take the strides
 Dynamo's fake tensors give them, such as a saved transposed weight, guarded exactly), an
 output that eager returns as a view of an input but that is not top-level views of it
 here (outputs that are views of inputs stay views: torch views of that argument), and
-top-level ops this runner does not execute (constants, fallbacks, collectives).
+top-level ops this runner does not execute (constants, fallbacks other than the
+convolutions the symbolic importer emits, collectives). Slices of a static dim to a
+symbolic length are guarded before anything runs (`_slice_length_guards`).
 Dynamo's RestartAnalysis raised inside aot_autograd is passed on.
 """
 from __future__ import annotations
@@ -217,6 +219,7 @@ class DynamicGraph:
         self.launches_per_call = len(kernels) + len(library_calls)
         self.calls = 0
         self._keepalive = keepalive
+        self.length_guards: list = []   # _LengthGuard: slices of static dims (set by _build)
 
     # -- guards
     def bind(self, args) -> dict:
@@ -274,6 +277,7 @@ class DynamicGraph:
                 if any(n != 1 and x != w for n, x, w in zip(a.shape, a.stride(), want)):
                     raise _fail(c, "strides", f"{want} (what Dynamo's fake tensor recorded; "
                                 f"{symbolic_fmt(c.strides)})", list(a.stride()))
+        _check_length_guards(self.length_guards, env, where)
         for s, v in env.items():
             lo, hi = self.ranges.get(s, (None, None))
             if (lo is not None and v < lo) or (hi is not None and v > hi):
@@ -352,12 +356,141 @@ def _view_runner(name, op, out_dims):
             return x.reshape(view).expand(shape)
         return bcast
     if name == "stax.slice":
-        st = list(ir.DenseI64ArrayAttr(op.attributes["start"]))
-        li = list(ir.DenseI64ArrayAttr(op.attributes["limit"]))
-        sp = list(ir.DenseI64ArrayAttr(op.attributes["step"]))
+        return _slice_runner(op, out_dims)
+    raise CannotStayDynamic(f"top-level op {name} is not run by the dynamic graph")
+
+
+# ----------------------------------------------------------------------------- slices to a symbolic length
+# (issue 10, the test models: a causal mask `bias[:, :, :T, :T]`, rotary `cos[:T]`)
+
+def _slice_runner(op, out_dims):
+    """A top-level stax.slice as a torch view. A static dim sliced to a symbolic length
+    (the result dim an expression) stops after that many steps, its value at this call
+    (`_slice_length_guards` has checked that it fits)."""
+    from stax._mlir import ir
+    from stax.dialects import symbolic
+    st = list(ir.DenseI64ArrayAttr(op.attributes["start"]))
+    li = list(ir.DenseI64ArrayAttr(op.attributes["limit"]))
+    sp = list(ir.DenseI64ArrayAttr(op.attributes["step"]))
+    src = symbolic.dims_of(op.operands[0].type)
+    lengths = {d: out_dims[d] for d in range(len(src))
+               if isinstance(src[d], int) and isinstance(out_dims[d], str)}
+    if not lengths:
         index = tuple(slice(a, b, c) for a, b, c in zip(st, li, sp))
         return lambda ins, env: ins[0][index]
-    raise CannotStayDynamic(f"top-level op {name} is not run by the dynamic graph")
+
+    def run(ins, env):
+        index = tuple(slice(st[d], st[d] + _evaluate(lengths[d], env) * sp[d], sp[d])
+                      if d in lengths else slice(st[d], li[d], sp[d]) for d in range(len(st)))
+        return ins[0][index]
+    return run
+
+
+@dataclasses.dataclass
+class _LengthGuard:
+    """A static dim of `size` sliced to the symbolic `length` from `start` by `step`: the
+    length must be in [0, most] at every call, or the slice would read past the dim."""
+    length: str
+    most: int
+    size: int
+    start: int
+    step: int
+    where: str
+
+
+def _slice_length_guards(module) -> list:
+    """Every stax.slice of @main (top level and inside kernels) that takes a symbolic
+    length of a static dim, as the bound its length must keep. Dynamo guards the same
+    bound (its slice rule asks `s1 <= 128`), and the graph checks it again before
+    anything runs, so a kernel never reads past the static dim."""
+    from stax._mlir import ir
+    from stax.dialects import symbolic
+    out = []
+
+    def visit(op):
+        op = op.operation
+        if op.name == "stax.slice":
+            src = symbolic.dims_of(op.operands[0].type)
+            res = symbolic.dims_of(op.results[0].type)
+            st = list(ir.DenseI64ArrayAttr(op.attributes["start"]))
+            li = list(ir.DenseI64ArrayAttr(op.attributes["limit"]))
+            sp = list(ir.DenseI64ArrayAttr(op.attributes["step"]))
+            for d, (n, m) in enumerate(zip(src, res)):
+                if isinstance(n, int) and isinstance(m, str):
+                    out.append(_LengthGuard(m, (li[d] - st[d] + sp[d] - 1) // sp[d], n,
+                                            st[d], sp[d], f"{op.location}"))
+        for region in op.regions:
+            for blk in region.blocks:
+                for inner in blk.operations:
+                    visit(inner)
+    for op in module.body.operations:
+        visit(op)
+    return out
+
+
+def _check_length_guards(guards, env, where) -> None:
+    """Raise StaxGuardError when a slice's symbolic length does not fit its static dim,
+    naming the arguments and dims that bind its symbols, the length and the bound."""
+    from stax.dialects import symbolic
+    for g in guards:
+        n = _evaluate(g.length, env)
+        if 0 <= n <= g.most:
+            continue
+        binds = []
+        for s in sorted(symbolic.free_symbols(g.length)):
+            c, what = where[s]
+            binds.append(f"argument {c.index} ('{c.name}') {what} (symbol {s}) is {env[s]}")
+        raise StaxGuardError(
+            f"stax dynamic graph: {'; '.join(binds)}, so a slice of a static dim of size "
+            f"{g.size} from {g.start} by {g.step} to the length {g.length} = {n} would read "
+            f"past the dim: expected {g.length} in [0, {g.most}] ({g.where}). Eager cannot "
+            "take this size either (its slice stops at the dim's end); Dynamo guards the "
+            "same bound")
+
+
+# ----------------------------------------------------------------------------- library calls
+# (issue 10, the test models: a convolution, which the static importer also hands to
+# PyTorch, imported symbolically as stax_graph.fallback: importer.symbolic's
+# SYMBOLIC_LIBRARY_OPS)
+
+def _decode_call(obj, ins):
+    """A stax_graph.fallback's `call` JSON value with its operands (`ins`) put back."""
+    if isinstance(obj, dict):
+        if "$operand" in obj:
+            return ins[obj["$operand"]]
+        if "$dtype" in obj:
+            return getattr(torch, obj["$dtype"])
+        if "$device" in obj:
+            return torch.device(obj["$device"])
+        if "$layout" in obj:
+            return getattr(torch, obj["$layout"])
+        if "$memory_format" in obj:
+            return getattr(torch, obj["$memory_format"])
+        return {k: _decode_call(v, ins) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode_call(x, ins) for x in obj]
+    return obj
+
+
+def _library_runner(op, out_dims):
+    """A top-level stax_graph.fallback of one result run through its ATen overload (the
+    sizes come from its operands); the result's shape is checked against its type."""
+    import json
+    from stax._mlir import ir
+    from stax.compiled_graph import _resolve_overload
+    target = ir.StringAttr(op.attributes["target"]).value
+    fn = _resolve_overload(target)
+    call = json.loads(ir.StringAttr(op.attributes["call"]).value)
+
+    def run(ins, env):
+        out = fn(*_decode_call(call["args"], ins), **_decode_call(call["kwargs"], ins))
+        want = [_evaluate(d, env) for d in out_dims]
+        if list(out.shape) != want:
+            raise StaxGuardError(f"stax dynamic graph: {target} returned the shape "
+                                 f"{list(out.shape)} where the graph expects {want} "
+                                 f"({out_dims}) (a bug: please report it)")
+        return out
+    return run
 
 
 # ----------------------------------------------------------------------------- compile
@@ -448,6 +581,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
     backward's saved `permute` of a weight is one."""
     from stax._mlir import ir, new_context
     from stax.dialects import symbolic
+    from stax.dialects.stax_dialect import FALLBACK
     from stax.driver import (FUSED_PIPELINE, KERNEL_OPS, UNFUSED_PIPELINE, VIEW_OPS,
                              _block, _main_func, _run_passes, _wrap_stray_ops, name_kernels)
     from stax.importer import UnsupportedGraph, import_graph
@@ -490,6 +624,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                                         strides=None if contiguous else list(spec.strides)))
         for arg, expr in sorted(slots.derived.items()):
             checks.append(_ArgCheck(arg, slots.names[arg], "size", dims=[expr]))
+        length_guards = _slice_length_guards(module)
         _run_passes(module, FUSED_PIPELINE if config.fusion else UNFUSED_PIPELINE, None)
         func_op = _main_func(module)
         _wrap_stray_ops(func_op)
@@ -501,6 +636,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
             slot_of[a] = j
         next_slot = len(block.arguments)
         steps, kernels, library_calls, outputs = [], [], [], []
+        fallback_ops = []   # stax_graph.fallback ops PyTorch runs (_library_runner)
         for op in block.operations:
             op = op.operation
             name = op.name
@@ -532,6 +668,10 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                                    lambda ins, env: torch.matmul(ins[0], ins[1])))
             elif name in VIEW_OPS:
                 steps.append(_Step("view", ins, outs, _view_runner(name, op, res_dims[0])))
+            elif name == FALLBACK and len(op.results) == 1:
+                # PyTorch runs it, as the static path's fallback op: reported the same way
+                steps.append(_Step("library", ins, outs, _library_runner(op, res_dims[0])))
+                fallback_ops.append(ir.StringAttr(op.attributes["target"]).value)
             else:
                 raise CannotStayDynamic(f"top-level op {name} is not run by the dynamic "
                                         "graph (constants, fallbacks and collectives take "
@@ -603,6 +743,9 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                          (ctx, module), kind=kind, arg_order=slots.kept, n_args=n_args,
                          target=config.target)
         g.n_values = next_slot - len(block.arguments)  # slots beyond args and constants
+        g.length_guards = length_guards
+        g.fallback_ops = fallback_ops
+        g.launches_per_call += len(fallback_ops)
         return g
 
 

@@ -205,6 +205,22 @@ func.func @slice_symbolic(%a: tensor<?xf32, #stax.sizes<["s0"]>>) {
 
 // -----
 
+func.func @slice_static_to_symbolic_empty(%a: tensor<8xf32>, %y: tensor<?xf32, #stax.sizes<["s0"]>>) {
+  // expected-error @+1 {{'stax.slice' op dim 0: slice [8:8:1] of size 8 holds no element, so no symbolic length (s0) fits it}}
+  %0 = "stax.slice"(%a) {start = array<i64: 8>, limit = array<i64: 8>, step = array<i64: 1>} : (tensor<8xf32>) -> tensor<?xf32, #stax.sizes<["s0"]>>
+  return
+}
+
+// -----
+
+func.func @slice_static_to_symbolic_out_of_range(%a: tensor<8xf32>, %y: tensor<?xf32, #stax.sizes<["s0"]>>) {
+  // expected-error @+1 {{'stax.slice' op dim 0: slice [0:9:1] is out of range for size 8}}
+  %0 = "stax.slice"(%a) {start = array<i64: 0>, limit = array<i64: 9>, step = array<i64: 1>} : (tensor<8xf32>) -> tensor<?xf32, #stax.sizes<["s0"]>>
+  return
+}
+
+// -----
+
 // Function arguments (checked by verify_module).
 // expected-error @+1 {{'func.func' op argument #0 of @arg_symbol_on_static type tensor<?x4xf32, #stax.sizes<["s0", "s1"]>>: dim 1 is static (4) but #stax.sizes gives it the symbol "s1"; a symbolic dim is written '?'}}
 func.func @arg_symbol_on_static(%a: tensor<?x4xf32, #stax.sizes<["s0", "s1"]>>) {

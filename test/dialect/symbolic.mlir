@@ -78,3 +78,15 @@ func.func @unbacked(%x: tensor<8xf32>) -> tensor<?x1xi64, #stax.sizes<["u0", 1]>
   %m = "stax.neg"(%n) : (tensor<?x1xi64, #stax.sizes<["u0", 1]>>) -> tensor<?x1xi64, #stax.sizes<["u0", 1]>>
   return %m : tensor<?x1xi64, #stax.sizes<["u0", 1]>>
 }
+
+// A static dim sliced to a symbolic length (a causal mask `bias[:, :, :T, :T]` of a
+// 128x128 buffer, rotary `cos[:T]`, from a start of 2 by 3): the result dim is the
+// length's expression; the dynamic graph guards that it fits (s1 <= 128).
+// CHECK-LABEL: func.func @slice_to_symbolic_length
+// CHECK: "stax.slice"{{.*}}limit = array<i64: 9223372036854775807, 128, 128>{{.*}} -> tensor<?x?x?xf32, #stax.sizes<["s0", "s1", "s1"]>>
+// CHECK: "stax.slice"{{.*}}start = array<i64: 2>, step = array<i64: 3>{{.*}} -> tensor<?xf32, #stax.sizes<["s1 - 1"]>>
+func.func @slice_to_symbolic_length(%x: tensor<?x128x128xf32, #stax.sizes<["s0", 128, 128]>>, %c: tensor<128xf32>, %y: tensor<?xf32, #stax.sizes<["s1"]>>) -> (tensor<?x?x?xf32, #stax.sizes<["s0", "s1", "s1"]>>, tensor<?xf32, #stax.sizes<["s1 - 1"]>>) {
+  %m = "stax.slice"(%x) {start = array<i64: 0, 0, 0>, limit = array<i64: 9223372036854775807, 128, 128>, step = array<i64: 1, 1, 1>} : (tensor<?x128x128xf32, #stax.sizes<["s0", 128, 128]>>) -> tensor<?x?x?xf32, #stax.sizes<["s0", "s1", "s1"]>>
+  %r = "stax.slice"(%c) {start = array<i64: 2>, limit = array<i64: 128>, step = array<i64: 3>} : (tensor<128xf32>) -> tensor<?xf32, #stax.sizes<["s1 - 1"]>>
+  return %m, %r : tensor<?x?x?xf32, #stax.sizes<["s0", "s1", "s1"]>>, tensor<?xf32, #stax.sizes<["s1 - 1"]>>
+}

@@ -19,6 +19,10 @@ from stax.importer.common import (_FP8_DTYPES, _SPECIALIZED, _check_static, _num
 from stax.importer.specs import ImporterError, UnsupportedGraph, _Fallback
 
 
+#: torch's "to the end" (sys.maxsize), a stax.slice's whole symbolic dim
+_INT64_MAX = (1 << 63) - 1
+
+
 # ----------------------------------------------------------------------------- the builder
 
 class _Builder:
@@ -81,6 +85,12 @@ class _Builder:
             if src == shape:
                 return v
             dims = list(range(len(shape) - len(src), len(shape)))
+        if self.symbolic and any(src[i] not in (1, shape[d]) for i, d in enumerate(dims)):
+            # Dynamo's fake sizes can disagree after its size-1 specialization under
+            # backed_size_oblivious (a [s0, s1, 64] input of a layer_norm recorded as
+            # giving [1, 1, 64]): no IR for it, the graph is compiled per size
+            raise UnsupportedGraph(f"the recorded sizes disagree: {isym.symbolic.fmt_dims(src)} "
+                                   f"cannot broadcast to {isym.symbolic.fmt_dims(shape)}")
         return self.emit("broadcast_in_dim", [v], [self.tt(shape, _vdtype(v))],
                          {"dims": ir.DenseI64ArrayAttr.get(list(dims))})
 
@@ -136,15 +146,20 @@ class _Builder:
         n = _numel([_vshape(v)[d] for d in dims])
         return self.binary("div", s, self.scalar_like(s, n))
 
-    def slice(self, v, dim, start, limit, step=1) -> ir.Value:
+    def slice(self, v, dim, start, limit, step=1, length=None) -> ir.Value:
+        """v[start:limit:step] along `dim` (ints), every other dim whole (a symbolic one
+        as [0:INT64_MAX:1], the verifier's "whole dim"). `length` (symbolic mode: a size
+        expression) makes the result the first `length` elements of [start:limit:step]
+        of a static dim; the dynamic graph guards that they fit (length <=
+        ceil((limit - start) / step))."""
         shape = _vshape(v)
         st = [0] * len(shape)
-        li = list(shape)
+        li = [d if isinstance(d, int) else _INT64_MAX for d in shape]
         sp = [1] * len(shape)
         st[dim], li[dim], sp[dim] = start, limit, step
         out = list(shape)
-        out[dim] = max(0, (limit - start + step - 1) // step)
-        if out == shape:
+        out[dim] = length if length is not None else max(0, (limit - start + step - 1) // step)
+        if out == shape and (start, step) == (0, 1):
             return v
         return self.emit("slice", [v], [self.tt(out, _vdtype(v))],
                          {"start": ir.DenseI64ArrayAttr.get(st),
@@ -170,7 +185,7 @@ class _Builder:
         passed in its place (an op that reads the storage gets its storage's owner).
         `operand_layouts` records eager's strides of each operand: the driver hands the
         op exactly those (an op may depend on them, e.g. by reading `.view`s)."""
-        if self.symbolic:
+        if self.symbolic and node.target not in isym.SYMBOLIC_LIBRARY_OPS:
             raise isym.no_fallback(node, None)
         target = node.target
         operands: list[ir.Value] = []
@@ -185,8 +200,12 @@ class _Builder:
                     index[x] = len(operands)
                     operands.append(self.v(x))
                     t = _val(x)
-                    layouts.append(list(t.stride()) if isinstance(t, torch.Tensor)
-                                   and t.layout == torch.strided else None)
+                    lay = (list(t.stride()) if isinstance(t, torch.Tensor)
+                           and t.layout == torch.strided else None)
+                    # symbolic strides (symbolic mode's library ops): none recorded; the
+                    # dynamic graph hands the op contiguous tensors
+                    layouts.append(None if lay is None or not all(
+                        isinstance(x, int) for x in lay) else lay)
                 return {"$operand": index[x]}
             if isinstance(x, (list, tuple)):
                 return [enc(y) for y in x]
@@ -224,7 +243,8 @@ class _Builder:
             if not isinstance(t, torch.Tensor):
                 raise UnsupportedGraph(f"node {node.name} ({target}) returns a "
                                        f"{type(t).__name__}, not a tensor")
-            _check_static(f"result of node {node.name} ({target})", t)
+            if not self.symbolic:   # symbolic mode: sizes from pre_node's check
+                _check_static(f"result of node {node.name} ({target})", t)
             types.append(self.tt(t.shape, t.dtype))
             positions.append(i)
         name = str(target)

@@ -274,7 +274,7 @@ def _import_node(b: _Builder, node: torch.fx.Node):
         if r is not None:
             _check_result(node, r)
             return r
-    if b.symbolic:
+    if b.symbolic and target not in isym.SYMBOLIC_LIBRARY_OPS:
         raise isym.no_fallback(node, why)
     return b.fallback(node)
 

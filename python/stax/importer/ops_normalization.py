@@ -52,7 +52,7 @@ def _bn_apply(b, x, mean_c, rstd_c, w, bias, shape, cd):
 
 def _bn_eval(b, node, a):
     vals = _val(node)
-    shape, dtype = list(vals[0].shape), vals[0].dtype
+    shape, dtype = isym.dims(vals[0].shape), vals[0].dtype
     cd = _opmath(dtype)
     if a.get("running_mean") is None or a.get("running_var") is None:
         raise _Fallback("eval batch norm without running stats")
@@ -70,7 +70,7 @@ def _bn_eval(b, node, a):
 
 def _bn_train(b, node, a):
     vals = _val(node)
-    shape, dtype = list(vals[0].shape), vals[0].dtype
+    shape, dtype = isym.dims(vals[0].shape), vals[0].dtype
     cd = _opmath(dtype)
     x = b.operand(a["input"], shape, cd)
     dims = [0] + list(range(2, len(shape)))

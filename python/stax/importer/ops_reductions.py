@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from stax._mlir import ir
+from stax.importer import symbolic as isym
 from stax.importer.builder import _Builder
 from stax.importer.common import (_norm_dim, _norm_dims, _numel, _opmath, _out, _val, _vdtype,
                                   _vshape)
@@ -200,7 +201,7 @@ def _nll_common(b, a, what, cd):
     reduction = int(a["reduction"])
     if reduction not in (0, 1, 2):
         raise _Fallback(f"{what} with reduction={reduction}")
-    n, c = (1, x.shape[0]) if x.dim() == 1 else tuple(x.shape)
+    n, c = isym.dims((1, x.shape[0]) if x.dim() == 1 else tuple(x.shape))
     t = b.reshape(b.v(a["target"]), [n])
     cls = b.emit("iota", [], [b.tt([n, c], _vdtype(t))],
                  {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)})
@@ -224,7 +225,7 @@ def _nll_loss_forward(b, node, a):
     picked = b.reduce("reduce_sum", b.select(hit, xv, b.full([n, c], cd, 0.0)), [1], False)
     loss = b.binary("mul", b.unary("neg", picked), w)                  # [n]
     if reduction == 0:
-        out = b.reshape(loss, list(_val(node)[0].shape))
+        out = b.reshape(loss, isym.dims(_val(node)[0].shape))
         # eager's total_weight for reduction='none': 0 for a 2-d input, the row's weight
         # for a 1-d one (its decomposition and kernel agree)
         total = b.reshape(w, []) if x.dim() == 1 else b.full([], cd, 0.0)

@@ -7,6 +7,7 @@ import torch
 
 from stax._mlir import ir
 from stax.aliasing import storage_source
+from stax.dialects.symbolic import dim_sum
 from stax.importer.common import _norm_dim, _out, _val, _vdtype, _vshape
 from stax.importer.specs import UnsupportedGraph, _Fallback
 from stax.importer.table import _reg
@@ -99,8 +100,51 @@ def _slice(b, node, a):
     x = b.v(a["self"])
     shape = _vshape(x)
     dim = _norm_dim(a["dim"], len(shape))
+    if b.symbolic:
+        return _slice_symbolic(b, node, a, x, shape, dim)
     start, end, step = _slice_bounds(shape[dim], a["start"], a["end"], a["step"])
     return b.slice(x, dim, start, end, step)
+
+
+def _size_arg(b, x):
+    """A slice bound as a dim: None, an int, or a size node's dim (an int or a size
+    expression: the symbolic importer maps size nodes and SymInt inputs to their dims)."""
+    if isinstance(x, torch.fx.Node):
+        return b.values[x]
+    return x
+
+
+def _slice_symbolic(b, node, a, x, shape, dim):
+    """Symbolic mode: a slice of a static dim with static bounds, the whole of a symbolic
+    dim, or a static dim sliced to a symbolic length from a static start (`bias[:T]`,
+    the result's dim is eager's size expression, e.g. `s1`; the dynamic graph guards
+    that it fits the static size). Anything else cannot be checked: refused."""
+    from stax.importer.symbolic import _unsupported, dims
+    start, end, step = (_size_arg(b, a[k]) for k in ("start", "end", "step"))
+    where = f"node {node.name} ({node.target})"
+    if not isinstance(step, int) or step < 1 or not isinstance(start, (int, type(None))):
+        raise _unsupported(f"{where}: a slice with the start {start} and step {step} "
+                           "cannot be imported symbolically (a static start and a positive "
+                           "static step are needed)")
+    n = shape[dim]
+    if isinstance(n, str):
+        if start in (None, 0) and step == 1 and (end is None or end == n or
+                                                 (isinstance(end, int) and end >= 1 << 62)):
+            return x
+        raise _unsupported(f"{where}: a slice [{start}:{end}:{step}] of part of the symbolic "
+                           f"dim {dim} (size {n}) cannot be imported symbolically: its bounds "
+                           "cannot be checked against a runtime size")
+    if isinstance(end, (int, type(None))):
+        start, end, step = _slice_bounds(n, start, end, step)
+        return b.slice(x, dim, start, end, step)
+    length = dims(_val(node).shape, where)[dim]
+    start = start or 0
+    if start < 0:
+        raise _unsupported(f"{where}: a slice from the negative start {start} to the size "
+                           f"{end} cannot be imported symbolically")
+    if isinstance(length, int):
+        return b.slice(x, dim, start, min(n, start + length * step), step)
+    return b.slice(x, dim, start, n, step, length=length)
 
 
 @_reg(aten.select.int, aten.select_copy.int)
@@ -118,6 +162,11 @@ def _split(b, node, a):
     x = b.v(a["self"])
     shape = _vshape(x)
     dim = _norm_dim(a.get("dim", 0), len(shape))
+    if b.symbolic and isinstance(shape[dim], str):
+        from stax.importer.symbolic import _unsupported
+        raise _unsupported(f"node {node.name} ({node.target}) splits the symbolic dim {dim} "
+                           f"(size {shape[dim]}); only a split along a static dim imports "
+                           "symbolically")
     outs, start = [], 0
     for t in _val(node):
         n = t.shape[dim] if len(t.shape) == len(shape) else 1
@@ -160,7 +209,7 @@ def _concat(b, ins, shape, dtype, dim):
     r = ins[0]
     for v in ins[1:]:
         out = list(_vshape(r))
-        out[dim] += _vshape(v)[dim]
+        out[dim] = dim_sum([out[dim], _vshape(v)[dim]])   # `s0 + 1` along a symbolic dim
         r = b.emit("concat", [r, v], [b.tt(out, dtype)],
                    {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
     return r

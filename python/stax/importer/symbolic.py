@@ -4,8 +4,8 @@ shapes) imported into the symbolic stax IR of docs/dynamic-shapes.md ("Symbols i
 IR"): a symbolic dim is `?` with its normal-form expression in a `#stax.sizes` encoding,
 and a SymInt placeholder is an `index` argument marked `{stax.symbol = "s0"}`.
 
-For tests and tools only: driver.compile_graph never asks for it (the code generators
-take static sizes; the backend compiles static variants through shape_specialize).
+stax.dynamic_compile uses it for CPU inference graphs (one compile for every size);
+driver.compile_graph never asks for it.
 
 Only the ops in SYMBOLIC_OPS import symbolically (their handlers read shapes from the
 node's fake tensors and the operands' types, never a size as a number). Anything else,
@@ -78,9 +78,35 @@ SYMBOLIC_OPS |= _names(
     aten.sigmoid_backward, aten._softmax_backward_data, aten._log_softmax_backward_data,
 )
 
+# -- inference models (issue 10: the test models stay dynamic): splits and slices
+#    along static dims, a slice of a static dim to a symbolic length (a causal mask
+#    `bias[:, :, :T, :T]`, rotary `cos[:T]`; guarded at run time, see
+#    `static_to_symbolic_slices`), concat along static dims, arange of a symbolic length
+#    (iota), the logical ops and any/all (SDPA's causal mask), eval batch_norm,
+#    nll_loss_forward (cross_entropy), means over symbolic dims (stax.size_value) and
+#    convolution as a library call (SYMBOLIC_LIBRARY_OPS)
+SYMBOLIC_OPS |= {
+    aten.split_with_sizes.default, aten.split.Tensor, aten.slice.Tensor, aten.cat.default,
+    aten.arange.default, aten.arange.start, aten.arange.start_step,
+    aten.logical_and.default, aten.logical_or.default, aten.logical_xor.default,
+    aten.logical_not.default, aten.bitwise_not.default,
+    aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim,
+    aten.all.dims,
+    aten._native_batch_norm_legit_no_training.default, aten.nll_loss_forward.default,
+    aten.convolution.default,
+}
+
+#: ops the symbolic importer emits as stax_graph.fallback (PyTorch runs them, as the
+#: static importer does): their results' sizes come from their operands' at run time,
+#: and no argument of theirs may be a size
+SYMBOLIC_LIBRARY_OPS = {aten.convolution.default}
+
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
-                    aten.expand, aten.expand_copy, *_FULL)
+                    aten.expand, aten.expand_copy, *_FULL) | {
+                    # (inference models) their handlers check which arguments may be sizes
+                    aten.slice.Tensor, aten.arange.default, aten.arange.start,
+                    aten.arange.start_step}
 
 
 def dim(s, what="a size"):
@@ -94,10 +120,46 @@ def dim(s, what="a size"):
         return int(expr)
     try:
         d = symbolic.normalize(str(expr))
+    except symbolic.ExprError:
+        expr = _resolve_min_max(expr, s.node.shape_env)
+    try:
+        d = symbolic.normalize(str(expr))
     except symbolic.ExprError as e:
         raise _unsupported(f"{what} has the size {expr}, which is not a polynomial of "
                            f"symbols ({e}); symbolic IR takes +, -, * and ** only") from None
     return int(d) if d.lstrip("-").isdigit() else d
+
+
+def _resolve_min_max(expr, shape_env):
+    """`expr` with each Min/Max replaced by the argument it equals under Dynamo's guards
+    (`Min(128, s1)`, a slice of a static size-128 dim to `s1` under size-oblivious
+    sizes, is `s1` where Dynamo guards `Eq(Min(128, s1), s1)`). Sound for every call
+    that reaches the graph: Dynamo checks its guards first (and the dynamic graph checks
+    a slice's length again, dynamic_compile._slice_length_guards). Unchanged where no
+    guard decides it."""
+    import sympy
+    try:
+        from torch.utils._sympy.functions import Max, Min   # torch's own (not sympy's)
+    except ImportError:
+        Max, Min = sympy.Max, sympy.Min
+    kinds = (Min, Max, sympy.Min, sympy.Max)
+    for _ in range(8):   # nested Min/Max: innermost first, until nothing changes
+        reps = {}
+        for sub in expr.atoms(*kinds):
+            if any(a.has(*kinds) for a in sub.args):
+                continue
+            for arg in sub.args:
+                try:
+                    known = shape_env._maybe_evaluate_static(sympy.Eq(sub, arg))
+                except Exception:  # noqa: BLE001 - a private API: undecided, as if no guard
+                    known = None
+                if known is not None and bool(known):
+                    reps[sub] = arg
+                    break
+        if not reps:
+            return expr
+        expr = expr.xreplace(reps)
+    return expr
 
 
 def dims(shape, what="a shape"):
