@@ -176,7 +176,25 @@ def test_mlp_training_interpreted(counts, interpreted_triton):
     assert counts == {"static": 0, "dynamic": 2}   # the forward and the backward, once
 
 
+def test_gpt2_block_interpreted(counts, interpreted_triton):
+    """The written-out GPT-2 block (causal mask sliced to the sequence length, head
+    permutes, softmax): one compile on the triton route for batch and sequence."""
+    from models import GPT2Block
+    torch.manual_seed(0)
+    _inference(GPT2Block(64, 4), [(2, 8), (3, 17), (1, 31), (2, 8)], 64, "cpu")
+    assert counts == {"static": 0, "dynamic": 1}
+
+
 # ------------------------------------------------------------------------------ on a GPU
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_gpt2_block_cuda(counts):
+    from models import GPT2Block
+    torch.manual_seed(0)
+    _inference(GPT2Block(768, 12, max_seq=512), [(4, 128), (1, 17), (8, 257), (2, 512),
+                                                 (16, 64), (4, 128)], 768, "cuda")
+    assert counts == {"static": 0, "dynamic": 1}
+
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
