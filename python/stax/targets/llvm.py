@@ -87,6 +87,9 @@ class _KernelLowering(ReductionMixin, OpsMixin):
     index, loads and stores here; reductions (ReductionMixin) and per-op values
     (OpsMixin) in their modules."""
 
+    tiling = None   # the schedule's tiling.cpu (set by lower)
+    on_domain = True   # the loops being emitted run over the schedule's domain
+
     def __init__(self, kernel_op, in_strides, out_strides, name):
         self.op = kernel_op
         self.name = name
@@ -117,7 +120,12 @@ class _KernelLowering(ReductionMixin, OpsMixin):
     # --------------------------------------------------------------- top level
     def lower(self) -> str:
         with self.op.context:
-            self.sched = self._addressing_schedule()
+            full = self._full_schedule()
+            # the loops' decisions (lanes, mode, order, tail, thread split): the schedule's
+            # tiling.cpu (passes/cpu_tiling.py); None only for a kernel the analysis refuses
+            self.tiling = full.cpu if full is not None else None
+            self.full_sched = full
+            self.sched = self._addressing_schedule(full)
             return with_deep_stack(self.op, self._lower_any_width)
 
     # --------------------------------------------------------------- the schedule
@@ -131,17 +139,20 @@ class _KernelLowering(ReductionMixin, OpsMixin):
                 return s
         return kernel_schedule.analyze(self.op, self.in_strides, self.out_strides)
 
-    def _addressing_schedule(self):
+    def _full_schedule(self):
+        """The kernel's schedule for these strides, or None where the analysis refuses it."""
+        try:
+            return self._schedule()
+        except kernel_schedule.ScheduleError:
+            return None
+
+    def _addressing_schedule(self, s):
         """The schedule the kernel's loads and stores are addressed from, or None for a
         kernel still indexed by cpu_index's algebra: a gather (its read is
         data-dependent), a kernel the analysis cannot describe, or one with a computed
         read or result or a full-space result not written at its own domain point (a
         pointwise kernel then loops over each result's shape)."""
-        if any(o.operation.name == "stax.gather" for o in self.body):
-            return None
-        try:
-            s = self._schedule()
-        except kernel_schedule.ScheduleError:
+        if s is None or any(o.operation.name == "stax.gather" for o in self.body):
             return None
         identity = [str(ir.AffineDimExpr.get(d)) for d in range(len(s.domain))]
         if any(r.computed for r in s.reads) or any(
@@ -218,10 +229,36 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         return self.em.from_affine(self.sched.results[i].offset.results[0], self.dims)
 
     def _lower_any_width(self) -> str:
+        tiling = self.tiling
+        if tiling is not None:  # the schedule's lanes: 1 in mode "scalar"
+            try:
+                return self._lower(tiling.vector_width)
+            except NeedScalar:
+                raise KernelLoweringError(
+                    f"internal error: kernel {self.name}: the schedule's tiling.cpu gives "
+                    f"{tiling.vector_width} lanes along dim {tiling.vector_dim}, but an "
+                    "index is not affine per lane there (passes/cpu_tiling.one_lane_reason "
+                    "missed it)") from None
+        # no schedule (the analysis refuses the kernel; the runtime-size generator): try
+        # the vector width, and 1 lane where an index is not affine per lane
         try:
             return self._lower(VECTOR_WIDTH)
         except NeedScalar:
             return self._lower(1)
+
+    def _tail(self, n, W) -> bool:
+        """Does a loop over the vector dim's n elements, W lanes wide, need a 1-lane loop
+        after its last full vector? The schedule's `tail` says so; without one, n % W."""
+        main = (n // W) * W if W > 1 else 0
+        tiling = self.tiling
+        if tiling is None or not self.on_domain:
+            return main < n
+        tail = tiling.tail == "scalar"
+        if tail != (main < n):
+            raise KernelLoweringError(
+                f"internal error: kernel {self.name}: tiling.cpu.tail = \"{tiling.tail}\" "
+                f"but the vector loop over {n} elements in steps of {W} ends at {main}")
+        return tail
 
     def _lower(self, width):
         self.em = em = Emitter(width)
@@ -229,7 +266,8 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         self.row_vals = {}
         self.stash = None
         self.stash_active = False
-        self.splittable = True
+        # threads split the outermost loop where the schedule gives a split dim
+        self.splittable = self.tiling is None or self.tiling.split_dim >= 0
         params = ", ".join(f"{a.name}: {a.memref}" for a in self.inputs + self.outputs)
         params += ", %part: index, %nparts: index"
         if any(a.extent == 0 for a in self.outputs):
@@ -257,9 +295,8 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         idx = []
         opened = 0
         top = self.em.indent == 2  # only top-level nests are split across threads
-        if not shape or not top:
-            if top:
-                self.splittable = False
+        if not shape and top and self.tiling is None:
+            self.splittable = False
         for d, n in enumerate(shape[:-1] if shape else []):
             iv = em.fresh()
             lo, hi = (self._part_range(n, 1) if (d == 0 and top)
@@ -281,7 +318,7 @@ class _KernelLowering(ReductionMixin, OpsMixin):
             main = (n // W) * W if W > 1 else 0
             if main:
                 self._lane_loop(em.const(0, 'index'), em.const(main, 'index'), W, main, idx, body)
-            if main < n:
+            if self._tail(n, W):
                 self._tail_loop(em.const(main, 'index'), em.const(n, 'index'), n, idx, body)
         for _ in range(opened):
             em.pop()
@@ -352,9 +389,15 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         for i, v in enumerate(self.yielded):
             groups.setdefault(tuple(_shape(v)), []).append(i)
         for shape, outs in groups.items():
-            # the loops walk the first output's storage order (a channels-last or
-            # transposed output is written, and mostly read, along its stride-1 dim)
-            order = kernel_schedule.loop_order(shape, self.outputs[outs[0]].strides)
+            # the loops walk the schedule's loop order (the first output's storage order:
+            # a channels-last or transposed output is written, and mostly read, along
+            # its stride-1 dim); results of another shape than the domain (a kernel
+            # addressed by cpu_index) walk their own output's order
+            self.on_domain = self.tiling is not None and shape == tuple(self._domain_shape())
+            if self.on_domain:
+                order = self.tiling.loop_order
+            else:
+                order = kernel_schedule.loop_order(shape, self.outputs[outs[0]].strides)
 
             def body(loop_idx, outs=outs, order=order):
                 idx = [None] * len(order)
@@ -364,6 +407,10 @@ class _KernelLowering(ReductionMixin, OpsMixin):
                 for i in outs:
                     self._store(i, self._eval(self.yielded[i], point), point)
             self._loop_nest([shape[d] for d in order], body)
+
+    def _domain_shape(self):
+        """The schedule's domain (the tiling's loops run over it)."""
+        return self.full_sched.domain
 
     # --------------------------------------------------------------- evaluation
     def _eval(self, v, idx) -> Val:
