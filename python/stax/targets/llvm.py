@@ -88,6 +88,7 @@ class _KernelLowering(ReductionMixin, OpsMixin):
     (OpsMixin) in their modules."""
 
     tiling = None   # the schedule's tiling.cpu (set by lower)
+    tile_row = None  # in a tiled kernel's tile: (row i, the tile's p loop variable)
     on_domain = True   # the loops being emitted run over the schedule's domain
 
     def __init__(self, kernel_op, in_strides, out_strides, name):
@@ -275,6 +276,9 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         elif self.reductions:
             self._emit_reduction_kernel()
             body_lines = em.lines
+        elif self.tiling is not None and self.tiling.mode == "tiled":
+            self._emit_tiled_kernel()
+            body_lines = em.lines
         else:
             self._emit_pointwise_kernel()
             body_lines = em.lines
@@ -412,6 +416,124 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         """The schedule's domain (the tiling's loops run over it)."""
         return self.full_sched.domain
 
+    # --------------------------------------------------------------- the 2-D tile
+    def _emit_tiled_kernel(self):
+        """Mode "tiled" (cpu_tiling.cpu_tile): the domain's two innermost loops (p, q) in
+        TP x TQ tiles. Per tile, a read contiguous along p and strided along q (a
+        transposed input) is TQ vector loads along p, one 2-D vector.transpose, and a row
+        extract per p; every other read and each store is a vector along q, the
+        results' stride-1 dim. Rows past the last full tile run the vector loop along q
+        (per-lane loads of the transposed read), columns past it 1 lane."""
+        em, t = self.em, self.tiling
+        S = list(self.full_sched.domain)
+        order = list(t.loop_order)
+        p, q = order[-2], order[-1]
+        TP, TQ = t.tile
+        if TQ != em.W:
+            raise KernelLoweringError(f"internal error: kernel {self.name}: tile {t.tile} "
+                                      f"needs rows of the vector width {em.W}")
+        P, Q = S[p], S[q]
+        c = lambda v: em.const(v, "index")  # noqa: E731
+        idx = [None] * len(S)
+        opened = 0
+        for k, d in enumerate(order[:-2]):
+            iv = em.fresh()
+            lo, hi = self._part_range(S[d], 1) if k == 0 else (c(0), c(S[d]))
+            em.emit(f"scf.for {iv} = {lo} to {hi} step {c(1)} {{")
+            em.push()
+            opened += 1
+            em.vars[iv] = Var(iv, S[d])
+            idx[d] = Aff.var(iv)
+        if order[:-2]:
+            plo, phi, pmid = c(0), c(P), c((P // TP) * TP)
+        else:   # p is the loop the threads split: parts of whole tiles
+            plo, phi = self._part_range(P, TP)
+            pmid = em.vector_end(plo, phi, TP)
+        qmain = (Q // TQ) * TQ
+
+        def store_all(ix):
+            point = self._at_domain(ix)
+            for i in range(len(self.yielded)):
+                self._store(i, self._eval(self.yielded[i], point), point)
+
+        pt = em.fresh()
+        em.emit(f"scf.for {pt} = {plo} to {pmid} step {c(TP)} {{")
+        em.push()
+        em.vars[pt] = Var(pt, P)
+        if qmain:
+            qt = em.fresh()
+            em.emit(f"scf.for {qt} = {c(0)} to {c(qmain)} step {c(TQ)} {{")
+            em.push()
+            em.vars[qt] = Var(qt, qmain, lane=True)
+            em.lane_var = qt
+            self.tile_cache = {}
+            for i in range(TP):
+                self.tile_row = (i, pt)
+                ix = list(idx)
+                ix[p], ix[q] = Aff.var(pt) + Aff(i), Aff.var(qt)
+                store_all(ix)
+            self.tile_row = None
+            em.lane_var = None
+            em.pop()
+            em.emit("}")
+        if self._tail(Q, TQ):   # the columns past the last full tile, 1 lane
+            pi = em.fresh()
+            em.emit(f"scf.for {pi} = {pt} to {em.op(f'arith.addi {pt}, {c(TP)} : index', 'index')}"
+                    f" step {c(1)} {{")
+            em.push()
+            em.vars[pi] = Var(pi, P)
+            self._tail_loop(c(qmain), c(Q), Q, [], lambda r: store_all(
+                [Aff.var(pi) if d == p else r[0] if d == q else idx[d] for d in range(len(S))]))
+            em.pop()
+            em.emit("}")
+        em.pop()
+        em.emit("}")
+        # the rows past the last full tile: vectors along q
+        pr = em.fresh()
+        em.emit(f"scf.for {pr} = {pmid} to {phi} step {c(1)} {{")
+        em.push()
+        em.vars[pr] = Var(pr, P)
+
+        def row(r):
+            store_all([Aff.var(pr) if d == p else r[0] if d == q else idx[d]
+                       for d in range(len(S))])
+        if qmain:
+            self._lane_loop(c(0), c(qmain), em.W, qmain, [], row)
+        if self._tail(Q, TQ):
+            self._tail_loop(c(qmain), c(Q), Q, [], row)
+        em.pop()
+        em.emit("}")
+        for _ in range(opened):
+            em.pop()
+            em.emit("}")
+
+    def _tile_load(self, arg: _Arg, off: Aff, lane_step: int) -> Val:
+        """Row i of the tile of a read contiguous along p (coefficient 1 on the tile's p
+        variable) that moves `lane_step` per lane along q: the tile's TQ vectors along p,
+        loaded once per tile and transposed in registers, then row i extracted."""
+        em = self.em
+        i, pt = self.tile_row
+        W = em.W
+        base = off + Aff(-i)
+        key = (arg.name, base)
+        mem = arg.dtype.mem
+        vty, mty = f"vector<{W}x{mem}>", f"vector<{W}x{W}x{mem}>"
+        if key not in self.tile_cache:
+            b = em.index(base)
+            zero = em.const(0.0 if arg.dtype.is_float else 0, mem)
+            m = em.op(f"vector.broadcast {zero} : {mem} to {mty}", mty)
+            for j in range(W):
+                a = b if j == 0 else em.op(
+                    f"arith.addi {b}, {em.const(j * lane_step, 'index')} : index", "index")
+                col = em.op(f"vector.load {arg.name}[{a}] : {arg.memref}, {vty}", vty)
+                m = em.op(f"vector.insert {col}, {m} [{j}] : {vty} into {mty}", mty)
+            tr = em.op(f"vector.transpose {m}, [1, 0] : {mty} to {mty}", mty)
+            self.tile_cache[key] = (tr, {})
+        tr, rows = self.tile_cache[key]
+        if i not in rows:
+            rows[i] = em.op(f"vector.extract {tr}[{i}] : {vty} from {mty}", vty)
+        return self._from_mem(rows[i], arg.dtype, True)
+
     # --------------------------------------------------------------- evaluation
     def _eval(self, v, idx) -> Val:
         em = self.em
@@ -468,6 +590,8 @@ class _KernelLowering(ReductionMixin, OpsMixin):
             base = em.index(off)
             x = em.op(f"vector.load {arg.name}[{base}] : {arg.memref}, {vty}", vty)
             return self._from_mem(x, dt, True)
+        if self.tile_row is not None and off.coeff(self.tile_row[1]) == 1:
+            return self._tile_load(arg, off, c)   # a transposed read in a 2-D tile
         # Strided across lanes: gather W scalars.
         base = em.index(off)
         elems = []
@@ -528,7 +652,8 @@ class _KernelLowering(ReductionMixin, OpsMixin):
 
 _PIPELINE = ("builtin.module(func.func(arith-expand{include-bf16=true include-f8e8m0=false}),"
              "convert-vector-to-scf,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
-             "convert-vector-to-llvm,convert-math-to-llvm,convert-arith-to-llvm,"
+             # a tiled kernel's 16x16 vector.transpose as AVX-512 shuffles
+             "convert-vector-to-llvm{vector-transpose-lowering=shuffle16x16},convert-math-to-llvm,convert-arith-to-llvm,"
              "finalize-memref-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
              "convert-cf-to-llvm,reconcile-unrealized-casts)")
 
