@@ -701,4 +701,6 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", ctx=
     # how its loads and stores were addressed: from the kernel schedule, or (a gather, a
     # computed read or result) by cpu_index's own algebra; tests check the route
     k.addressing = "schedule" if low.sched is not None else "cpu_index"
+    # the schedule's tiling.cpu its loops were emitted from (None: the analysis refused it)
+    k.tiling = low.tiling
     return k
