@@ -24,8 +24,8 @@ work out for itself:
   the per-row values;
 - a GPU tiling from the Triton generator's own public heuristics
   (`triton_ttir.analyze_kernel`, `default_config`), or a 2-D tile for a pointwise kernel
-  with a transposed read (`gpu_tile`), and what of the CPU generator's choice is public
-  (`llvm.VECTOR_WIDTH`, `cpu_kernel.PARALLEL_MIN_ELEMENTS`).
+  with a transposed read (`gpu_tile`), and the CPU tiling the CPU generator reads
+  (`cpu_tiling.cpu_tiling`: mode, lanes, loop order, tail, thread split, 2-D tile).
 
 A kernel this cannot describe raises `ScheduleError` naming the kernel and why.
 """

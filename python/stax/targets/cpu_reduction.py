@@ -12,7 +12,8 @@ lane each (column mode, `_emit_phase_column`). Then the per-row results are stor
 sum is blocked (`_acc_loops`) so each accumulator lane adds O(sqrt(n)) values. In the
 last phase, the value it reduces may be stashed in a full-row output and read back by
 the output loop instead of being recomputed. Its loads and stores are addressed from the
-schedule too (llvm.py); row/column mode and the stash are still decided here."""
+schedule too (llvm.py), and row or column mode is the schedule's `tiling.cpu.mode`; the
+stash is still decided here."""
 import math
 
 from stax.passes import kernel_schedule

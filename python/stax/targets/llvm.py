@@ -14,11 +14,14 @@ How a kernel is lowered:
   the analysis' own view map, and a load or store uses its read's or result's offset
   from the schedule, walked into an Aff over the loop variables (cpu_index). Kernels
   the schedule does not address yet (`_addressing_schedule`) keep cpu_index's algebra.
-* The innermost loop is vectorized (16 lanes). A load whose address moves by 1 per
-  lane is a vector load, by 0 a scalar broadcast, otherwise a gather of scalars. When
-  something is not expressible per lane (a reshape that needs div/mod on the vector
-  index, a concat or pad boundary that falls inside a vector), the whole kernel is
-  emitted with 1 lane instead: slower, never wrong.
+* The loops follow the schedule's `tiling.cpu` (passes/cpu_tiling.py decides it): the
+  mode, the lanes (16, or 1 in mode "scalar" where an index is not affine per lane),
+  the loop order, the tail and the loop threads split; the generator decides none of
+  them (a kernel the analysis refuses, with no schedule, still tries 16 lanes then 1).
+  The innermost loop is vectorized: a load whose address moves by 1 per lane is a
+  vector load, by 0 a scalar broadcast, otherwise a gather of scalars, except in mode
+  "tiled", where a transposed read is loaded along its own stride-1 dim and transposed
+  in registers (`_emit_tiled_kernel`).
 * Reduction kernels loop over rows (the kept dims). Per row, reductions run in
   dependency order ("phases", sharing one loop when independent) with vector
   accumulators, per-row values (1/sum, rstd) are computed once per row, then the
