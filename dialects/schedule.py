@@ -19,7 +19,9 @@ any MLIR tool can parse scheduled IR. docs/schedule.md describes every field:
       row_values = array<i64: ...>,                    (body positions of per-row ops)
       tiling = {gpu = {mode, block, rblock, num_warps, num_stages, split,
                        tile_dims = array<i64: p, q>, tile_blocks = array<i64: BP, BQ>
-                       (mode "tiled" only)}, cpu = {...}}}
+                       (mode "tiled" only)},
+                cpu = {vector_width, parallel_min_elements, work, mode, loop_order,
+                       vector_dim, tail, split_dim, tile (mode "tiled" only)}}}
 
 This module imports nothing of the passes or the targets (targets read attributes; they
 import no pass).
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 
 from stax._mlir import ir
 
-__all__ = ["ATTR", "VERSION", "Read", "Result", "GpuTiling", "CpuTiling", "KernelSchedule",
+__all__ = ["ATTR", "VERSION", "CPU_MODES", "CPU_TAILS", "Read", "Result", "GpuTiling", "CpuTiling", "KernelSchedule",
            "read_schedule", "has_schedule", "schedule_errors", "to_attr", "dims_used",
            "stride_along"]
 
@@ -39,6 +41,8 @@ ATTR = "stax.schedule"
 VERSION = 1
 SPACES = ("full", "row")
 GPU_MODES = ("pointwise", "tiled", "persistent", "looped", "split")
+CPU_MODES = ("pointwise", "tiled", "row", "column", "scalar")
+CPU_TAILS = ("scalar", "none")
 TILE_BLOCK_MAX = 1024     # a tiled dim's block; the tile (their product) at most 2**16
 _REDUCTIONS = frozenset({"stax.reduce_sum", "stax.reduce_max", "stax.reduce_min",
                          "stax.reduce_prod", "stax.argmax", "stax.argmin"})
@@ -87,15 +91,29 @@ class GpuTiling:
 
 @dataclass(frozen=True)
 class CpuTiling:
-    """What of the CPU generator's choice is public today: the lanes it asks for (it
-    falls back to 1 lane when an index is not affine per lane), and its thread split
-    rule's inputs (a kernel is split over threads when its outer loop is splittable and
-    `work`, the largest input or output element count, is at least
-    `parallel_min_elements`). Row/column mode, the tail and splittability are still
-    decided inside the generator (docs/schedule.md)."""
+    """How the CPU generator's loops walk the domain (passes/cpu_tiling.py decides it; the
+    generator reads it and decides nothing itself):
+
+    - `vector_width`: the lanes (1 in mode "scalar");
+    - `parallel_min_elements`, `work`: the thread split rule's inputs (a kernel is split
+      over threads when it has a `split_dim` and `work`, the largest input or output
+      element count, is at least `parallel_min_elements`);
+    - `mode`: pointwise | tiled | row | column | scalar (CPU_MODES);
+    - `loop_order`: the domain dims, outermost loop first;
+    - `vector_dim`: the dim the lanes run along (-1: rank 0);
+    - `tail`: "scalar" (a 1-lane loop after the last full vector) or "none";
+    - `split_dim`: the dim whose loop threads split, -1 for none;
+    - `tile`: (TP, TQ) of mode "tiled" (the tile's extents along loop_order[-2] and
+      loop_order[-1]), else ()."""
     vector_width: int
     parallel_min_elements: int
     work: int
+    mode: str = "pointwise"
+    loop_order: tuple = ()
+    vector_dim: int = -1
+    tail: str = "none"
+    split_dim: int = -1
+    tile: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -254,9 +272,14 @@ def to_attr(s: KernelSchedule) -> "ir.DictAttr":
         tiling["gpu"] = gpu
     if s.cpu is not None:
         c = s.cpu
-        tiling["cpu"] = _entry({"vector_width": c.vector_width,
-                                "parallel_min_elements": c.parallel_min_elements,
-                                "work": c.work})
+        cpu = {"vector_width": _i64(c.vector_width),
+               "parallel_min_elements": _i64(c.parallel_min_elements), "work": _i64(c.work),
+               "mode": ir.StringAttr.get(c.mode), "loop_order": _dense(c.loop_order),
+               "vector_dim": _i64(c.vector_dim), "tail": ir.StringAttr.get(c.tail),
+               "split_dim": _i64(c.split_dim)}
+        if c.tile:
+            cpu["tile"] = _dense(c.tile)
+        tiling["cpu"] = ir.DictAttr.get(cpu)
     fields["tiling"] = ir.DictAttr.get(tiling)
     return ir.DictAttr.get(fields)
 
@@ -292,7 +315,10 @@ def read_schedule(kernel_op) -> KernelSchedule:
     if "cpu" in tiling:
         c = ir.DictAttr(tiling["cpu"])
         cpu = CpuTiling(_int(c["vector_width"]), _int(c["parallel_min_elements"]),
-                        _int(c["work"]))
+                        _int(c["work"]), mode=_str(c["mode"]), loop_order=_ints(c["loop_order"]),
+                        vector_dim=_int(c["vector_dim"]), tail=_str(c["tail"]),
+                        split_dim=_int(c["split_dim"]),
+                        tile=_ints(c["tile"]) if "tile" in c else ())
     return KernelSchedule(
         kind=_str(d["kind"]), domain=_ints(d["domain"]),
         parallel_dims=_ints(d["parallel_dims"]), reduced_dims=_ints(d["reduced_dims"]),
@@ -392,7 +418,7 @@ def _check_tile(g, mode, kind, rank):
             raise _Bad(f"field 'tiling.gpu.{k}' must be 1 in mode \"tiled\"")
 
 
-def _check_tiling(t, kind="pointwise", rank=0):
+def _check_tiling(t, kind="pointwise", rank=0, reduced=()):
     _known(t, "tiling", "tiling")
     if "gpu" in t:
         g = _need(t, "gpu", ir.DictAttr, "tiling.")
@@ -412,14 +438,61 @@ def _check_tiling(t, kind="pointwise", rank=0):
             raise _Bad("field 'tiling.gpu.split' must be at least 2 in mode \"split\"")
         _check_tile(g, mode, kind, rank)
     if "cpu" in t:
-        c = _need(t, "cpu", ir.DictAttr, "tiling.")
-        _known(c, "tiling.cpu", "tiling.cpu")
-        v = _int(_need(c, "vector_width", ir.IntegerAttr, "tiling.cpu."))
-        if not _is_pow2(v):
-            raise _Bad(f"field 'tiling.cpu.vector_width' = {v} must be a positive power of two")
-        for k in ("parallel_min_elements", "work"):
-            if _int(_need(c, k, ir.IntegerAttr, "tiling.cpu.")) < 0:
-                raise _Bad(f"field 'tiling.cpu.{k}' must be non-negative")
+        _check_cpu(_need(t, "cpu", ir.DictAttr, "tiling."), kind, rank, reduced)
+
+
+def _check_cpu(c, kind, rank, reduced):
+    """tiling.cpu: known mode and tail, a loop order that is a permutation of the domain's
+    dims (the reduced dims innermost in a reduction), a vector dim and a split dim of the
+    domain (the split dim the outermost loop's), 1 lane exactly in mode "scalar", the
+    tile only in mode "tiled" (its two dims the innermost loops)."""
+    _known(c, "tiling.cpu", "tiling.cpu")
+    w = "tiling.cpu."
+    v = _int(_need(c, "vector_width", ir.IntegerAttr, w))
+    if not _is_pow2(v):
+        raise _Bad(f"field 'tiling.cpu.vector_width' = {v} must be a positive power of two")
+    for k in ("parallel_min_elements", "work"):
+        if _int(_need(c, k, ir.IntegerAttr, w)) < 0:
+            raise _Bad(f"field 'tiling.cpu.{k}' must be non-negative")
+    mode = _str(_need(c, "mode", ir.StringAttr, w))
+    if mode not in CPU_MODES:
+        raise _Bad(f"field 'tiling.cpu.mode' = \"{mode}\" must be one of {list(CPU_MODES)}")
+    if mode in ("row", "column") and kind != "reduction" or \
+            mode in ("pointwise", "tiled") and kind != "pointwise":
+        raise _Bad(f"field 'tiling.cpu.mode' = \"{mode}\" does not fit a {kind} kernel")
+    if (mode == "scalar") != (v == 1):
+        raise _Bad(f"field 'tiling.cpu.vector_width' = {v}: mode \"scalar\" is 1 lane and "
+                   "only it")
+    tail = _str(_need(c, "tail", ir.StringAttr, w))
+    if tail not in CPU_TAILS:
+        raise _Bad(f"field 'tiling.cpu.tail' = \"{tail}\" must be one of {list(CPU_TAILS)}")
+    order = list(_ints(_need(c, "loop_order", ir.DenseI64ArrayAttr, w)))
+    if sorted(order) != list(range(rank)):
+        raise _Bad(f"field 'tiling.cpu.loop_order' = {order} must be a permutation of the "
+                   f"domain's dims 0..{rank - 1}")
+    if reduced and sorted(order[rank - len(reduced):]) != sorted(reduced):
+        raise _Bad(f"field 'tiling.cpu.loop_order' = {order} must end with the reduced dims "
+                   f"{list(reduced)}")
+    vd = _int(_need(c, "vector_dim", ir.IntegerAttr, w))
+    if not (-1 <= vd < rank) or (vd == -1) != (rank == 0):
+        raise _Bad(f"field 'tiling.cpu.vector_dim' = {vd} must be a dim of the domain "
+                   f"(rank {rank}; -1 for rank 0)")
+    sd = _int(_need(c, "split_dim", ir.IntegerAttr, w))
+    if sd != -1 and (not order or sd != order[0]):
+        raise _Bad(f"field 'tiling.cpu.split_dim' = {sd} must be the outermost loop's dim "
+                   f"{order[0] if order else None} or -1 (no split)")
+    if "tile" in c:
+        if mode != "tiled":
+            raise _Bad(f"field 'tiling.cpu.tile' belongs to mode \"tiled\" only, not "
+                       f"\"{mode}\"")
+        tile = _ints(c["tile"])
+        if len(tile) != 2 or not all(_is_pow2(x) for x in tile):
+            raise _Bad(f"field 'tiling.cpu.tile' = {list(tile)} must be two powers of two")
+        if rank < 2 or vd != order[-1]:
+            raise _Bad(f"field 'tiling.cpu.vector_dim' = {vd} must be the tile's inner dim "
+                       f"{order[-1] if order else None}")
+    elif mode == "tiled":
+        raise _Bad("field 'tiling.cpu.tile' is missing in mode \"tiled\"")
 
 
 _FIELDS = {
@@ -431,7 +504,8 @@ _FIELDS = {
     "tiling": {"gpu", "cpu"},
     "tiling.gpu": {"mode", "block", "rblock", "num_warps", "num_stages", "split",
                    "tile_dims", "tile_blocks"},
-    "tiling.cpu": {"vector_width", "parallel_min_elements", "work"},
+    "tiling.cpu": {"vector_width", "parallel_min_elements", "work", "mode", "loop_order",
+                   "vector_dim", "tail", "split_dim", "tile"},
 }
 
 
@@ -535,7 +609,7 @@ def _check(op):
     for p in _ints(_need(d, "row_values", ir.DenseI64ArrayAttr, "")):
         if not 0 <= p < len(body):
             raise _Bad(f"field 'row_values' names body op #{p}; the body has {len(body)} ops")
-    _check_tiling(_need(d, "tiling", ir.DictAttr, ""), kind, rank)
+    _check_tiling(_need(d, "tiling", ir.DictAttr, ""), kind, rank, red)
 
 
 def _space(e, w, kind):

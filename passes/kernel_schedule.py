@@ -24,15 +24,15 @@ work out for itself:
   the per-row values;
 - a GPU tiling from the Triton generator's own public heuristics
   (`triton_ttir.analyze_kernel`, `default_config`), or a 2-D tile for a pointwise kernel
-  with a transposed read (`gpu_tile`), and what of the CPU generator's choice is public
-  (`llvm.VECTOR_WIDTH`, `cpu_kernel.PARALLEL_MIN_ELEMENTS`).
+  with a transposed read (`gpu_tile`), and the CPU tiling the CPU generator reads
+  (`cpu_tiling.cpu_tiling`: mode, lanes, loop order, tail, thread split, 2-D tile).
 
 A kernel this cannot describe raises `ScheduleError` naming the kernel and why.
 """
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.dialects.schedule import (CpuTiling, GpuTiling, KernelSchedule, Read, Result,
+from stax.dialects.schedule import (GpuTiling, KernelSchedule, Read, Result,
                                     stride_along)
 from stax.targets.kernel_ir import contiguous_strides  # (a list; also this module's API)
 from stax.targets.kernel_ir import reduction_signature
@@ -702,14 +702,13 @@ class _Analysis:
             mode = "looped"
         return GpuTiling(mode, cfg.block, cfg.rblock, cfg.num_warps, cfg.num_stages, cfg.split)
 
-    def cpu_tiling(self):
+    def cpu_tiling(self, reads=(), results=()):
         try:
-            from stax.runtime.cpu_kernel import PARALLEL_MIN_ELEMENTS
-            from stax.targets.llvm import VECTOR_WIDTH
+            from stax.passes.cpu_tiling import cpu_tiling
+            return cpu_tiling(self.op, self.kind, self.S, self.D, reads, results,
+                              [_shape(v) for v in self.args + self.yielded], self.out_strides)
         except ImportError:
             return None
-        work = max([_numel(_shape(v)) for v in self.args + self.yielded] + [0])
-        return CpuTiling(VECTOR_WIDTH, PARALLEL_MIN_ELEMENTS, work)
 
     def run(self) -> KernelSchedule:
         self.domain()
@@ -724,7 +723,7 @@ class _Analysis:
             output_strides=tuple(tuple(s) for s in self.out_strides),
             reads=reads, results=results,
             phases=self.phases(), row_values=self.row_values(),
-            gpu=self.gpu_tiling(reads, results), cpu=self.cpu_tiling())
+            gpu=self.gpu_tiling(reads, results), cpu=self.cpu_tiling(reads, results))
 
 
 def analyze(kernel_op, input_strides=None, output_strides=None) -> KernelSchedule:

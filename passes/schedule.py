@@ -9,7 +9,8 @@ Runs after `stax-fuse`. For every `stax_graph.kernel` of every `func.func` it wr
   over the domain dims and its linear offset map, simplified (a contiguous reshape's
   offset is the plain linear index); the map and offset of every result; the reduction
   phases in dependency order and the per-row values; the GPU tiling the Triton generator
-  picks by default, and what of the CPU generator's choice is public.
+  picks by default, and the CPU tiling the CPU generator emits its loops from (mode, lanes,
+  loop order, vector dim, tail, thread split, 2-D tile: passes/cpu_tiling.py).
 - Strides: a kernel attribute `stax.strides = {inputs = [array<i64: ...>, ...], outputs =
   [...]}` when present; else the layouts stax-assign-layouts recorded (the operands'
   `stax.layout` / `stax.result_layouts`, the kernel's own `stax.result_layouts`) when

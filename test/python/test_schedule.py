@@ -454,17 +454,47 @@ def test_result_maps_of_yielded_views():
         assert s.results[3].computed and "slice" in s.results[3].computed
 
 
-def test_cpu_tiling_is_what_the_cpu_generator_compiles():
+@pytest.mark.parametrize("name,graph", [(n, "fwd") for n in models.MODEL_NAMES] +
+                         [("gpt2", "bwd"), ("llama", "bwd"), ("mlp", "bwd")])
+def test_cpu_tiling_is_what_the_cpu_generator_compiles(name, graph):
+    """Every kernel of the test models gets tiling.cpu fields (passes/cpu_tiling.py) that
+    are what the CPU generator compiled it with: it emits its loops from them (the kernel
+    records the tiling it read), with their lanes, thread split and work, a 2-D tile
+    exactly in mode "tiled", and 1-lane code exactly in mode "scalar"."""
     from stax.targets.llvm import compile_kernel
+    torch.manual_seed(0)
+    model = models.make_model(name)
+    (x,) = models.make_inputs(name)
+    if graph == "bwd":
+        model.train()
+        x.requires_grad_(True)
+        ctx, module, kernels = scheduled_module(None, graph=capture(model, x, backward=True)[-1])
+    else:
+        ctx, module, kernels = scheduled_module(model, x)
+    with ctx:
+        for k in kernels:
+            s = read_schedule(k)
+            c = s.cpu
+            ck = compile_kernel(k, s.input_strides, s.output_strides, "k")
+            kname = ir.StringAttr(k.attributes["name"]).value
+            assert ck.tiling == c, kname
+            assert (c.vector_width, c.work, c.split_dim >= 0) == \
+                (ck.vector_width, ck.work, ck.splittable), kname
+            assert ("vector.transpose" in ck.mlir) == (c.mode == "tiled"), kname
+            assert ("vector<16x" in ck.mlir) == (c.mode != "scalar") or \
+                s.domain[c.vector_dim] < 16, kname
+            assert sorted(c.loop_order) == list(range(len(s.domain)))
 
+
+def test_cpu_tiling_of_a_bias_add():
     ctx, module, kernels = scheduled_module(lambda x, b: torch.tanh(x + b), torch.randn(256, 300),
                                             torch.randn(300))
     with ctx:
         (k,) = kernels
-        s = read_schedule(k)
-        ck = compile_kernel(k, s.input_strides, s.output_strides, "k")
-        assert (s.cpu.vector_width, s.cpu.work) == (ck.vector_width, ck.work)
-        assert s.cpu.work >= s.cpu.parallel_min_elements
+        c = read_schedule(k).cpu
+        assert (c.mode, c.vector_width, c.loop_order, c.vector_dim, c.tail, c.split_dim) == \
+            ("pointwise", 16, (0, 1), 1, "scalar", 0)   # 300 % 16 = 12: a 1-lane tail
+        assert c.work >= c.parallel_min_elements
 
 
 def test_one_input_read_through_two_paths_has_two_reads():

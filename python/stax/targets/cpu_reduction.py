@@ -12,7 +12,8 @@ lane each (column mode, `_emit_phase_column`). Then the per-row results are stor
 sum is blocked (`_acc_loops`) so each accumulator lane adds O(sqrt(n)) values. In the
 last phase, the value it reduces may be stashed in a full-row output and read back by
 the output loop instead of being recomputed. Its loads and stores are addressed from the
-schedule too (llvm.py); row/column mode and the stash are still decided here."""
+schedule too (llvm.py), and row or column mode is the schedule's `tiling.cpu.mode`; the
+stash is still decided here."""
 import math
 
 from stax.passes import kernel_schedule
@@ -71,10 +72,19 @@ class ReductionMixin:
         row_outs = [i for i in range(len(self.yielded)) if i not in full_outs]
 
         inner_shape = [S[d] for d in D]
-        column = (em.W > 1 and outer_dims and D[-1] < outer_dims[-1]
-                  and S[outer_dims[-1]] >= em.W
-                  and not any(r.operation.name in ("stax.argmax", "stax.argmin")
-                              for r in self.reductions))
+        if self.tiling is not None:  # the schedule's choice (passes/cpu_tiling.py)
+            column = self.tiling.mode == "column"
+            want = outer_dims[-1] if column else D[-1]
+            if self.tiling.vector_dim != want:
+                raise KernelLoweringError(
+                    f"internal error: kernel {self.name}: tiling.cpu.vector_dim = "
+                    f"{self.tiling.vector_dim}, but mode \"{self.tiling.mode}\" vectorizes "
+                    f"dim {want}")
+        else:
+            column = (em.W > 1 and outer_dims and D[-1] < outer_dims[-1]
+                      and S[outer_dims[-1]] >= em.W
+                      and not any(r.operation.name in ("stax.argmax", "stax.argmin")
+                                  for r in self.reductions))
         # Row mode: one row (all kept indices fixed) at a time, vectorized along the
         # innermost reduced dim. Column mode (the reduced dims precede the last kept
         # dim, e.g. a sum over the batch dim): W neighbouring rows at once, vectorized
@@ -82,7 +92,7 @@ class ReductionMixin:
         loop_dims = outer_dims[:-1] if column else outer_dims
         opened = 0
         outer_idx = {}
-        if not outer_dims:
+        if not outer_dims and self.tiling is None:
             self.splittable = False
         for k, d in enumerate(loop_dims):
             iv = em.fresh()
@@ -157,13 +167,16 @@ class ReductionMixin:
             last = outer_dims[-1]
             n = S[last]
             W = em.W
+            segments = [True, False]
             if loop_dims:
                 lo, hi = em.const(0, "index"), em.const(n, "index")
                 mid = em.const((n // W) * W, "index")
-            else:
+                if not self._tail(n, W):
+                    segments = [True]   # n is a multiple of W: no 1-lane columns
+            else:   # the threads' part of the columns (runtime bounds: always a remainder)
                 lo, hi = self._part_range(n, W)
                 mid = em.vector_end(lo, hi, W)
-            for a, b, step, lane in ((lo, mid, W, True), (mid, hi, 1, False)):
+            for a, b, step, lane in [(lo, mid, W, True), (mid, hi, 1, False)][:len(segments)]:
                 iv = em.fresh()
                 em.emit(f"scf.for {iv} = {a} to {b} step {em.const(step, 'index')} {{")
                 em.push()
@@ -409,7 +422,7 @@ class ReductionMixin:
         seg_results = []
         if main:
             seg_results.append(("vec", run_segment(0, main, W, True)))
-        if main < n:
+        if (self._tail(n, W) if W > 1 else main < n):
             saved = em.W
             em.W = 1
             seg_results.append(("sca", run_segment(main, n, 1, False)))

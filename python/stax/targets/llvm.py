@@ -14,11 +14,14 @@ How a kernel is lowered:
   the analysis' own view map, and a load or store uses its read's or result's offset
   from the schedule, walked into an Aff over the loop variables (cpu_index). Kernels
   the schedule does not address yet (`_addressing_schedule`) keep cpu_index's algebra.
-* The innermost loop is vectorized (16 lanes). A load whose address moves by 1 per
-  lane is a vector load, by 0 a scalar broadcast, otherwise a gather of scalars. When
-  something is not expressible per lane (a reshape that needs div/mod on the vector
-  index, a concat or pad boundary that falls inside a vector), the whole kernel is
-  emitted with 1 lane instead: slower, never wrong.
+* The loops follow the schedule's `tiling.cpu` (passes/cpu_tiling.py decides it): the
+  mode, the lanes (16, or 1 in mode "scalar" where an index is not affine per lane),
+  the loop order, the tail and the loop threads split; the generator decides none of
+  them (a kernel the analysis refuses, with no schedule, still tries 16 lanes then 1).
+  The innermost loop is vectorized: a load whose address moves by 1 per lane is a
+  vector load, by 0 a scalar broadcast, otherwise a gather of scalars, except in mode
+  "tiled", where a transposed read is loaded along its own stride-1 dim and transposed
+  in registers (`_emit_tiled_kernel`).
 * Reduction kernels loop over rows (the kept dims). Per row, reductions run in
   dependency order ("phases", sharing one loop when independent) with vector
   accumulators, per-row values (1/sum, rstd) are computed once per row, then the
@@ -87,6 +90,10 @@ class _KernelLowering(ReductionMixin, OpsMixin):
     index, loads and stores here; reductions (ReductionMixin) and per-op values
     (OpsMixin) in their modules."""
 
+    tiling = None   # the schedule's tiling.cpu (set by lower)
+    tile_row = None  # in a tiled kernel's tile: (row i, the tile's p loop variable)
+    on_domain = True   # the loops being emitted run over the schedule's domain
+
     def __init__(self, kernel_op, in_strides, out_strides, name):
         self.op = kernel_op
         self.name = name
@@ -117,7 +124,12 @@ class _KernelLowering(ReductionMixin, OpsMixin):
     # --------------------------------------------------------------- top level
     def lower(self) -> str:
         with self.op.context:
-            self.sched = self._addressing_schedule()
+            full = self._full_schedule()
+            # the loops' decisions (lanes, mode, order, tail, thread split): the schedule's
+            # tiling.cpu (passes/cpu_tiling.py); None only for a kernel the analysis refuses
+            self.tiling = full.cpu if full is not None else None
+            self.full_sched = full
+            self.sched = self._addressing_schedule(full)
             return with_deep_stack(self.op, self._lower_any_width)
 
     # --------------------------------------------------------------- the schedule
@@ -131,17 +143,20 @@ class _KernelLowering(ReductionMixin, OpsMixin):
                 return s
         return kernel_schedule.analyze(self.op, self.in_strides, self.out_strides)
 
-    def _addressing_schedule(self):
+    def _full_schedule(self):
+        """The kernel's schedule for these strides, or None where the analysis refuses it."""
+        try:
+            return self._schedule()
+        except kernel_schedule.ScheduleError:
+            return None
+
+    def _addressing_schedule(self, s):
         """The schedule the kernel's loads and stores are addressed from, or None for a
         kernel still indexed by cpu_index's algebra: a gather (its read is
         data-dependent), a kernel the analysis cannot describe, or one with a computed
         read or result or a full-space result not written at its own domain point (a
         pointwise kernel then loops over each result's shape)."""
-        if any(o.operation.name == "stax.gather" for o in self.body):
-            return None
-        try:
-            s = self._schedule()
-        except kernel_schedule.ScheduleError:
+        if s is None or any(o.operation.name == "stax.gather" for o in self.body):
             return None
         identity = [str(ir.AffineDimExpr.get(d)) for d in range(len(s.domain))]
         if any(r.computed for r in s.reads) or any(
@@ -218,10 +233,36 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         return self.em.from_affine(self.sched.results[i].offset.results[0], self.dims)
 
     def _lower_any_width(self) -> str:
+        tiling = self.tiling
+        if tiling is not None:  # the schedule's lanes: 1 in mode "scalar"
+            try:
+                return self._lower(tiling.vector_width)
+            except NeedScalar:
+                raise KernelLoweringError(
+                    f"internal error: kernel {self.name}: the schedule's tiling.cpu gives "
+                    f"{tiling.vector_width} lanes along dim {tiling.vector_dim}, but an "
+                    "index is not affine per lane there (passes/cpu_tiling.one_lane_reason "
+                    "missed it)") from None
+        # no schedule (the analysis refuses the kernel; the runtime-size generator): try
+        # the vector width, and 1 lane where an index is not affine per lane
         try:
             return self._lower(VECTOR_WIDTH)
         except NeedScalar:
             return self._lower(1)
+
+    def _tail(self, n, W) -> bool:
+        """Does a loop over the vector dim's n elements, W lanes wide, need a 1-lane loop
+        after its last full vector? The schedule's `tail` says so; without one, n % W."""
+        main = (n // W) * W if W > 1 else 0
+        tiling = self.tiling
+        if tiling is None or not self.on_domain:
+            return main < n
+        tail = tiling.tail == "scalar"
+        if tail != (main < n):
+            raise KernelLoweringError(
+                f"internal error: kernel {self.name}: tiling.cpu.tail = \"{tiling.tail}\" "
+                f"but the vector loop over {n} elements in steps of {W} ends at {main}")
+        return tail
 
     def _lower(self, width):
         self.em = em = Emitter(width)
@@ -229,13 +270,17 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         self.row_vals = {}
         self.stash = None
         self.stash_active = False
-        self.splittable = True
+        # threads split the outermost loop where the schedule gives a split dim
+        self.splittable = self.tiling is None or self.tiling.split_dim >= 0
         params = ", ".join(f"{a.name}: {a.memref}" for a in self.inputs + self.outputs)
         params += ", %part: index, %nparts: index"
         if any(a.extent == 0 for a in self.outputs):
             body_lines = []
         elif self.reductions:
             self._emit_reduction_kernel()
+            body_lines = em.lines
+        elif self.tiling is not None and self.tiling.mode == "tiled":
+            self._emit_tiled_kernel()
             body_lines = em.lines
         else:
             self._emit_pointwise_kernel()
@@ -257,9 +302,8 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         idx = []
         opened = 0
         top = self.em.indent == 2  # only top-level nests are split across threads
-        if not shape or not top:
-            if top:
-                self.splittable = False
+        if not shape and top and self.tiling is None:
+            self.splittable = False
         for d, n in enumerate(shape[:-1] if shape else []):
             iv = em.fresh()
             lo, hi = (self._part_range(n, 1) if (d == 0 and top)
@@ -281,7 +325,7 @@ class _KernelLowering(ReductionMixin, OpsMixin):
             main = (n // W) * W if W > 1 else 0
             if main:
                 self._lane_loop(em.const(0, 'index'), em.const(main, 'index'), W, main, idx, body)
-            if main < n:
+            if self._tail(n, W):
                 self._tail_loop(em.const(main, 'index'), em.const(n, 'index'), n, idx, body)
         for _ in range(opened):
             em.pop()
@@ -352,9 +396,15 @@ class _KernelLowering(ReductionMixin, OpsMixin):
         for i, v in enumerate(self.yielded):
             groups.setdefault(tuple(_shape(v)), []).append(i)
         for shape, outs in groups.items():
-            # the loops walk the first output's storage order (a channels-last or
-            # transposed output is written, and mostly read, along its stride-1 dim)
-            order = kernel_schedule.loop_order(shape, self.outputs[outs[0]].strides)
+            # the loops walk the schedule's loop order (the first output's storage order:
+            # a channels-last or transposed output is written, and mostly read, along
+            # its stride-1 dim); results of another shape than the domain (a kernel
+            # addressed by cpu_index) walk their own output's order
+            self.on_domain = self.tiling is not None and shape == tuple(self._domain_shape())
+            if self.on_domain:
+                order = self.tiling.loop_order
+            else:
+                order = kernel_schedule.loop_order(shape, self.outputs[outs[0]].strides)
 
             def body(loop_idx, outs=outs, order=order):
                 idx = [None] * len(order)
@@ -364,6 +414,128 @@ class _KernelLowering(ReductionMixin, OpsMixin):
                 for i in outs:
                     self._store(i, self._eval(self.yielded[i], point), point)
             self._loop_nest([shape[d] for d in order], body)
+
+    def _domain_shape(self):
+        """The schedule's domain (the tiling's loops run over it)."""
+        return self.full_sched.domain
+
+    # --------------------------------------------------------------- the 2-D tile
+    def _emit_tiled_kernel(self):
+        """Mode "tiled" (cpu_tiling.cpu_tile): the domain's two innermost loops (p, q) in
+        TP x TQ tiles. Per tile, a read contiguous along p and strided along q (a
+        transposed input) is TQ vector loads along p, one 2-D vector.transpose, and a row
+        extract per p; every other read and each store is a vector along q, the
+        results' stride-1 dim. Rows past the last full tile run the vector loop along q
+        (per-lane loads of the transposed read), columns past it 1 lane."""
+        em, t = self.em, self.tiling
+        S = list(self.full_sched.domain)
+        order = list(t.loop_order)
+        p, q = order[-2], order[-1]
+        TP, TQ = t.tile
+        if TQ != em.W:
+            raise KernelLoweringError(f"internal error: kernel {self.name}: tile {t.tile} "
+                                      f"needs rows of the vector width {em.W}")
+        P, Q = S[p], S[q]
+        c = lambda v: em.const(v, "index")  # noqa: E731
+        idx = [None] * len(S)
+        opened = 0
+        for k, d in enumerate(order[:-2]):
+            iv = em.fresh()
+            lo, hi = self._part_range(S[d], 1) if k == 0 else (c(0), c(S[d]))
+            em.emit(f"scf.for {iv} = {lo} to {hi} step {c(1)} {{")
+            em.push()
+            opened += 1
+            em.vars[iv] = Var(iv, S[d])
+            idx[d] = Aff.var(iv)
+        if order[:-2]:
+            plo, phi, pmid = c(0), c(P), c((P // TP) * TP)
+        else:   # p is the loop the threads split: parts of whole tiles
+            plo, phi = self._part_range(P, TP)
+            pmid = em.vector_end(plo, phi, TP)
+        qmain = (Q // TQ) * TQ
+
+        def store_all(ix):
+            point = self._at_domain(ix)
+            for i in range(len(self.yielded)):
+                self._store(i, self._eval(self.yielded[i], point), point)
+
+        pt = em.fresh()
+        em.emit(f"scf.for {pt} = {plo} to {pmid} step {c(TP)} {{")
+        em.push()
+        em.vars[pt] = Var(pt, P)
+        if qmain:
+            qt = em.fresh()
+            em.emit(f"scf.for {qt} = {c(0)} to {c(qmain)} step {c(TQ)} {{")
+            em.push()
+            em.vars[qt] = Var(qt, qmain, lane=True)
+            em.lane_var = qt
+            self.tile_cache = {}
+            for i in range(TP):
+                self.tile_row = (i, pt)
+                ix = list(idx)
+                ix[p], ix[q] = Aff.var(pt) + Aff(i), Aff.var(qt)
+                store_all(ix)
+            self.tile_row = None
+            em.lane_var = None
+            em.pop()
+            em.emit("}")
+        if self._tail(Q, TQ):   # the columns past the last full tile, 1 lane
+            pi = em.fresh()
+            em.emit(f"scf.for {pi} = {pt} to {em.op(f'arith.addi {pt}, {c(TP)} : index', 'index')}"
+                    f" step {c(1)} {{")
+            em.push()
+            em.vars[pi] = Var(pi, P)
+            self._tail_loop(c(qmain), c(Q), Q, [], lambda r: store_all(
+                [Aff.var(pi) if d == p else r[0] if d == q else idx[d] for d in range(len(S))]))
+            em.pop()
+            em.emit("}")
+        em.pop()
+        em.emit("}")
+        # the rows past the last full tile: vectors along q
+        pr = em.fresh()
+        em.emit(f"scf.for {pr} = {pmid} to {phi} step {c(1)} {{")
+        em.push()
+        em.vars[pr] = Var(pr, P)
+
+        def row(r):
+            store_all([Aff.var(pr) if d == p else r[0] if d == q else idx[d]
+                       for d in range(len(S))])
+        if qmain:
+            self._lane_loop(c(0), c(qmain), em.W, qmain, [], row)
+        if self._tail(Q, TQ):
+            self._tail_loop(c(qmain), c(Q), Q, [], row)
+        em.pop()
+        em.emit("}")
+        for _ in range(opened):
+            em.pop()
+            em.emit("}")
+
+    def _tile_load(self, arg: _Arg, off: Aff, lane_step: int) -> Val:
+        """Row i of the tile of a read contiguous along p (coefficient 1 on the tile's p
+        variable) that moves `lane_step` per lane along q: the tile's TQ vectors along p,
+        loaded once per tile and transposed in registers, then row i extracted."""
+        em = self.em
+        i, pt = self.tile_row
+        W = em.W
+        base = off + Aff(-i)
+        key = (arg.name, base)
+        mem = arg.dtype.mem
+        vty, mty = f"vector<{W}x{mem}>", f"vector<{W}x{W}x{mem}>"
+        if key not in self.tile_cache:
+            b = em.index(base)
+            zero = em.const(0.0 if arg.dtype.is_float else 0, mem)
+            m = em.op(f"vector.broadcast {zero} : {mem} to {mty}", mty)
+            for j in range(W):
+                a = b if j == 0 else em.op(
+                    f"arith.addi {b}, {em.const(j * lane_step, 'index')} : index", "index")
+                col = em.op(f"vector.load {arg.name}[{a}] : {arg.memref}, {vty}", vty)
+                m = em.op(f"vector.insert {col}, {m} [{j}] : {vty} into {mty}", mty)
+            tr = em.op(f"vector.transpose {m}, [1, 0] : {mty} to {mty}", mty)
+            self.tile_cache[key] = (tr, {})
+        tr, rows = self.tile_cache[key]
+        if i not in rows:
+            rows[i] = em.op(f"vector.extract {tr}[{i}] : {vty} from {mty}", vty)
+        return self._from_mem(rows[i], arg.dtype, True)
 
     # --------------------------------------------------------------- evaluation
     def _eval(self, v, idx) -> Val:
@@ -421,6 +593,8 @@ class _KernelLowering(ReductionMixin, OpsMixin):
             base = em.index(off)
             x = em.op(f"vector.load {arg.name}[{base}] : {arg.memref}, {vty}", vty)
             return self._from_mem(x, dt, True)
+        if self.tile_row is not None and off.coeff(self.tile_row[1]) == 1:
+            return self._tile_load(arg, off, c)   # a transposed read in a 2-D tile
         # Strided across lanes: gather W scalars.
         base = em.index(off)
         elems = []
@@ -481,7 +655,8 @@ class _KernelLowering(ReductionMixin, OpsMixin):
 
 _PIPELINE = ("builtin.module(func.func(arith-expand{include-bf16=true include-f8e8m0=false}),"
              "convert-vector-to-scf,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
-             "convert-vector-to-llvm,convert-math-to-llvm,convert-arith-to-llvm,"
+             # a tiled kernel's 16x16 vector.transpose as AVX-512 shuffles
+             "convert-vector-to-llvm{vector-transpose-lowering=shuffle16x16},convert-math-to-llvm,convert-arith-to-llvm,"
              "finalize-memref-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
              "convert-cf-to-llvm,reconcile-unrealized-casts)")
 
@@ -529,4 +704,6 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", ctx=
     # how its loads and stores were addressed: from the kernel schedule, or (a gather, a
     # computed read or result) by cpu_index's own algebra; tests check the route
     k.addressing = "schedule" if low.sched is not None else "cpu_index"
+    # the schedule's tiling.cpu its loops were emitted from (None: the analysis refused it)
+    k.tiling = low.tiling
     return k

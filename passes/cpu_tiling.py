@@ -1,0 +1,156 @@
+"""The CPU tiling of one kernel: how the CPU generator's loops walk the schedule's domain.
+
+`cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes, output_strides)
+-> CpuTiling` decides, from the kernel schedule's maps alone (kernel_schedule calls it
+when it builds the schedule, so `tiling.cpu` records it), everything the CPU generator
+(targets/llvm.py, cpu_reduction.py) used to decide itself:
+
+- `mode`: "pointwise" (one loop nest over the domain), "tiled" (a pointwise kernel with
+  a transposed read: 2-D W x W tiles, loaded along the read's own stride-1 dim and
+  transposed in registers, see `cpu_tile`), "row" (a reduction: per row of the kept
+  dims, the reductions in phases vectorized along the last reduced dim), "column" (the
+  reduced dims precede the last kept dim, e.g. a sum over the batch: W neighbouring rows
+  at once, one accumulator lane each) or "scalar" (every loop 1 lane wide: some address
+  is not affine per lane, below);
+- `vector_width`: the lanes (1 in mode "scalar", else `VECTOR_WIDTH`);
+- `loop_order`: the domain dims from the outermost loop to the innermost: a pointwise
+  kernel walks its domain in its first result's storage order (`kernel_schedule.loop_order`); a row
+  reduction loops over the kept dims, then the reduced ones; a column reduction over
+  the kept dims but the last, the last (the vector loop), then the reduced ones;
+- `vector_dim`: the domain dim the lanes run along (-1 for a rank-0 kernel);
+- `tail`: "scalar" when the vector dim's extent is not a multiple of the width (or the
+  kernel is 1-lane): a 1-lane loop computes what follows the last full vector; "none"
+  when it is;
+- `split_dim`: the domain dim whose loop threads split (`%part` of `%nparts`), the
+  outermost loop's; -1 when there is none (a rank-0 kernel, a reduction to one value);
+- `tile`: (TP, TQ) of mode "tiled", else ().
+
+The scalar fallback: a lane loop cannot address a read, result or branch whose position
+moves per lane through a floordiv or mod (a reshape that does not merge cleanly), nor
+branch per lane (a concat or pad boundary along the vector dim), nor gather with an index
+that differs per lane. Where a vector loop is emitted and one of these holds along the
+vector dim, the kernel is 1-lane ("scalar"): slower, never wrong.
+
+The lanes are the generator's public `llvm.VECTOR_WIDTH`, as before.
+"""
+from __future__ import annotations
+
+from stax._mlir import ir
+from stax.dialects.schedule import CpuTiling, dims_used, stride_along
+from stax.passes import kernel_schedule
+
+__all__ = ["cpu_tiling", "CPU_TILE", "one_lane_reason", "cpu_tile"]
+
+#: a tiled kernel's tile: CPU_TILE x CPU_TILE elements (one vector of the generator's
+#: width, llvm.VECTOR_WIDTH, per tile row)
+CPU_TILE = 16
+
+_ARG_REDUCTIONS = frozenset({"stax.argmax", "stax.argmin"})
+
+
+def _divmod_on(e, dim) -> bool:
+    """Does `e` hold a floordiv / mod / ceildiv whose operand moves with `dim`?"""
+    e = e.maybe_downcast()
+    if isinstance(e, (ir.AffineFloorDivExpr, ir.AffineModExpr, ir.AffineCeilDivExpr)):
+        return dim in dims_used(e.lhs) or _divmod_on(e.lhs, dim)
+    if isinstance(e, ir.AffineBinaryExpr):
+        return _divmod_on(e.lhs, dim) or _divmod_on(e.rhs, dim)
+    return False
+
+
+def one_lane_reason(dim, domain, reads, results):
+    """Why lanes along domain dim `dim` cannot be addressed (None: they can): a read's or
+    result's offset divides a per-lane position, a concat or pad boundary (a read's
+    `where` condition that can fail) moves along it, or a gather's index is read per
+    lane."""
+    for r in reads:
+        if r.map is None:
+            continue
+        if _divmod_on(r.offset.results[0], dim):
+            return f"input {r.input}'s offset {r.offset} divides the lane position"
+        for w in (r.where.results if r.where is not None else ()):
+            if dim in dims_used(w) and kernel_schedule.expr_range(w, list(domain))[0] < 0:
+                return f"input {r.input} ({r.path}) has a boundary along the lanes ({w} >= 0)"
+        if r.path.endswith("gather.indices") and dim in dims_used(r.map.results[0]):
+            return f"input {r.input} is a gather's index read per lane"
+    for i, r in enumerate(results):
+        if r.offset is not None and _divmod_on(r.offset.results[0], dim):
+            return f"result {i}'s offset {r.offset} divides the lane position"
+    return None
+
+
+def cpu_tile(domain, reads, results, order):
+    """(p, q) of a tiled CPU pointwise kernel, or None: the same condition as the GPU's
+    2-D tile (kernel_schedule.gpu_tile: a read contiguous along p and strided along q,
+    the dim every result is contiguous along), q the innermost loop, both dims at least
+    CPU_TILE, and the read's offset affine along both (a transposed load is W vector
+    loads along p)."""
+    t = kernel_schedule.gpu_tile(domain, reads, results)
+    if t is None or not order:
+        return None
+    p, q = t[0], t[1]
+    if q != order[-1] or domain[p] < CPU_TILE or domain[q] < CPU_TILE:
+        return None
+    for r in reads:
+        for d in (p, q):
+            if stride_along(r.offset, d) is None:
+                return None
+    return p, q
+
+
+def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
+               output_strides) -> CpuTiling:
+    """The CPU tiling of a kernel of this schedule (see the module docstring). `shapes`:
+    every input and result shape (the thread split's work is the largest)."""
+    from stax.runtime.cpu_kernel import PARALLEL_MIN_ELEMENTS
+    from stax.targets.llvm import VECTOR_WIDTH
+    S, D = list(domain), list(reduced_dims)
+    rank = len(S)
+    work = max([_numel(s) for s in shapes] + [0])
+    W = VECTOR_WIDTH
+    body = [o.operation for o in kernel_op.regions[0].blocks[0].operations]
+    tile = ()
+    if kind == "pointwise":
+        order = kernel_schedule.loop_order(S, output_strides[0]) if output_strides else tuple(range(rank))
+        mode = "pointwise"
+        vdim = order[-1] if rank else -1
+        # a lane loop exists when the innermost extent holds a vector, or always in a
+        # rank-1 kernel (its loop's bounds are the thread part's, runtime values)
+        lanes = rank == 1 or (rank > 1 and S[vdim] >= W)
+        split = order[0] if rank else -1
+        t = cpu_tile(S, reads, results, order)
+        if t is not None and all(one_lane_reason(d, S, reads, results) is None for d in t):
+            mode, tile = "tiled", (CPU_TILE, CPU_TILE)
+            order = tuple(d for d in order if d not in t) + t
+            vdim, split = t[1], order[0]
+    else:
+        outer = [d for d in range(rank) if d not in D]
+        args = any(o.name in _ARG_REDUCTIONS for o in body)
+        column = bool(outer) and D[-1] < outer[-1] and S[outer[-1]] >= W and not args
+        if column:
+            mode, vdim = "column", outer[-1]
+            order = tuple(outer) + tuple(D)
+            lanes = True
+        else:
+            mode, vdim = "row", D[-1]
+            order = tuple(outer) + tuple(D)
+            # the full-domain outputs of a reduction to one value are written by a
+            # top-level loop: a rank-1 one always has its lane loop
+            lanes = S[vdim] >= W or (not outer and len(D) == 1)
+        split = order[0] if outer else -1
+    if mode != "tiled" and lanes and vdim >= 0 and S[vdim] > 1 and \
+            one_lane_reason(vdim, S, reads, results) is not None:
+        mode, W = "scalar", 1
+        if kind != "pointwise":
+            vdim = D[-1]
+    n = S[vdim] if vdim >= 0 else 1
+    tail = "scalar" if W == 1 or n % W else "none"
+    return CpuTiling(W, PARALLEL_MIN_ELEMENTS, work, mode=mode, loop_order=tuple(order),
+                     vector_dim=vdim, tail=tail, split_dim=split, tile=tile)
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n

@@ -1,0 +1,92 @@
+// stax-schedule's CPU tiling (tiling.cpu, passes/cpu_tiling.py): the mode, lanes, loop
+// order, vector dim, tail and thread split the CPU generator reads. The output re-parses
+// identically and a second run changes nothing.
+// RUN: stax-opt %s -p stax-fuse,stax-schedule --split-input-file > %t.once
+// RUN: FileCheck %s < %t.once
+// RUN: stax-opt %t.once --split-input-file > %t.reparsed
+// RUN: diff %t.once %t.reparsed
+// RUN: stax-opt %t.once -p stax-schedule --split-input-file > %t.twice
+// RUN: diff %t.once %t.twice
+
+// x.t() + y: a 2-D CPU tile of 16x16 over (d0, d1), d1 the lanes (the result's
+// stride-1 dim); 128 and 64 are multiples of 16, no tail.
+// CHECK-LABEL: func.func @transpose_add
+// CHECK: cpu = {loop_order = array<i64: 0, 1>, mode = "tiled", parallel_min_elements = 65536 : i64, split_dim = 0 : i64, tail = "none", tile = array<i64: 16, 16>, vector_dim = 1 : i64, vector_width = 16 : i64, work = 8192 : i64}
+func.func @transpose_add(%x: tensor<128x64xf32>, %y: tensor<64x128xf32>) -> tensor<64x128xf32> {
+  %t = "stax.permute"(%x) {perm = array<i64: 1, 0>} : (tensor<128x64xf32>) -> tensor<64x128xf32>
+  %a = "stax.add"(%t, %y) : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<64x128xf32>
+  return %a : tensor<64x128xf32>
+}
+
+// -----
+
+// NCHW -> NHWC plus a bias: tiled over (W, C) = (d2, d3), N and H outer loops; C = 20
+// leaves a 1-lane tail.
+// CHECK-LABEL: func.func @nchw_to_nhwc
+// CHECK: cpu = {loop_order = array<i64: 0, 1, 2, 3>, mode = "tiled", parallel_min_elements = 65536 : i64, split_dim = 0 : i64, tail = "scalar", tile = array<i64: 16, 16>, vector_dim = 3 : i64, vector_width = 16 : i64, work = 27200 : i64}
+func.func @nchw_to_nhwc(%x: tensor<2x20x17x40xf32>, %b: tensor<20xf32>) -> tensor<2x17x40x20xf32> {
+  %t = "stax.permute"(%x) {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x20x17x40xf32>) -> tensor<2x17x40x20xf32>
+  %bb = "stax.broadcast_in_dim"(%b) {dims = array<i64: 3>} : (tensor<20xf32>) -> tensor<2x17x40x20xf32>
+  %a = "stax.add"(%t, %bb) : (tensor<2x17x40x20xf32>, tensor<2x17x40x20xf32>) -> tensor<2x17x40x20xf32>
+  return %a : tensor<2x17x40x20xf32>
+}
+
+// -----
+
+// A transposed read under 16 elements per dim: no tile (per-lane loads of the vector
+// loop along d1), a 1-lane tail for 12 % 16.
+// CHECK-LABEL: func.func @small_transpose
+// CHECK: cpu = {loop_order = array<i64: 0, 1>, mode = "pointwise", parallel_min_elements = 65536 : i64, split_dim = 0 : i64, tail = "scalar", vector_dim = 1 : i64, vector_width = 16 : i64, work = 96 : i64}
+func.func @small_transpose(%x: tensor<12x8xf32>, %y: tensor<8x12xf32>) -> tensor<8x12xf32> {
+  %t = "stax.permute"(%x) {perm = array<i64: 1, 0>} : (tensor<12x8xf32>) -> tensor<8x12xf32>
+  %a = "stax.add"(%t, %y) : (tensor<8x12xf32>, tensor<8x12xf32>) -> tensor<8x12xf32>
+  return %a : tensor<8x12xf32>
+}
+
+// -----
+
+// Softmax over the last dim: row mode, lanes along the reduced d1, threads over rows.
+// CHECK-LABEL: func.func @softmax
+// CHECK: cpu = {loop_order = array<i64: 0, 1>, mode = "row", parallel_min_elements = 65536 : i64, split_dim = 0 : i64, tail = "scalar", vector_dim = 1 : i64, vector_width = 16 : i64, work = 6400 : i64}
+func.func @softmax(%x: tensor<64x100xf32>) -> tensor<64x100xf32> {
+  %m = "stax.reduce_max"(%x) {dims = array<i64: 1>, keepdim = true} : (tensor<64x100xf32>) -> tensor<64x1xf32>
+  %mb = "stax.broadcast_in_dim"(%m) {dims = array<i64: 0, 1>} : (tensor<64x1xf32>) -> tensor<64x100xf32>
+  %d = "stax.sub"(%x, %mb) : (tensor<64x100xf32>, tensor<64x100xf32>) -> tensor<64x100xf32>
+  %e = "stax.exp"(%d) : (tensor<64x100xf32>) -> tensor<64x100xf32>
+  %s = "stax.reduce_sum"(%e) {dims = array<i64: 1>, keepdim = true} : (tensor<64x100xf32>) -> tensor<64x1xf32>
+  %sb = "stax.broadcast_in_dim"(%s) {dims = array<i64: 0, 1>} : (tensor<64x1xf32>) -> tensor<64x100xf32>
+  %r = "stax.div"(%e, %sb) : (tensor<64x100xf32>, tensor<64x100xf32>) -> tensor<64x100xf32>
+  return %r : tensor<64x100xf32>
+}
+
+// -----
+
+// A sum to one value: no kept dim, so no loop for threads to split (split_dim = -1).
+// CHECK-LABEL: func.func @full_sum
+// CHECK: cpu = {loop_order = array<i64: 0>, mode = "row", parallel_min_elements = 65536 : i64, split_dim = -1 : i64, tail = "scalar", vector_dim = 0 : i64, vector_width = 16 : i64, work = 1000 : i64}
+func.func @full_sum(%x: tensor<1000xf32>) -> tensor<f32> {
+  %s = "stax.reduce_sum"(%x) {dims = array<i64: 0>, keepdim = false} : (tensor<1000xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// A contiguous reshape reads at the plain linear index: vectorized.
+// CHECK-LABEL: func.func @reshape_divmod
+// CHECK: cpu = {loop_order = array<i64: 0, 1>, mode = "pointwise", parallel_min_elements = 65536 : i64, split_dim = 0 : i64, tail = "scalar", vector_dim = 1 : i64, vector_width = 16 : i64, work = 240 : i64}
+func.func @reshape_divmod(%x: tensor<6x40xf32>) -> tensor<8x30xf32> {
+  %r = "stax.reshape"(%x) : (tensor<6x40xf32>) -> tensor<8x30xf32>
+  %e = "stax.exp"(%r) : (tensor<8x30xf32>) -> tensor<8x30xf32>
+  return %e : tensor<8x30xf32>
+}
+
+// -----
+
+// A concat boundary along the lanes (d1 = 8): the kernel is 1-lane (mode "scalar").
+// CHECK-LABEL: func.func @concat_last
+// CHECK: cpu = {loop_order = array<i64: 0, 1>, mode = "scalar", parallel_min_elements = 65536 : i64, split_dim = 0 : i64, tail = "scalar", vector_dim = 1 : i64, vector_width = 1 : i64, work = 1024 : i64}
+func.func @concat_last(%x: tensor<32x8xf32>, %y: tensor<32x24xf32>) -> tensor<32x32xf32> {
+  %c = "stax.concat"(%x, %y) {dim = 1 : i64} : (tensor<32x8xf32>, tensor<32x24xf32>) -> tensor<32x32xf32>
+  %e = "stax.exp"(%c) : (tensor<32x32xf32>) -> tensor<32x32xf32>
+  return %e : tensor<32x32xf32>
+}
