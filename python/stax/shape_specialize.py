@@ -128,6 +128,11 @@ def specialize_graph(gm: torch.fx.GraphModule, values: dict[int, Any],
     graph.output(out)
     graph._codegen = gm.graph._codegen
     _fold_size_arithmetic(graph)
+    for node in graph.nodes:
+        # a size Dynamo made unbacked (a slice of a buffer to a symbolic length under
+        # backed_size_oblivious, on torch 2.11): the static trace has no shape env to
+        # rebind it in (aot_autograd's run_node asserted "shape_env should not be None")
+        node.meta.pop("unbacked_bindings", None)
     new = torch.fx.GraphModule(gm, graph)
     new.meta = dict(gm.meta)
     return new

@@ -146,7 +146,8 @@ def test_mlp_wide_big_batch(train, monkeypatch):
 
 @pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
 @pytest.mark.parametrize("name,batch_dynamic", [("gpt2", False), ("llama", True)])
-def test_transformer_blocks(name, batch_dynamic, train):
+def test_transformer_blocks(name, batch_dynamic, train, monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")   # they stay dynamic otherwise: per size here
     # GPT-2 with a dynamic sequence length (the causal mask slices its buffer), Llama
     # with a dynamic batch
     calls = _run_model(name, SIZES, train=train, batch_dynamic=batch_dynamic)
@@ -154,7 +155,8 @@ def test_transformer_blocks(name, batch_dynamic, train):
     assert calls.variants() == len(calls.symbolic_sizes) == 4
 
 
-def test_conv_bn_relu_inference():
+def test_conv_bn_relu_inference(monkeypatch):
+    monkeypatch.setenv("STAX_DYNAMIC", "0")
     calls = _run_model("conv_bn_relu", [3, 1, 5, 2, 7, 4, 5], train=False)
     assert calls.sizes == {5, 2, 7, 4}
     assert calls.variants() == len(calls.symbolic_sizes) == 4
