@@ -35,7 +35,6 @@ are printed with whether they are met.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
