@@ -18,11 +18,13 @@ Guarantees, for every `func.func` of the module:
   at the same position of its operands, and a reshape of a row-major tensor only
   renames positions, so reshaping before or after gives the same elements.
 - Only an elementwise op (stax-fuse's ELEMENTWISE_OPS, bitcast excluded: it may change
-  the element width) is moved, and only when EVERY user of its result is a
-  `stax.reshape` to one shape. An op with any other user (another op of its own shape,
-  `func.return`, a matmul) is left where it is: computing it in two shapes would do its
-  work twice, and keeping a view of the moved op for those users could split a kernel
-  stax-fuse would otherwise form.
+  the element width) is moved, and only when its result's users are `stax.reshape`s to
+  one shape and ops no kernel holds (`func.return`, as for a tensor saved for the
+  backward; a matmul; a fallback). Those read the moved op's result through a reshape
+  back to the old shape (a view of the kernel's result: nothing is computed twice or
+  copied). An op with a user that stax-fuse would put in a kernel (another op, a view
+  or generator of its own shape) is left where it is: moving it would split that
+  kernel.
 - The moved ops keep their locations and attributes; the new reshapes take the
   original reshape's location. Ops left without users are erased. Nothing outside
   elementwise ops and reshapes changes. Running the pass twice changes nothing more (a
@@ -102,9 +104,15 @@ def _rewrite(reshape, memo, pending: dict) -> bool:
     if not _is_epilogue(src, memo):
         return False
     target = ir.RankedTensorType(reshape.results[0].type)
-    users = [u.owner for u in op.results[0].uses]
-    if any(u.name != "stax.reshape" or u.results[0].type != target for u in users):
-        return False
+    users, others = [], []
+    for use in op.results[0].uses:
+        u = use.owner
+        if u.name == "stax.reshape" and u.results[0].type == target:
+            users.append(u)
+        elif u.name in FUSIBLE_OPS or u.name in VIEW_OPS or u.name in GEN_OPS:
+            return False   # a reader of its own shape: moving would split its kernel
+        else:
+            others.append(u)   # func.return (a tensor saved for the backward), a matmul
     loc = reshape.location
     created = []
     with ir.InsertionPoint(op):
@@ -119,6 +127,11 @@ def _rewrite(reshape, memo, pending: dict) -> bool:
         pending.pop(_key(u), None)  # before erasing: a freed op's address is reused
         memo.pop(_key(u), None)
         u.erase()
+    if others:   # they read the moved op's result viewed back in its old shape
+        with ir.InsertionPoint(op):
+            back = ir.Operation.create("stax.reshape", results=[op.results[0].type],
+                                       operands=[moved.results[0]], loc=op.location)
+        op.results[0].replace_all_uses_with(back.results[0])
     del memo[_key(op)]
     op.erase()
     for r in created:

@@ -67,3 +67,23 @@ func.func @symbolic(%mm: tensor<?x768xf32, #stax.sizes<["s0*s1", 768]>>, %b: ten
   %2 = "stax.add"(%1, %x) : (tensor<?x?x768xf32, #stax.sizes<["s0", "s1", 768]>>, tensor<?x?x768xf32, #stax.sizes<["s0", "s1", 768]>>) -> tensor<?x?x768xf32, #stax.sizes<["s0", "s1", 768]>>
   return %2 : tensor<?x?x768xf32, #stax.sizes<["s0", "s1", 768]>>
 }
+
+// A bias add that is also returned (a tensor saved for the backward) moves too: the
+// return reads it viewed back in its old shape, so the add is computed once, in the
+// GELU's kernel.
+// CHECK-LABEL: func.func @saved_for_backward
+// CHECK: %[[A:.*]] = "stax.add"({{.*}}) : (tensor<2x256x768xf32>, tensor<2x256x768xf32>) -> tensor<2x256x768xf32>
+// CHECK-NEXT: %[[BACK:.*]] = "stax.reshape"(%[[A]]) : (tensor<2x256x768xf32>) -> tensor<512x768xf32>
+// CHECK-NEXT: %[[T:.*]] = "stax.tanh"(%[[A]])
+// CHECK-NEXT: return %[[T]], %[[BACK]]
+// FUSED-LABEL: func.func @saved_for_backward
+// FUSED: %[[K:.*]]:2 = "stax_graph.kernel"
+// FUSED-NOT: "stax_graph.kernel"
+// FUSED: "stax.reshape"(%[[K]]#0)
+func.func @saved_for_backward(%mm: tensor<512x768xf32>, %b: tensor<768xf32>) -> (tensor<2x256x768xf32>, tensor<512x768xf32>) {
+  %bb = "stax.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<768xf32>) -> tensor<512x768xf32>
+  %0 = "stax.add"(%bb, %mm) : (tensor<512x768xf32>, tensor<512x768xf32>) -> tensor<512x768xf32>
+  %1 = "stax.reshape"(%0) : (tensor<512x768xf32>) -> tensor<2x256x768xf32>
+  %2 = "stax.tanh"(%1) : (tensor<2x256x768xf32>) -> tensor<2x256x768xf32>
+  return %2, %0 : tensor<2x256x768xf32>, tensor<512x768xf32>
+}

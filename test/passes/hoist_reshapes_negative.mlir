@@ -1,12 +1,14 @@
 // What stax-hoist-reshapes must leave alone, and input it refuses with a located error.
 // RUN: stax-opt %s -p stax-hoist-reshapes --split-input-file --verify-diagnostics | FileCheck %s
 
-// The add has another user of its own shape (the return): computing it in two shapes
-// would do its work twice, so it stays; so does a reshape read only by a matmul.
+// The add has another reader of its own shape that a kernel would hold (a sigmoid):
+// moving it would split that kernel, so it stays; so does a reshape read only by a
+// matmul.
 // CHECK-LABEL: func.func @other_user_and_matmul
 // CHECK-NEXT: %[[A:.*]] = "stax.add"(%arg0, %arg1) : (tensor<512x768xf32>, tensor<512x768xf32>) -> tensor<512x768xf32>
 // CHECK-NEXT: %[[R:.*]] = "stax.reshape"(%[[A]]) : (tensor<512x768xf32>) -> tensor<2x256x768xf32>
 // CHECK-NEXT: "stax.tanh"(%[[R]])
+// CHECK-NEXT: "stax.sigmoid"(%[[A]])
 // CHECK-NEXT: %[[E:.*]] = "stax.exp"(%arg0) : (tensor<512x768xf32>) -> tensor<512x768xf32>
 // CHECK-NEXT: %[[RE:.*]] = "stax.reshape"(%[[E]]) : (tensor<512x768xf32>) -> tensor<2x256x768xf32>
 // CHECK-NEXT: "stax.matmul"(%[[RE]], %arg2)
@@ -14,10 +16,11 @@ func.func @other_user_and_matmul(%x: tensor<512x768xf32>, %y: tensor<512x768xf32
   %a = "stax.add"(%x, %y) : (tensor<512x768xf32>, tensor<512x768xf32>) -> tensor<512x768xf32>
   %r = "stax.reshape"(%a) : (tensor<512x768xf32>) -> tensor<2x256x768xf32>
   %t = "stax.tanh"(%r) : (tensor<2x256x768xf32>) -> tensor<2x256x768xf32>
+  %g = "stax.sigmoid"(%a) : (tensor<512x768xf32>) -> tensor<512x768xf32>
   %e = "stax.exp"(%x) : (tensor<512x768xf32>) -> tensor<512x768xf32>
   %re = "stax.reshape"(%e) : (tensor<512x768xf32>) -> tensor<2x256x768xf32>
   %m = "stax.matmul"(%re, %w) : (tensor<2x256x768xf32>, tensor<2x768x64xf32>) -> tensor<2x256x64xf32>
-  return %t, %a, %m : tensor<2x256x768xf32>, tensor<512x768xf32>, tensor<2x256x64xf32>
+  return %t, %g, %m : tensor<2x256x768xf32>, tensor<512x768xf32>, tensor<2x256x64xf32>
 }
 
 // -----

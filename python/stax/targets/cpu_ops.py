@@ -142,29 +142,25 @@ class OpsMixin:
         pos_aff = self._index_aff(a)
         if em.lane_coeff(pos_aff):
             raise NeedScalar()
-        sizes = [_shape(x)[d] for x in o.operands]
+        starts = self._concat_starts(o, d)
         rdt = dtype_of(_etype(v))
         pos = em.index(pos_aff)
         ty = em.vt(rdt.comp, em.W > 1 and em.lane_var is not None)
         vec = ty.startswith("vector")
-        starts = []
-        acc = 0
-        for s in sizes:
-            starts.append(acc)
-            acc += s
 
         def branch(k):
-            if k == len(sizes) - 1:
+            if k == len(starts) - 1:
                 sub = list(idx)
-                sub[d] = self._shift(a, -starts[k])
+                sub[d] = self._shift_back(a, starts[k])
                 x = self._eval(o.operands[k], sub)
                 return em.to_vec(x) if vec else x.ssa
-            cond = em.op(f"arith.cmpi ult, {pos}, {em.const(starts[k + 1], 'index')} : index", "i1")
+            cond = em.op(f"arith.cmpi ult, {pos}, {self._concat_bound(starts[k + 1])} : index",
+                         "i1")
             r = em.fresh()
             em.emit(f"{r} = scf.if {cond} -> ({ty}) {{")
             em.push()
             sub = list(idx)
-            sub[d] = self._shift(a, -starts[k])
+            sub[d] = self._shift_back(a, starts[k])
             x = self._eval(o.operands[k], sub)
             em.emit(f"scf.yield {em.to_vec(x) if vec else x.ssa} : {ty}")
             em.pop()
@@ -178,6 +174,21 @@ class OpsMixin:
 
         # Offsets into later inputs are negative in the affine algebra; clamp var range use.
         return Val(branch(0), vec, rdt.comp)
+
+    # where each concat operand starts along `dim` (ints here; the runtime-size generator
+    # makes them size expressions, cpu_symbolic), as a bound and as a shift of the index
+    def _concat_starts(self, o, d):
+        starts, acc = [], 0
+        for x in o.operands:
+            starts.append(acc)
+            acc += _shape(x)[d]
+        return starts
+
+    def _concat_bound(self, start) -> str:
+        return self.em.const(start, "index")
+
+    def _shift_back(self, a, start):
+        return self._shift(a, -start)
 
     def _eval_pad(self, o, v, idx):
         em = self.em

@@ -18,14 +18,14 @@ static kernel does. What it guarantees:
   the static generator does: slower, never wrong.
 * Supported: pointwise kernels (elementwise, compare and select, converts, bitcast,
   full, iota, broadcast of static or symbolic dims, permute, whole-dim slices, reshape,
-  concat/pad along static dims, gathers) and reduction kernels (cpu_symbolic_reduction)
+  concat along any dim, pad along static dims, gathers) and reduction kernels (cpu_symbolic_reduction)
   whose reductions (sum/max/min/prod) share one domain and its reduced dims, static or
   symbolic: rows (the last dim reduced: softmax, layer_norm, rms_norm) or columns (the
   last dim kept: a bias gradient's sum over the batch), and argmax/argmin over the last
   dim; the per-row values may be stored (keepdim or not) and the full-domain outputs
   written. Anything else raises KernelLoweringError naming the kernel and what is not
   supported, so the caller falls back to per-size specialization: argmax/argmin over a
-  dim that is not the last, concat/pad along a symbolic dim, outputs of a reduction
+  dim that is not the last, pad along a symbolic dim, outputs of a reduction
   kernel in another shape, a reduction value read at another row, strides that are
   not contiguous.
 
@@ -168,10 +168,6 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
             self._refuse(f"a kernel of kind {kind!r}")
         for o in self.body:
             name = o.operation.name
-            if name == "stax.concat":
-                d = ir.IntegerAttr(o.attributes["dim"]).value
-                if any(isinstance(_dims(x)[d], str) for x in o.operands):
-                    self._refuse("stax.concat along a symbolic dim")
             if name == "stax.pad":
                 low, high = int_array(o, "low"), int_array(o, "high")
                 src = _dims(o.operands[0])
@@ -315,6 +311,26 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
 
     def _result_offset(self, i, idx) -> Aff:
         return self._offset(idx, self.outputs[i])
+
+    # --------------------------------------------------------------- concat
+    # along a symbolic dim (a KV cache's `cat` along its length: `s0 + 1`): the split
+    # points are size expressions, computed once at entry like every size
+    def _concat_starts(self, o, d):
+        starts, acc = [], 0
+        for x in o.operands:
+            starts.append(acc)
+            acc = symbolic.dim_sum([acc, _dims(x)[d]])
+        return starts
+
+    def _concat_bound(self, start) -> str:
+        return self._size(start)
+
+    def _shift_back(self, a, start):
+        if isinstance(start, int):
+            return a + Aff(-start)
+        v = self._size(start)
+        self.em.vars.setdefault(v, Var(v, _UNBOUNDED))
+        return a + Aff.var(v, -1)
 
     # --------------------------------------------------------------- gather
     def _eval_gather(self, o, idx):
