@@ -138,7 +138,8 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
             # top-level loop: a rank-1 one always has its lane loop
             lanes = S[vdim] >= W or (not outer and len(D) == 1)
         split = order[0] if outer else -1
-    if mode != "tiled" and lanes and vdim >= 0 and S[vdim] > 1 and \
+    # (a rank-1 loop has lanes even over one element: its bounds are the thread part's)
+    if mode != "tiled" and lanes and vdim >= 0 and (S[vdim] > 1 or rank == 1) and \
             one_lane_reason(vdim, S, reads, results) is not None:
         mode, W = "scalar", 1
         if kind != "pointwise":
