@@ -348,6 +348,19 @@ def test_column_reductions_bias_grad(compiles, dtype):
     assert compiles[0] == len(g.kernels)
 
 
+def test_column_reduction_of_a_transposed_input_one_lane(compiles):
+    """x.t().sum(0): the kept dim is strided by a runtime size, so the kernel is 1-lane;
+    its 1-lane loop must cover every column (it covered none: stax-fuzz --dynamic seed
+    7373, program 7373022141, a bool amin of a permute)."""
+    fn = lambda x: (x.permute(1, 0).sum(-2, keepdim=True),)  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(4, 6))
+    _route(g, width=1)
+    check(g, fn, lambda m, n: (torch.randn(m, n),), SHAPES_2D)
+    fb = lambda x: (x.permute(1, 0).amin(-2, keepdim=True),)  # noqa: E731
+    g = symbolic_graph(fb, torch.randn(4, 6) > 0)
+    check(g, fb, lambda m, n: (torch.randn(m, n) > 0,), SHAPES_2D)
+
+
 def test_column_reduction_over_two_dims_and_full_output(compiles):
     fn = lambda x: (x.sum((0, 1)), x - x.amax((0, 1), keepdim=True))  # noqa: E731
     g = symbolic_graph(fn, torch.randn(2, 3, 5))

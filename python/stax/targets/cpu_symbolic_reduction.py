@@ -152,9 +152,13 @@ class RuntimeReductionMixin:
         W = em.W
         if split:
             lo, hi = self._runtime_part_range(n, W)
-            mid = em.vector_end(lo, hi, W)
+            mid = em.vector_end(lo, hi, W) if W > 1 else lo
         else:
-            lo, hi, mid = em.const(0, "index"), self._size(n), self._vector_main(n)
+            lo, hi = em.const(0, "index"), self._size(n)
+            mid = self._vector_main(n) if W > 1 else lo
+        # a 1-lane kernel (a runtime stride along the lanes) has no W-wide loop: the
+        # 1-lane loop covers [lo, hi) (it began at the W-wide loop's end, hi, and wrote
+        # nothing: stax-fuzz --dynamic seed 7373, program 7373022141)
         for a, b, step, lane in ((lo, mid, W, True), (mid, hi, 1, False)):
             if lane and W == 1:
                 continue
