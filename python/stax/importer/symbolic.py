@@ -135,7 +135,7 @@ def _resolve_min_max(expr, shape_env):
     (`Min(128, s1)`, a slice of a static size-128 dim to `s1` under size-oblivious
     sizes, is `s1` where Dynamo guards `Eq(Min(128, s1), s1)`). Sound for every call
     that reaches the graph: Dynamo checks its guards first (and the dynamic graph checks
-    a slice's length again, dynamic_compile._slice_length_guards). Unchanged where no
+    a slice's length again, dynamic_graph._slice_length_guards). Unchanged where no
     guard decides it."""
     import sympy
     try:

@@ -1,0 +1,440 @@
+"""The run-time side of a graph compiled once for every size (stax.dynamic_compile):
+`DynamicGraph` (the callable aot_autograd gets: guards, then its steps), the steps'
+runners (kernels, torch matmuls, views, slices to a runtime length, library calls) and
+the argument and slice-length guards, with the size-expression evaluator they share.
+What the compiler builds these from is in stax.dynamic_compile.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import torch
+
+from stax.errors import StaxGuardError
+
+__all__ = ["CannotStayDynamic", "DynamicGraph"]
+
+
+class CannotStayDynamic(Exception):
+    """The graph cannot be compiled once for every size; the message says why."""
+
+
+_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
+           "f64": torch.float64, "i32": torch.int32, "i64": torch.int64, "i1": torch.bool,
+           "i8": torch.int8, "ui8": torch.uint8, "i16": torch.int16}
+
+
+def _torch_dtype(element_type) -> torch.dtype:
+    s = str(element_type)
+    if s not in _DTYPES:
+        raise CannotStayDynamic(f"element type {s} has no runtime-size support")
+    return _DTYPES[s]
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(expr: str) -> tuple:
+    from stax.dialects import symbolic
+    return tuple(symbolic.parse(expr))
+
+
+def _evaluate(d, env) -> int:
+    """A dim (an int or a normal-form expression string) at the symbols' values."""
+    if isinstance(d, int):
+        return d
+    v = env.get(d)
+    if v is not None:
+        return v   # a bare symbol
+    total = 0
+    for mono, c in _parsed(d):
+        term = c
+        for s, e in mono:
+            term *= env[s] ** e
+        total += term
+    return total
+
+
+def symbolic_fmt(dims) -> str:
+    from stax.dialects import symbolic
+    return symbolic.fmt_dims(dims)
+
+
+def _contiguous_strides(dims) -> list:
+    from stax.dialects import symbolic
+    out, acc = [], 1
+    for d in reversed(dims):
+        out.append(acc)
+        acc = symbolic.dim_product([acc, d])
+    return out[::-1]
+
+
+# ----------------------------------------------------------------------------- guards
+
+@dataclasses.dataclass
+class _ArgCheck:
+    index: int                # the argument's position in the call
+    name: str
+    kind: str                 # "tensor" | "symbol" | "size" (an int that must equal dims[0])
+    dims: list = None         # tensor: its dims (ints and expressions); size: [expression]
+    dtype: Any = None
+    symbol: str | None = None  # symbol: the symbol it binds
+    strides: list | None = None  # tensor: the strides it must have (None: contiguous)
+
+
+def _symbol_ranges(example_inputs) -> dict[str, tuple[int, int | None]]:
+    """symbol -> (lowest, highest or None) as Dynamo's shape environment assumed it."""
+    env = None
+    for x in example_inputs:
+        for s in ([x] if isinstance(x, torch.SymInt) else
+                  list(x.shape) if isinstance(x, torch.Tensor) else []):
+            if isinstance(s, torch.SymInt):
+                env = s.node.shape_env
+                break
+        if env is not None:
+            break
+    out = {}
+    if env is None:
+        return out
+    for sym, vr in env.var_to_range.items():
+        try:
+            lo = int(vr.lower)
+        except (TypeError, ValueError):
+            lo = None
+        try:
+            hi = int(vr.upper) if vr.upper.is_finite else None
+        except (TypeError, ValueError, AttributeError):
+            hi = None
+        out[str(sym)] = (lo, hi)
+    return out
+
+
+def _fail(check: _ArgCheck, what: str, expected, got) -> StaxGuardError:
+    return StaxGuardError(
+        f"stax dynamic graph: argument {check.index} ('{check.name}') {what}: expected "
+        f"{expected}, got {got}. The graph was compiled once for every size that Dynamo's "
+        "guards admit; this call breaks an assumption of that compile")
+
+
+# ----------------------------------------------------------------------------- steps
+
+class _Step:
+    """One top-level op of @main at run time: reads `ins` slots, writes `outs` slots."""
+    __slots__ = ("kind", "ins", "outs", "fn", "out_dims", "out_dtypes", "label")
+
+    def __init__(self, kind, ins, outs, fn=None, out_dims=(), out_dtypes=(), label=""):
+        self.kind, self.ins, self.outs, self.fn = kind, ins, outs, fn
+        self.out_dims, self.out_dtypes, self.label = list(out_dims), list(out_dtypes), label
+
+
+
+class DynamicGraph:
+    """The compiled inference graph: guards, then the steps (see the module docstring).
+    aot_autograd's boxed calling convention: called with one list of arguments."""
+
+    _boxed_call = True
+
+    def __init__(self, graph_id, checks, constants, steps, outputs, symbols, ranges,
+                 kernels, library_calls, notes, keepalive, *, kind="inference",
+                 arg_order=None, n_args=None, target="stax-cpu"):
+        self.graph_id = graph_id
+        self.kind = kind                # "inference" | "forward" | "backward"
+        # an instance attribute too: torch._dynamo.disable (aot_autograd wraps the
+        # backward in it) copies the callable's __dict__, not its class attributes
+        self._boxed_call = True
+        #: the call's argument of each block argument of @main, in order (a size argument
+        #: that is not one symbol, `s0*s1`, is no block argument: it is checked only)
+        self.arg_order = list(arg_order) if arg_order is not None else \
+            [c.index for c in checks]
+        self.n_args = n_args if n_args is not None else len(checks)
+        from stax.dynamic_kernels import DEVICES
+        self.route = target
+        self.device = DEVICES[target]   # the device type every tensor argument is on
+        self.checks = checks
+        self.constants = constants
+        self.steps = steps
+        self.outputs = outputs          # (kind, slot or input index, stride dims)
+        self.symbols = symbols          # symbol -> (argument index, dim or None)
+        self.ranges = ranges
+        self.kernels = kernels
+        self.library_calls = library_calls
+        self.fallback_ops: list = []
+        self.notes = notes
+        self.launches_per_call = len(kernels) + len(library_calls)
+        self.calls = 0
+        self._keepalive = keepalive
+        self.length_guards: list = []   # _LengthGuard: slices of static dims (set by _build)
+
+    # -- guards
+    def bind(self, args) -> dict:
+        """The symbols' values from the arguments, after checking every argument."""
+        if len(args) != self.n_args:
+            raise StaxGuardError(f"stax dynamic graph {self.graph_id} ({self.kind}): "
+                                 f"{self.n_args} arguments expected, got {len(args)}")
+        env: dict[str, int] = {}
+        where: dict[str, tuple] = {}
+        dev = None
+        for c in self.checks:
+            a = args[c.index]
+            if c.kind in ("symbol", "size"):
+                if isinstance(a, (torch.SymInt, bool)) or not isinstance(a, int):
+                    raise _fail(c, "(a size)", "an int", type(a).__name__)
+                if c.kind == "symbol":
+                    env[c.symbol], where[c.symbol] = int(a), (c, "value")
+                continue
+            if not isinstance(a, torch.Tensor):
+                raise _fail(c, "", "a tensor", type(a).__name__)
+            if a.dtype != c.dtype:
+                raise _fail(c, "dtype", c.dtype, a.dtype)
+            if a.device.type != self.device:
+                raise _fail(c, "device", self.device, a.device)
+            if dev is None:
+                dev = a.device
+            elif a.device != dev:
+                raise _fail(c, "device", f"{dev} (the device of the first tensor argument)",
+                            a.device)
+            if a.dim() != len(c.dims):
+                raise _fail(c, "rank", len(c.dims), a.dim())
+            for d, expr in enumerate(c.dims):
+                if isinstance(expr, str) and expr.isidentifier() and expr not in env:
+                    env[expr], where[expr] = int(a.shape[d]), (c, f"dim {d}")
+        for c in self.checks:
+            a = args[c.index]
+            if c.kind == "size":   # a saved size such as s0*s1: what the symbols say
+                want = _evaluate(c.dims[0], env)
+                if int(a) != want:
+                    raise _fail(c, f"(the size {c.dims[0]})", want, int(a))
+                continue
+            if c.kind != "tensor":
+                continue
+            for d, expr in enumerate(c.dims):
+                want = _evaluate(expr, env)
+                if a.shape[d] != want:
+                    shown = f"{want} ({expr})" if isinstance(expr, str) else want
+                    raise _fail(c, f"dim {d}", shown, a.shape[d])
+            if c.strides is None:
+                if not a.is_contiguous():
+                    raise _fail(c, "strides", f"contiguous strides for {list(a.shape)}",
+                                list(a.stride()))
+            elif a.numel() > 1:
+                want = [_evaluate(e, env) for e in c.strides]
+                if any(n != 1 and x != w for n, x, w in zip(a.shape, a.stride(), want)):
+                    raise _fail(c, "strides", f"{want} (what Dynamo's fake tensor recorded; "
+                                f"{symbolic_fmt(c.strides)})", list(a.stride()))
+        _check_length_guards(self.length_guards, env, where)
+        for s, v in env.items():
+            lo, hi = self.ranges.get(s, (None, None))
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
+                c, what = where[s]
+                raise _fail(c, f"{what} (symbol {s})",
+                            f"a size in [{lo}, {hi if hi is not None else 'inf'}] (the "
+                            "range Dynamo assumed: its 0/1 specialization, mark_dynamic's "
+                            "min/max)", v)
+        return env
+
+    # -- run
+    def __call__(self, args):
+        args = list(args)
+        env = self.bind(args)
+        self.calls += 1
+        # every tensor is made on the arguments' device (bind checked they share one)
+        dev = next((a.device for a in args if isinstance(a, torch.Tensor)),
+                   torch.device(self.device))
+        slots = [args[i] for i in self.arg_order] + list(self.constants)
+        slots.extend([None] * self.n_values)
+        for st in self.steps:
+            ins = [slots[i] for i in st.ins]
+            if st.kind == "kernel":
+                outs = [torch.empty([_evaluate(d, env) for d in dims], dtype=dt, device=dev)
+                        for dims, dt in zip(st.out_dims, st.out_dtypes)]
+                st.fn(ins, outs, env)
+            else:
+                outs = [st.fn(ins, env)]
+            for i, t in zip(st.outs, outs):
+                slots[i] = t
+        result = []
+        for kind, ref, strides in self.outputs:
+            if kind == "none":
+                result.append(None)
+                continue
+            if kind == "size":   # a size the forward saves for the backward (s0*s1)
+                result.append(_evaluate(ref, env))
+                continue
+            t = slots[ref]
+            if not isinstance(t, torch.Tensor):
+                result.append(t)   # a SymInt input returned (its int)
+                continue
+            if kind == "fresh":
+                want = ([_evaluate(s, env) for s in strides] if strides is not None
+                        else torch.empty(t.shape).stride())
+                fresh = torch.empty_strided(t.shape, want, dtype=t.dtype, device=t.device)
+                fresh.copy_(t)
+                result.append(fresh)
+                continue
+            if strides is not None and t.dim():
+                want = [_evaluate(s, env) for s in strides]
+                if any(sz > 1 and a != b for sz, a, b in zip(t.shape, t.stride(), want)):
+                    fresh = torch.empty_strided(t.shape, want, dtype=t.dtype, device=t.device)
+                    fresh.copy_(t)
+                    t = fresh
+            result.append(t)
+        return result
+
+
+def _view_runner(name, op, out_dims):
+    from stax._mlir import ir
+    if name == "stax.reshape":
+        return lambda ins, env: ins[0].reshape([_evaluate(d, env) for d in out_dims])
+    if name == "stax.permute":
+        perm = list(ir.DenseI64ArrayAttr(op.attributes["perm"]))
+        return lambda ins, env: ins[0].permute(perm)
+    if name == "stax.broadcast_in_dim":
+        dims = list(ir.DenseI64ArrayAttr(op.attributes["dims"]))
+
+        def bcast(ins, env):
+            x = ins[0]
+            shape = [_evaluate(d, env) for d in out_dims]
+            view = [1] * len(shape)
+            for i, d in enumerate(dims):
+                view[d] = x.shape[i]
+            return x.reshape(view).expand(shape)
+        return bcast
+    if name == "stax.slice":
+        return _slice_runner(op, out_dims)
+    raise CannotStayDynamic(f"top-level op {name} is not run by the dynamic graph")
+
+
+# ----------------------------------------------------------------------------- slices to a symbolic length
+# (issue 10, the test models: a causal mask `bias[:, :, :T, :T]`, rotary `cos[:T]`)
+
+def _slice_runner(op, out_dims):
+    """A top-level stax.slice as a torch view. A static dim sliced to a symbolic length
+    (the result dim an expression) stops after that many steps, its value at this call
+    (`_slice_length_guards` has checked that it fits)."""
+    from stax._mlir import ir
+    from stax.dialects import symbolic
+    st = list(ir.DenseI64ArrayAttr(op.attributes["start"]))
+    li = list(ir.DenseI64ArrayAttr(op.attributes["limit"]))
+    sp = list(ir.DenseI64ArrayAttr(op.attributes["step"]))
+    src = symbolic.dims_of(op.operands[0].type)
+    lengths = {d: out_dims[d] for d in range(len(src))
+               if isinstance(src[d], int) and isinstance(out_dims[d], str)}
+    if not lengths:
+        index = tuple(slice(a, b, c) for a, b, c in zip(st, li, sp))
+        return lambda ins, env: ins[0][index]
+
+    def run(ins, env):
+        index = tuple(slice(st[d], st[d] + _evaluate(lengths[d], env) * sp[d], sp[d])
+                      if d in lengths else slice(st[d], li[d], sp[d]) for d in range(len(st)))
+        return ins[0][index]
+    return run
+
+
+@dataclasses.dataclass
+class _LengthGuard:
+    """A static dim of `size` sliced to the symbolic `length` from `start` by `step`: the
+    length must be in [0, most] at every call, or the slice would read past the dim."""
+    length: str
+    most: int
+    size: int
+    start: int
+    step: int
+    where: str
+
+
+def _slice_length_guards(module) -> list:
+    """Every stax.slice of @main (top level and inside kernels) that takes a symbolic
+    length of a static dim, as the bound its length must keep. Dynamo guards the same
+    bound (its slice rule asks `s1 <= 128`), and the graph checks it again before
+    anything runs, so a kernel never reads past the static dim."""
+    from stax._mlir import ir
+    from stax.dialects import symbolic
+    out = []
+
+    def visit(op):
+        op = op.operation
+        if op.name == "stax.slice":
+            src = symbolic.dims_of(op.operands[0].type)
+            res = symbolic.dims_of(op.results[0].type)
+            st = list(ir.DenseI64ArrayAttr(op.attributes["start"]))
+            li = list(ir.DenseI64ArrayAttr(op.attributes["limit"]))
+            sp = list(ir.DenseI64ArrayAttr(op.attributes["step"]))
+            for d, (n, m) in enumerate(zip(src, res)):
+                if isinstance(n, int) and isinstance(m, str):
+                    out.append(_LengthGuard(m, (li[d] - st[d] + sp[d] - 1) // sp[d], n,
+                                            st[d], sp[d], f"{op.location}"))
+        for region in op.regions:
+            for blk in region.blocks:
+                for inner in blk.operations:
+                    visit(inner)
+    for op in module.body.operations:
+        visit(op)
+    return out
+
+
+def _check_length_guards(guards, env, where) -> None:
+    """Raise StaxGuardError when a slice's symbolic length does not fit its static dim,
+    naming the arguments and dims that bind its symbols, the length and the bound."""
+    from stax.dialects import symbolic
+    for g in guards:
+        n = _evaluate(g.length, env)
+        if 0 <= n <= g.most:
+            continue
+        binds = []
+        for s in sorted(symbolic.free_symbols(g.length)):
+            c, what = where[s]
+            binds.append(f"argument {c.index} ('{c.name}') {what} (symbol {s}) is {env[s]}")
+        raise StaxGuardError(
+            f"stax dynamic graph: {'; '.join(binds)}, so a slice of a static dim of size "
+            f"{g.size} from {g.start} by {g.step} to the length {g.length} = {n} would read "
+            f"past the dim: expected {g.length} in [0, {g.most}] ({g.where}). Eager cannot "
+            "take this size either (its slice stops at the dim's end); Dynamo guards the "
+            "same bound")
+
+
+# ----------------------------------------------------------------------------- library calls
+# (issue 10, the test models: a convolution, which the static importer also hands to
+# PyTorch, imported symbolically as stax_graph.fallback: importer.symbolic's
+# SYMBOLIC_LIBRARY_OPS)
+
+def _decode_call(obj, ins):
+    """A stax_graph.fallback's `call` JSON value with its operands (`ins`) put back."""
+    if isinstance(obj, dict):
+        if "$operand" in obj:
+            return ins[obj["$operand"]]
+        if "$dtype" in obj:
+            return getattr(torch, obj["$dtype"])
+        if "$device" in obj:
+            return torch.device(obj["$device"])
+        if "$layout" in obj:
+            return getattr(torch, obj["$layout"])
+        if "$memory_format" in obj:
+            return getattr(torch, obj["$memory_format"])
+        return {k: _decode_call(v, ins) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode_call(x, ins) for x in obj]
+    return obj
+
+
+def _library_runner(op, out_dims):
+    """A top-level stax_graph.fallback of one result run through its ATen overload (the
+    sizes come from its operands); the result's shape is checked against its type."""
+    import json
+    from stax._mlir import ir
+    from stax.compiled_graph import _resolve_overload
+    target = ir.StringAttr(op.attributes["target"]).value
+    fn = _resolve_overload(target)
+    call = json.loads(ir.StringAttr(op.attributes["call"]).value)
+
+    def run(ins, env):
+        out = fn(*_decode_call(call["args"], ins), **_decode_call(call["kwargs"], ins))
+        want = [_evaluate(d, env) for d in out_dims]
+        if list(out.shape) != want:
+            raise StaxGuardError(f"stax dynamic graph: {target} returned the shape "
+                                 f"{list(out.shape)} where the graph expects {want} "
+                                 f"({out_dims}) (a bug: please report it)")
+        return out
+    return run
+
+
+# ----------------------------------------------------------------------------- compile
