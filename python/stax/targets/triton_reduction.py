@@ -363,16 +363,19 @@ class _ReductionMixin:
             if o.operation.name not in _VIEWS:
                 continue
             x = o.operands[0]
-            if not self._is_full(o.results[0]) and _shape(o.results[0]) != self.S:
+            if not self._is_full(o.results[0]) and self._value_dims(o.results[0]) != self.S:
                 continue
             if self._is_full(x):
                 continue
             if any(d.results[0] not in self.row_vals for d in self._red_deps(x)):
                 continue
-            self._eval(x, self._row_index(_shape(x)))
+            self._eval(x, self._row_index(self._value_dims(x)))
+
+    def _value_dims(self, v):
+        """A value's dims (ints; the runtime-size generator's are size expressions)."""
+        return _shape(v)
 
     def _store_row(self, i):
         v = self.yielded[i]
-        shp = _shape(v)
-        idx = self._row_index(shp)
+        idx = self._row_index(self._value_dims(v))
         self._store(self.outputs[i], self._eval(v, idx), idx, (self.XB, 1))

@@ -24,7 +24,7 @@ the domain (or a reshape of it) nor one value per row.
 from __future__ import annotations
 
 from stax.dialects import symbolic
-from stax.targets.kernel_ir import REDUCTION_OPS, VIEW_OPS
+from stax.targets.kernel_ir import REDUCTION_OPS
 from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.triton_emitter import V
 
@@ -150,25 +150,10 @@ class _SizedReductionMixin:
     def _row_index(self, shape):
         return self.s_delinearize(self.r, list(shape))
 
-    def _prepare_rows(self):
-        """Row values entering full space through a view, once per row block (as the
-        static generator's `_prepare_rows`, over symbolic dims)."""
-        for o in self.body:
-            if o.operation.name not in VIEW_OPS:
-                continue
-            x = o.operands[0]
-            if not self._is_full(o.results[0]) and _dims(o.results[0]) != self.S:
-                continue
-            if self._is_full(x):
-                continue
-            if any(d.results[0] not in self.row_vals for d in self._red_deps(x)):
-                continue
-            self._eval(x, self._row_index(_dims(x)))
-
-    def _store_row(self, i):
-        v = self.yielded[i]
-        idx = self._row_index(_dims(v))
-        self._store(self.outputs[i], self._eval(v, idx), idx, (self.XB, 1))
+    def _value_dims(self, v):
+        """A value's dims over symbolic sizes (the static generator's `_prepare_rows` and
+        `_store_row` read them through this)."""
+        return _dims(v)
 
     def _store_full(self, i, idx):
         v = self.yielded[i]
