@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     wanted = args.cases.split(",")
     for case in [c for c in gpu.cases(args.quick) if c.name in wanted]:
-        print(f"\n#### {case.name}: {case.description}")
+        print(f"\n#### {case.name}: {case.desc}")
         for label, backend in (("eager", None), ("inductor", "inductor"), ("stax", "stax")):
             torch._dynamo.reset()
             fn = common.step_fn(case, case.model)
