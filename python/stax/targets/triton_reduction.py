@@ -100,20 +100,35 @@ class _ReductionMixin:
                     self._store_full(i, idx)
             return kind
 
-        for p in phases:
+        # full-space outputs that read no reduction are stored in the first phase's loop,
+        # from the values it loads anyway: a second pass would read every input again
+        early = [i for i in full_outs if not self.facts(self.yielded[i])[0]]
+        late = [i for i in full_outs if i not in early]
+        for n, p in enumerate(phases):
             self._prepare_rows()
             reds = [red for red in self.reductions if phase[red] == p]
-            self._loop(rn, lambda k, reds=reds: self._emit_phase(reds, k, True), reds)
+            stores = early if n == 0 else []
+            self._loop(rn, lambda k, reds=reds, stores=stores:
+                       self._phase_and_stores(reds, k, stores), reds)
         self._prepare_rows()
         for i in row_outs:
             self._store_row(i)
-        if full_outs:
+        if late:
             def body(k):
                 idx = self._full_index(k)
-                for i in full_outs:
+                for i in late:
                     self._store_full(i, idx)
             self._loop(rn, body, [])
         return kind
+
+    def _phase_and_stores(self, reds, k, stores):
+        """One looped chunk: the phase's reductions, then the full-space outputs in
+        `stores` (none of which reads a reduction) at the same index."""
+        new = self._emit_phase(reds, k, True)
+        idx = self._full_index(k)
+        for i in stores:
+            self._store_full(i, idx)
+        return new
 
     def _setup_rows(self, rows):
         """The program's row block: self.r ([XB, 1] row index), self.rmask, the kept-dim
@@ -174,17 +189,12 @@ class _ReductionMixin:
         hi = em.op(f"arith.addi {lo}, {em.const(chunk, it)} : {it}", "hi")
         hi = em.op(f"arith.minsi {hi}, {em.const(rn, it)} : {it}", "hi")
         self._prepare_rows()
-        self._loop(rn, lambda k: self._emit_phase(self.reductions, k, True), self.reductions,
-                   bounds=(lo, hi))
+        # the full-space outputs (splittable: none reads a reduction) in the same loop
+        self._loop(rn, lambda k: self._phase_and_stores(self.reductions, k, full_outs),
+                   self.reductions, bounds=(lo, hi))
         pv = V(part, (), it, hi=nsplit)
         for ws, red in zip(self.ws, self.reductions):
             self._store(ws, self.row_vals[red.results[0]], [pv, self.r], (self.XB, 1))
-        if full_outs:
-            def body(k):
-                idx = self._full_index(k)
-                for i in full_outs:
-                    self._store_full(i, idx)
-            self._loop(rn, body, [], bounds=(lo, hi))
         return "reduction-split"
 
     def _emit_split_final(self, rows):
