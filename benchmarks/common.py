@@ -106,13 +106,13 @@ def provenance(device: str = "cpu") -> dict[str, str]:
     import torch
     top = _git("rev-parse", "--show-toplevel")
     snapshot = os.path.join(REPO, "COMMIT")
-    if top is not None and os.path.realpath(top) == os.path.realpath(REPO):
-        commit, status = _git("rev-parse", "HEAD"), _git("status", "--porcelain")
-    elif os.path.exists(snapshot):
-        # a `git archive` snapshot (the device runs one): its COMMIT file says which; a
-        # git repository around it is another tree's, whose HEAD is not this code's
+    if os.path.exists(snapshot):
+        # a copy of the tree (the device runs one): its COMMIT file says which commit; a
+        # .git that came with the copy may be stale, so its HEAD is not trusted
         commit = open(snapshot).read().strip() + " (snapshot: COMMIT file)"
         status = ""
+    elif top is not None and os.path.realpath(top) == os.path.realpath(REPO):
+        commit, status = _git("rev-parse", "HEAD"), _git("status", "--porcelain")
     else:
         commit, status = None, None
     commit = commit or "unknown (not a git checkout?)"

@@ -1,0 +1,111 @@
+"""Single kernels of the test models on the GPU, eager vs Inductor vs stax (default and
+max-autotune), in one process: the column reductions of a training step (a bias
+gradient over [tokens, width], alone and fused with GELU's backward) and attention's
+masked, scaled softmax over [batch, heads, seq, seq] in bf16.
+
+    python benchmarks/kernel_probe.py [--rows 16384] [--widths 768,3072] [--cases column,softmax]
+                                      [--out FILE]
+
+Each case is checked against eager in float64 terms (loose bf16 tolerance) before it is
+timed; stax must report the route "triton". Time: the median of CUDA-event timings after
+warm-up (gpu.cuda_ms); GB/s counts the bytes read and written once.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+if __name__ == "__main__":
+    common.init_env(strict=True)
+
+import torch  # noqa: E402
+
+import gpu  # noqa: E402
+import stax.backend  # noqa: E402
+
+
+def bias_grad(g):
+    return g.sum(0)
+
+
+def gelu_backward_and_bias_grad(g, h):
+    """What a Linear -> GELU(tanh) -> Linear block's backward computes for the first
+    Linear: the gradient through GELU (full size) and its bias gradient."""
+    d = torch.ops.aten.gelu_backward(g, h, approximate="tanh")
+    return d, d.sum(0)
+
+
+def attention_softmax(scores, mask):
+    """GPT-2 / Llama attention's probabilities: scale, causal mask, f32 softmax, bf16."""
+    s = scores * 0.125
+    s = s.masked_fill(~mask, float("-inf"))
+    return torch.softmax(s.float(), dim=-1).to(torch.bfloat16)
+
+
+def _cases(args):
+    out = []
+    if "column" in args.cases:
+        for width in [int(w) for w in args.widths.split(",")]:
+            for fn, n_in in ((bias_grad, 1), (gelu_backward_and_bias_grad, 2)):
+                ins = [torch.randn(args.rows, width, device="cuda", dtype=torch.bfloat16)
+                       for _ in range(n_in)]
+                out.append((f"{fn.__name__} [{args.rows}, {width}] bf16", fn, ins))
+    if "softmax" in args.cases:
+        for b, h, t in ((8, 12, 2048), (8, 16, 2048)):
+            scores = torch.randn(b, h, t, t, device="cuda", dtype=torch.bfloat16)
+            mask = torch.ones(t, t, device="cuda", dtype=torch.bool).tril()
+            out.append((f"attention_softmax [{b}, {h}, {t}, {t}] bf16", attention_softmax,
+                        [scores, mask]))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=16384)
+    ap.add_argument("--widths", default="768,3072")
+    ap.add_argument("--cases", default="column,softmax")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    prov = common.provenance("cuda")
+    lines = ["# Single kernels on the GPU", ""] + common.provenance_lines(prov) + [
+        "", "| case | eager ms | inductor ms | stax ms | stax autotuned ms | stax / inductor "
+        "| stax GB/s |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, fn, ins in _cases(args):
+        want = fn(*ins)
+        times = {"eager": gpu.cuda_ms(lambda: fn(*ins))[0]}
+        for label, backend in (("inductor", "inductor"), ("stax", "stax"),
+                               ("stax-max-autotune", functools.partial(
+                                   stax.backend.stax, mode="max-autotune"))):
+            torch._dynamo.reset()
+            stax.backend.clear()
+            c = torch.compile(fn, backend=backend, fullgraph=True)
+            got = c(*ins)
+            for a, b in zip(torch.utils._pytree.tree_leaves(got),
+                            torch.utils._pytree.tree_leaves(want)):
+                torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-1)
+            if label.startswith("stax"):
+                rep = stax.backend.last_report()
+                assert rep.route == "triton", rep.summary()
+            times[label] = gpu.cuda_ms(lambda: c(*ins))[0]
+        moved = sum(t.numel() * t.element_size() for t in ins) + sum(
+            t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(want))
+        lines.append(f"| {name} | {times['eager']:.3f} | {times['inductor']:.3f} | "
+                     f"{times['stax']:.3f} | {times['stax-max-autotune']:.3f} | "
+                     f"{times['stax'] / times['inductor']:.2f} | "
+                     f"{moved / times['stax'] / 1e6:.0f} |")
+        print(lines[-1], flush=True)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
