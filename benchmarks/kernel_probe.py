@@ -70,6 +70,8 @@ def main(argv=None) -> int:
     ap.add_argument("--widths", default="768,3072")
     ap.add_argument("--cases", default="column,softmax")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--profile", action="store_true",
+                    help="also print each variant's kernels and their CUDA time per call")
     args = ap.parse_args(argv)
     prov = common.provenance("cuda")
     lines = ["# Single kernels on the GPU", ""] + common.provenance_lines(prov) + [
@@ -92,6 +94,10 @@ def main(argv=None) -> int:
                 rep = stax.backend.last_report()
                 assert rep.route == "triton", rep.summary()
             times[label] = gpu.cuda_ms(lambda: c(*ins))[0]
+            if args.profile:
+                import profile_gpu
+                for us, calls, kname in profile_gpu.kernel_table(lambda: c(*ins), 5)[:6]:
+                    print(f"  {label}: {us:9.1f} us x{calls:.1f} {kname[:90]}", flush=True)
         moved = sum(t.numel() * t.element_size() for t in ins) + sum(
             t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(want))
         lines.append(f"| {name} | {times['eager']:.3f} | {times['inductor']:.3f} | "

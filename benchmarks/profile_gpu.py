@@ -27,7 +27,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 import gpu  # noqa: E402
 
 
-def _kernel_table(fn, iters: int):
+def kernel_table(fn, iters: int):
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
 
             def call(fn=fn):
                 return common.run_step(fn, case, case.model, case.args)
-            rows = _kernel_table(call, args.iters)
+            rows = kernel_table(call, args.iters)
             total = sum(r[0] for r in rows)
             launches = sum(r[1] for r in rows)
             print(f"\n== {label}: {total:.0f} us of kernels per step, {launches:.0f} launches")
