@@ -58,9 +58,14 @@ def _cases(args):
     if "softmax" in args.cases:
         for b, h, t in ((8, 12, 2048), (8, 16, 2048)):
             scores = torch.randn(b, h, t, t, device="cuda", dtype=torch.bfloat16)
-            mask = torch.ones(t, t, device="cuda", dtype=torch.bool).tril()
+            causal = torch.ones(t, t, device="cuda", dtype=torch.bool).tril()
             out.append((f"attention_softmax [{b}, {h}, {t}, {t}] bf16", attention_softmax,
-                        [scores, mask]))
+                        [scores, causal]))
+        if "masks" in args.cases:   # the same kernel's time with other mask contents
+            for label, mask in (("random mask", torch.rand(t, t, device="cuda") < 0.5),
+                                ("no mask", torch.ones(t, t, device="cuda", dtype=torch.bool))):
+                out.append((f"attention_softmax [{b}, {h}, {t}, {t}] bf16, {label}",
+                            attention_softmax, [scores, mask]))
     return out
 
 
@@ -68,8 +73,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=16384)
     ap.add_argument("--widths", default="768,3072")
-    ap.add_argument("--cases", default="column,softmax")
+    ap.add_argument("--cases", default="column,softmax",
+                    help="column, softmax, masks (softmax with random and all-true masks)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--no-autotune", action="store_true")
     ap.add_argument("--profile", action="store_true",
                     help="also print each variant's kernels and their CUDA time per call")
     args = ap.parse_args(argv)
@@ -80,9 +87,11 @@ def main(argv=None) -> int:
     for name, fn, ins in _cases(args):
         want = fn(*ins)
         times = {"eager": gpu.cuda_ms(lambda: fn(*ins))[0]}
-        for label, backend in (("inductor", "inductor"), ("stax", "stax"),
-                               ("stax-max-autotune", functools.partial(
-                                   stax.backend.stax, mode="max-autotune"))):
+        backends = [("inductor", "inductor"), ("stax", "stax")]
+        if not args.no_autotune:
+            backends.append(("stax-max-autotune", functools.partial(stax.backend.stax,
+                                                                    mode="max-autotune")))
+        for label, backend in backends:
             torch._dynamo.reset()
             stax.backend.clear()
             c = torch.compile(fn, backend=backend, fullgraph=True)
@@ -101,7 +110,7 @@ def main(argv=None) -> int:
         moved = sum(t.numel() * t.element_size() for t in ins) + sum(
             t.numel() * t.element_size() for t in torch.utils._pytree.tree_leaves(want))
         lines.append(f"| {name} | {times['eager']:.3f} | {times['inductor']:.3f} | "
-                     f"{times['stax']:.3f} | {times['stax-max-autotune']:.3f} | "
+                     f"{times['stax']:.3f} | {times.get('stax-max-autotune', float('nan')):.3f} | "
                      f"{times['stax'] / times['inductor']:.2f} | "
                      f"{moved / times['stax'] / 1e6:.0f} |")
         print(lines[-1], flush=True)
