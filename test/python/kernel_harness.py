@@ -43,3 +43,18 @@ def run_kernel(body: str, inputs, out_specs, name="k"):
         k = compile_kernel(kop, [t.stride() for t in inputs], [o.stride() for o in outs], name)
         k(*inputs, *outs)
     return outs, k
+
+
+def triton_kernel(body: str, inputs, out_specs, name="k", arch=90):
+    """The same kernel compiled by the Triton target (TTIR and PTX, no GPU needed);
+    returns (TritonKernel, NaN-filled outputs). Run it with ttir_interp.run_kernel."""
+    from stax.targets import triton as stt
+    in_types = [ttype(t.shape, t.dtype) for t in inputs]
+    out_types = [ttype(s, d) for s, d in out_specs]
+    text = kernel_text(body, in_types, out_types)
+    with new_context(), ir.Location.unknown():
+        kop, m = parse_kernel(text)
+        outs = [torch.full(s, float("nan"), dtype=d) for s, d in out_specs]
+        k = stt.compile_kernel(kop, [t.stride() for t in inputs], [o.stride() for o in outs],
+                               name, arch=arch)
+    return k, outs

@@ -15,8 +15,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 pytest.importorskip("triton")
 
-from stax._mlir import ir, new_context  # noqa: E402
-from stax.targets import triton as stt  # noqa: E402
+from kernel_harness import triton_kernel  # noqa: E402
 from ttir_interp import run_kernel  # noqa: E402
 
 
@@ -25,22 +24,7 @@ def _t(shape, mem="f32"):
 
 
 def _compile(body, ins, out_shapes):
-    in_types = [_t(x.shape) for x in ins]
-    out_types = [_t(s) for s in out_shapes]
-    args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(in_types))
-    text = (f'func.func @main({", ".join(f"%x{i}: {t}" for i, t in enumerate(in_types))}) {{\n'
-            f'  %r:{len(out_types)} = "stax_graph.kernel"('
-            f'{", ".join(f"%x{i}" for i in range(len(ins)))}) ({{\n  ^bb0({args}):\n{body}\n'
-            f'  }}) {{name = "k"}} : ({", ".join(in_types)}) -> ({", ".join(out_types)})\n'
-            f'  return\n}}\n')
-    with new_context(), ir.Location.unknown():
-        m = ir.Module.parse(text)
-        kop = [o for o in m.body.operations[0].regions[0].blocks[0].operations
-               if o.operation.name == "stax_graph.kernel"][0]
-        outs = [torch.full(s, float("nan")) for s in out_shapes]
-        k = stt.compile_kernel(kop.operation, [x.stride() for x in ins],
-                               [o.stride() for o in outs], "k", arch=90)
-    return k, outs
+    return triton_kernel(body, ins, [(s, torch.float32) for s in out_shapes])
 
 
 def _loops(text):

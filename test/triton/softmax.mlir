@@ -32,7 +32,13 @@
 // CHECK: arith.addf
 // CHECK: %[[SUM:.*]] = tt.expand_dims %{{.*}} {axis = 1 : i32} : tensor<4xf32> -> tensor<4x1xf32>
 // CHECK: %[[SUMB:.*]] = tt.broadcast %[[SUM]]
-// CHECK: %[[Y:.*]] = tt.precise_divf %[[E]], %[[SUMB]] : tensor<4x512xf32>
+// a zero numerator (a masked lane's exp) skips the division's slow path: A * B is its
+// signed zero; every other lane is divided (IEEE, like eager)
+// CHECK: %[[ZN:.*]] = arith.cmpf oeq, %[[E]], %{{.*}} : tensor<4x512xf32>
+// CHECK: %[[NUM:.*]] = arith.select %{{.*}}, %{{.*}}, %[[E]] : tensor<4x512xi1>, tensor<4x512xf32>
+// CHECK: %[[Q:.*]] = tt.precise_divf %[[NUM]], %[[SUMB]] : tensor<4x512xf32>
+// CHECK: %[[SZ:.*]] = arith.mulf %[[E]], %[[SUMB]] : tensor<4x512xf32>
+// CHECK: %[[Y:.*]] = arith.select %{{.*}}, %[[SZ]], %[[Q]] : tensor<4x512xi1>, tensor<4x512xf32>
 // CHECK: tt.store %{{.*}}, %[[Y]], %[[M]] : tensor<4x512x!tt.ptr<f32>>
 // CHECK-NOT: math.exp
 // CHECK-NOT: tt.load
