@@ -32,7 +32,7 @@ A kernel this cannot describe raises `ScheduleError` naming the kernel and why.
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.dialects.schedule import (GpuTiling, KernelSchedule, Read, Result,
+from stax.dialects.schedule import (KernelSchedule, Read, Result,
                                     stride_along)
 from stax.targets.kernel_ir import contiguous_strides  # (a list; also this module's API)
 from stax.targets.kernel_ir import reduction_signature
