@@ -91,7 +91,9 @@ _TUNE_RUN_DEVICE = None
 
 #: bump when what a tuning result means changes, so older disk entries are not reused
 #: (v2: winners are verified against the default config)
-_TUNE_KEY_VERSION = "v3-schedule"   # v3: candidates are tiling.gpu variants
+_TUNE_KEY_VERSION = "v2-verified"
+# fused kernels: v3, the candidates are tiling.gpu variants of the kernel's schedule
+_KERNEL_KEY_VERSION = "v3-schedule"
 
 
 def _autotuner_importable() -> bool:
@@ -464,7 +466,7 @@ class _Tuner:
                 raise next(iter(pre.values()))
         except Exception as e:  # noqa: BLE001 - an odd kernel: keep the default
             return default(f"not tuned: {type(e).__name__}: {e}")
-        key = f"kernel:{_TUNE_KEY_VERSION}:" + hashlib.sha256(
+        key = f"kernel:{_KERNEL_KEY_VERSION}:" + hashlib.sha256(
             ("\0".join(str(getattr(pre[c], "full_text", pre[c])) for c in cands)
              + repr(cands)).encode()).hexdigest()[:32]
         n_in = len(in_st)
