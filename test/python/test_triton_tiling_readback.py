@@ -217,3 +217,27 @@ def test_autotuner_candidates_come_from_the_schedule_and_the_winner_is_written_b
     tk, (out,) = k.run()
     assert tk.config == win
     _close(out, torch.softmax(x, 1), F32)
+
+
+def test_tiled_candidates_and_their_cache_round_trip(tmp_path):
+    """A tiled kernel's search varies its blocks and warps (the schedule's tile first);
+    the winner comes back from the disk cache as the same TiledConfig (tuples, not lists)."""
+    from stax.autotune import config_label, schedule_candidates, tune
+    body, dst = _permute_add((64, 96), (1, 0), F32)
+    x, y = torch.randn(64, 96), torch.randn(dst)
+    k = Scheduled(body, [x, y], [(dst, F32)])
+    with k.ctx:
+        sched, cands = schedule_candidates(k.kop, [x.stride(), y.stride()], [(64, 1)])
+    assert all(isinstance(c, TiledConfig) for c in cands)
+    assert cands[0] == TiledConfig(4096, 1, 8, 1, 1, (64, 64))
+    assert TiledConfig(2048, 1, 8, 1, 1, (32, 64)) in cands and len(set(cands)) == len(cands)
+    assert config_label(cands[0]) == "tile 64x64 w8 s1"
+    pick = cands[-1]
+    kw = dict(bench=lambda fn, cfg: 0.1 if cfg == pick else 1.0, progress=False,
+              coordinate_descent=False, cache_directory=str(tmp_path), device_name="test")
+    best, t = tune("tiled-key", cands, lambda cfg: (lambda: None), **kw)
+    again, t2 = tune("tiled-key", cands, lambda cfg: (lambda: None), **kw)
+    assert best == pick and again == pick and t2.from_cache and not t.from_cache
+    k.retile(again)
+    tk, (out,) = k.run()
+    assert torch.equal(out, (x.t() + y) * 2) and tk.num_warps == pick.num_warps

@@ -247,6 +247,10 @@ class TiledConfig(TritonConfig):
     """A tiled kernel's candidate: a TritonConfig plus its 2-D tile's blocks (BP, BQ)."""
     tile_blocks: tuple = ()
 
+    def label(self) -> str:   # the autotuner's progress line
+        return f"tile {self.tile_blocks[0]}x{self.tile_blocks[1]} w{self.num_warps} " \
+               f"s{self.num_stages}"
+
 
 # ----------------------------------------------------------------------------- analysis
 
