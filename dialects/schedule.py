@@ -19,7 +19,7 @@ any MLIR tool can parse scheduled IR. docs/schedule.md describes every field:
       row_values = array<i64: ...>,                    (body positions of per-row ops)
       tiling = {gpu = {mode, block, rblock, num_warps, num_stages, split,
                        tile_dims = array<i64: p, q>, tile_blocks = array<i64: BP, BQ>
-                       (mode "tiled" only)},
+                       (mode "tiled" only), loop_order = array<i64: ...>},
                 cpu = {vector_width, parallel_min_elements, work, mode, loop_order,
                        vector_dim, tail, split_dim, tile (mode "tiled" only)}}}
 
@@ -35,6 +35,7 @@ from stax._mlir import ir
 
 __all__ = ["ATTR", "VERSION", "CPU_MODES", "CPU_TAILS", "Read", "Result", "GpuTiling", "CpuTiling", "KernelSchedule",
            "read_schedule", "has_schedule", "schedule_errors", "to_attr", "dims_used",
+           "gpu_mode", "with_gpu_tiling", "set_schedule",
            "stride_along"]
 
 ATTR = "stax.schedule"
@@ -87,6 +88,11 @@ class GpuTiling:
     # program id, one value per program
     tile_dims: tuple = ()
     tile_blocks: tuple = ()
+    # the domain dims, outermost first: a pointwise kernel's 1-D block is delinearized
+    # over the domain in this order (its innermost dim the fastest lanes); a tiled
+    # kernel's ends with tile_dims; a reduction's is its kept dims, then its reduced
+    # dims. () only in IR written before the field (then the analysis' order is used)
+    loop_order: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -265,10 +271,13 @@ def to_attr(s: KernelSchedule) -> "ir.DictAttr":
         g = s.gpu
         gpu = _entry({"mode": g.mode, "block": g.block, "rblock": g.rblock,
                       "num_warps": g.num_warps, "num_stages": g.num_stages, "split": g.split})
+        extra = {}
         if g.tile_dims or g.tile_blocks:
-            gpu = ir.DictAttr.get({**{a.name: a.attr for a in gpu},
-                                   "tile_dims": _dense(g.tile_dims),
-                                   "tile_blocks": _dense(g.tile_blocks)})
+            extra = {"tile_dims": _dense(g.tile_dims), "tile_blocks": _dense(g.tile_blocks)}
+        if g.loop_order:
+            extra["loop_order"] = _dense(g.loop_order)
+        if extra:
+            gpu = ir.DictAttr.get({**{a.name: a.attr for a in gpu}, **extra})
         tiling["gpu"] = gpu
     if s.cpu is not None:
         c = s.cpu
@@ -311,7 +320,8 @@ def read_schedule(kernel_op) -> KernelSchedule:
                                            ("block", "rblock", "num_warps", "num_stages",
                                             "split")),
                         tile_dims=_ints(g["tile_dims"]) if "tile_dims" in g else (),
-                        tile_blocks=_ints(g["tile_blocks"]) if "tile_blocks" in g else ())
+                        tile_blocks=_ints(g["tile_blocks"]) if "tile_blocks" in g else (),
+                        loop_order=_ints(g["loop_order"]) if "loop_order" in g else ())
     if "cpu" in tiling:
         c = ir.DictAttr(tiling["cpu"])
         cpu = CpuTiling(_int(c["vector_width"]), _int(c["parallel_min_elements"]),
@@ -418,7 +428,94 @@ def _check_tile(g, mode, kind, rank):
             raise _Bad(f"field 'tiling.gpu.{k}' must be 1 in mode \"tiled\"")
 
 
-def _check_tiling(t, kind="pointwise", rank=0, reduced=()):
+def gpu_mode(kind, reduced_numel, rblock, split, tiled=False) -> str:
+    """The GPU mode a config implies: the one rule the pass, the verifier and
+    `with_gpu_tiling` share (a reduction is persistent when one RBLOCK covers its
+    reduced range, split when programs share it)."""
+    if kind == "pointwise":
+        return "tiled" if tiled else "pointwise"
+    if split > 1:
+        return "split"
+    return "persistent" if rblock >= reduced_numel else "looped"
+
+
+def _check_gpu_mode(g, mode, kind, domain, reduced):
+    """The mode fits the kernel: pointwise/tiled for pointwise kernels (rblock and split
+    1), persistent/looped/split for reductions; persistent covers the reduced range in one
+    RBLOCK; only split splits."""
+    rblock, split = _int(g["rblock"]), _int(g["split"])
+    if (mode in ("pointwise", "tiled")) != (kind == "pointwise"):
+        raise _Bad(f"field 'tiling.gpu.mode' = \"{mode}\" does not fit a {kind} kernel")
+    if mode == "pointwise" and (rblock != 1 or split != 1):
+        raise _Bad("fields 'tiling.gpu.rblock' and 'tiling.gpu.split' must be 1 in mode "
+                   "\"pointwise\"")
+    if mode in ("persistent", "looped") and split != 1:
+        raise _Bad(f"field 'tiling.gpu.split' = {split} must be 1 in mode \"{mode}\"")
+    rn = 1
+    for d in reduced:
+        rn *= domain[d]
+    if mode == "persistent" and rblock < rn:
+        raise _Bad(f"field 'tiling.gpu.rblock' = {rblock} is smaller than the reduced "
+                   f"range ({rn} elements) in mode \"persistent\"; use mode \"looped\"")
+
+
+def _check_gpu_order(g, mode, rank, reduced):
+    """loop_order: a permutation of the domain's dims; a reduction's ends with its
+    reduced dims, a tiled kernel's with its tile dims (p, q)."""
+    order = list(_ints(_need(g, "loop_order", ir.DenseI64ArrayAttr, "tiling.gpu.")))
+    if sorted(order) != list(range(rank)):
+        raise _Bad(f"field 'tiling.gpu.loop_order' = {order} must be a permutation of the "
+                   f"domain's dims 0..{rank - 1}")
+    if reduced and sorted(order[rank - len(reduced):]) != sorted(reduced):
+        raise _Bad(f"field 'tiling.gpu.loop_order' = {order} must end with the reduced dims "
+                   f"{list(reduced)}")
+    if mode == "tiled" and order[-2:] != list(_ints(g["tile_dims"])):
+        raise _Bad(f"field 'tiling.gpu.loop_order' = {order} must end with the tile dims "
+                   f"{list(_ints(g['tile_dims']))}")
+
+
+def with_gpu_tiling(kernel_or_schedule, cfg, loop_order=None) -> "KernelSchedule":
+    """The schedule with its `tiling.gpu` rewritten to an explicit config (an autotuner
+    candidate: anything with block, rblock, num_warps, num_stages, split, and optionally
+    tile_blocks), verified by the schedule's verifier (ValueError naming the field).
+    A tiled kernel keeps its tile dims: its blocks are `cfg.tile_blocks` when the config
+    has them, else the schedule's (a 1-D config then sets only the warps and stages)."""
+    import dataclasses
+    s = kernel_or_schedule
+    if not isinstance(s, KernelSchedule):
+        s = read_schedule(s)
+    g = s.gpu
+    rn = 1
+    for d in s.reduced_dims:
+        rn *= s.domain[d]
+    order = tuple(loop_order) if loop_order is not None else (g.loop_order if g else ())
+    tiled = g is not None and g.mode == "tiled"
+    if tiled:
+        blocks = tuple(getattr(cfg, "tile_blocks", ()) or g.tile_blocks)
+        new = dataclasses.replace(g, block=blocks[0] * blocks[1], tile_blocks=blocks,
+                                  num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+                                  loop_order=order)
+    else:
+        mode = gpu_mode(s.kind, rn, cfg.rblock, cfg.split)
+        new = GpuTiling(mode, cfg.block, cfg.rblock, cfg.num_warps, cfg.num_stages, cfg.split,
+                        loop_order=order)
+    out = dataclasses.replace(s, gpu=new)
+    try:
+        _check_tiling(ir.DictAttr(to_attr(out)["tiling"]), s.kind, len(s.domain),
+                      tuple(s.reduced_dims), tuple(s.domain))
+    except _Bad as e:
+        raise ValueError(f"{ATTR}: {e}") from None
+    return out
+
+
+def set_schedule(kernel_op, s: "KernelSchedule") -> None:
+    """Write `s` as the kernel's stax.schedule attribute (a tuned tiling, for example)."""
+    op = getattr(kernel_op, "operation", kernel_op)
+    op.attributes[ATTR] = to_attr(s)
+
+
+def _check_tiling(t, kind="pointwise", rank=0, reduced=(), domain=None):
+    domain = tuple(domain) if domain is not None else (1,) * rank
     _known(t, "tiling", "tiling")
     if "gpu" in t:
         g = _need(t, "gpu", ir.DictAttr, "tiling.")
@@ -437,6 +534,9 @@ def _check_tiling(t, kind="pointwise", rank=0, reduced=()):
         if mode == "split" and _int(g["split"]) < 2:
             raise _Bad("field 'tiling.gpu.split' must be at least 2 in mode \"split\"")
         _check_tile(g, mode, kind, rank)
+        _check_gpu_mode(g, mode, kind, domain, reduced)
+        if "loop_order" in g:
+            _check_gpu_order(g, mode, rank, reduced)
     if "cpu" in t:
         _check_cpu(_need(t, "cpu", ir.DictAttr, "tiling."), kind, rank, reduced)
 
@@ -503,7 +603,7 @@ _FIELDS = {
     "results": {"space", "map", "offset", "computed"},
     "tiling": {"gpu", "cpu"},
     "tiling.gpu": {"mode", "block", "rblock", "num_warps", "num_stages", "split",
-                   "tile_dims", "tile_blocks"},
+                   "tile_dims", "tile_blocks", "loop_order"},
     "tiling.cpu": {"vector_width", "parallel_min_elements", "work", "mode", "loop_order",
                    "vector_dim", "tail", "split_dim", "tile"},
 }
@@ -609,7 +709,7 @@ def _check(op):
     for p in _ints(_need(d, "row_values", ir.DenseI64ArrayAttr, "")):
         if not 0 <= p < len(body):
             raise _Bad(f"field 'row_values' names body op #{p}; the body has {len(body)} ops")
-    _check_tiling(_need(d, "tiling", ir.DictAttr, ""), kind, rank, red)
+    _check_tiling(_need(d, "tiling", ir.DictAttr, ""), kind, rank, red, domain)
 
 
 def _space(e, w, kind):

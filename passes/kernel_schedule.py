@@ -32,7 +32,7 @@ A kernel this cannot describe raises `ScheduleError` naming the kernel and why.
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.dialects.schedule import (GpuTiling, KernelSchedule, Read, Result,
+from stax.dialects.schedule import (KernelSchedule, Read, Result,
                                     stride_along)
 from stax.targets.kernel_ir import contiguous_strides  # (a list; also this module's API)
 from stax.targets.kernel_ir import reduction_signature
@@ -682,25 +682,16 @@ class _Analysis:
 
     # --------------------------------------------------------------- tiling
     def gpu_tiling(self, reads=(), results=()):
+        """The Triton generator's tiling (triton_configs.default_gpu_tiling), which the
+        generator reads back; None when the Triton target is not importable."""
         try:
-            from stax.targets.triton_ttir import analyze_kernel, default_config
+            from stax.targets.triton_configs import default_gpu_tiling
         except ImportError:  # the Triton generator is not importable here
             return None
-        shape = analyze_kernel(self.op)
-        cfg = default_config(shape)
-        tile = gpu_tile(self.S, reads, results) if shape.kind == "pointwise" else None
-        if tile is not None:
-            p, q, bp, bq, warps = tile
-            return GpuTiling("tiled", bp * bq, 1, warps, 1, 1, (p, q), (bp, bq))
-        if shape.kind == "pointwise":
-            mode = "pointwise"
-        elif cfg.split > 1:
-            mode = "split"
-        elif cfg.rblock >= shape.rnumel:
-            mode = "persistent"
-        else:
-            mode = "looped"
-        return GpuTiling(mode, cfg.block, cfg.rblock, cfg.num_warps, cfg.num_stages, cfg.split)
+        tile = gpu_tile(self.S, reads, results) if not self.D else None
+        return default_gpu_tiling(self.op, self.S, tuple(self.D),
+                                  [(_shape(v), st) for v, st in
+                                   zip(self.yielded, self.out_strides)], tile)
 
     def cpu_tiling(self, reads=(), results=()):
         try:

@@ -7,10 +7,14 @@ Ordinary fused kernels. `autotune_kernel(kernel_op, in_strides, out_strides, nam
 arch, aligned, coordinate_descent)` has the signature of `gpu_tuning._triton_compiler`'s
 hook: export it from the Triton target (`from stax.autotune import autotune_kernel` in
 `stax/targets/triton.py`) and the driver picks it up. It takes the search space from
-`triton_ttir.candidate_configs(analyze_kernel(kernel_op))`, builds each config with
+`schedule_candidates`: variants of the kernel schedule's `tiling.gpu`
+(`triton_configs.tiling_candidates`, the schedule's own tiling first; each one is the
+schedule `dialects.schedule.with_gpu_tiling` rewrites, verified), builds each config with
 `triton.compile_kernel(..., config=cfg)`, benchmarks it on scratch CUDA tensors of the
 kernel's input/output shapes, dtypes and strides (random inputs; nothing of the user's
-is touched), and returns the compiled winner (a TritonKernel like compile_kernel's).
+is touched), writes the winner back into the kernel's `tiling.gpu`
+(`write_tuned_schedule`) and returns the compiled winner (a TritonKernel like
+compile_kernel's).
 Results are cached on disk, so the second process compiles only the winner.
 
 Matmul (+ epilogue). `autotune_matmul(spec, tensors, *, run_cublas, coordinate_descent,
@@ -151,7 +155,9 @@ def _from_json(d, candidates):
         return d["value"]
     for c in candidates:
         if dataclasses.is_dataclass(c) and type(c).__name__ == d["type"]:
-            return type(c)(**d["fields"])
+            # JSON has no tuples: a TiledConfig's tile_blocks comes back as a list
+            return type(c)(**{k: tuple(v) if isinstance(v, list) else v
+                              for k, v in d["fields"].items()})
     raise KeyError(d["type"])
 
 
@@ -497,18 +503,17 @@ def autotune_kernel(kernel_op, in_strides, out_strides, name, *, arch=90, aligne
     """The driver's hook (see the module docstring): tune one stax kernel's TritonConfig
     and return the compiled winner (what triton.compile_kernel returns)."""
     from stax.targets import triton as tt
-    from stax.targets.triton_ttir import analyze_kernel, candidate_configs, emit_ttir
+    from stax.targets.triton_ttir import emit_ttir
 
-    shape = analyze_kernel(kernel_op)
-    cands = candidate_configs(shape)
+    sched, cands = schedule_candidates(kernel_op, in_strides, out_strides)
     block = kernel_op.regions[0].blocks[0]
     ins = [(list(a.type.shape), str(a.type.element_type)) for a in block.arguments]
     outs = [(list(r.type.shape), str(r.type.element_type)) for r in kernel_op.results]
-    # the key: the kernel's TTIR under the default config (the code, the strides, the
-    # alignment) + the candidate list
+    # the key: the kernel's TTIR under its schedule's tiling (the code, the strides, the
+    # alignment) + the candidate list (tiling.gpu variants)
     text = emit_ttir(kernel_op, in_strides, out_strides, "k", config=cands[0],
                      aligned=aligned).full_text
-    key = hashlib.sha256((text + repr(cands)).encode()).hexdigest()[:24]
+    key = hashlib.sha256((_SCHEDULE_KEY + text + repr(cands)).encode()).hexdigest()[:24]
 
     if budget is None:
         budget = TuneBudget.from_env()
@@ -535,14 +540,55 @@ def autotune_kernel(kernel_op, in_strides, out_strides, name, *, arch=90, aligne
     buffers()
     best, _ = tune(f"{name}:{key}", cands, build_and_alloc, label=name, budget=budget, progress=progress,
                    coordinate_descent=coordinate_descent, valid=_kernel_config_valid)
+    write_tuned_schedule(kernel_op, sched, best)
     if best in kernels:
         return kernels[best]
     return tt.compile_kernel(kernel_op, in_strides, out_strides, name, arch=arch,
                              aligned=aligned, config=best)
 
 
+# in every fused-kernel key: candidates are tiling.gpu variants of the kernel's schedule
+# (the first is the schedule's own tiling), not triton_configs' list
+_SCHEDULE_KEY = "tiling.gpu-v1\0"
+
+
+def schedule_candidates(kernel_op, in_strides, out_strides):
+    """(schedule, candidates): the kernel's schedule for these strides (its stax.schedule
+    attribute when made for them, else the analysis'; None when the analysis refuses the
+    kernel) and the search space, `triton_configs.tiling_candidates` of its tiling.gpu
+    (the schedule's own tiling first), each one a config `with_gpu_tiling` turns into a
+    schedule variant. Without a schedule: `candidate_configs` of the analysis."""
+    from stax.dialects.schedule import has_schedule, read_schedule
+    from stax.passes import kernel_schedule
+    from stax.targets.triton_configs import analyze_kernel, candidate_configs, tiling_candidates
+    want = (tuple(tuple(int(x) for x in st) for st in in_strides),
+            tuple(tuple(int(x) for x in st) for st in out_strides))
+    sched = read_schedule(kernel_op) if has_schedule(kernel_op) else None
+    if sched is None or (sched.input_strides, sched.output_strides) != want:
+        try:
+            sched = kernel_schedule.analyze(kernel_op, *want)
+        except kernel_schedule.ScheduleError:
+            sched = None
+    if sched is None or sched.gpu is None:
+        return None, candidate_configs(analyze_kernel(kernel_op))
+    return sched, tiling_candidates(kernel_op, sched.gpu)
+
+
+def write_tuned_schedule(kernel_op, sched, best) -> None:
+    """Record the winner in the kernel's tiling.gpu (the IR dumps then show the tuned
+    schedule, and a later emit without a config emits the winner)."""
+    if sched is None or not dataclasses.is_dataclass(best):
+        return
+    from stax.dialects.schedule import set_schedule, with_gpu_tiling
+    with kernel_op.context:
+        set_schedule(kernel_op, with_gpu_tiling(sched, best))
+
+
 def _kernel_config_valid(cfg) -> bool:
     b, r, w, s = cfg.block, cfg.rblock, cfg.num_warps, cfg.num_stages
+    tile = getattr(cfg, "tile_blocks", ())
+    if tile and b != tile[0] * tile[1]:   # a descent move of a tiled config's block
+        return False
     if b < 1 or r < 1 or (b & (b - 1)) or (r & (r - 1)):
         return False
     if w not in (1, 2, 4, 8, 16, 32) or not 1 <= s <= 4:

@@ -465,6 +465,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
                 _run_passes(module, ["stax-schedule"], dump)
         cg = _generate(gm, example_inputs, imported, func_op, guards, names, notes,
                        graph_id, dump, route=route, device=device, config=config)
+        if config is not None and config.max_autotune:   # the tuned tiling.gpu of each kernel
+            dump.ir("autotune", module)
         # kernels may refer to IR objects: keep their context alive with the callable
         cg._mlir_keepalive = (ctx, module)
         return cg

@@ -50,7 +50,8 @@ def _triton_compiler(config, device, tuner=None):
 # Under `stax.max_autotune` on the triton target (modes max-autotune and
 # max-autotune-no-cudagraphs) one `_Tuner` serves the whole graph:
 #
-# * every fused kernel is tuned over `triton_ttir.candidate_configs` (block sizes,
+# * every fused kernel is tuned over variants of its schedule's tiling.gpu
+#   (`autotune.schedule_candidates`; the winner is written back into it) (block sizes,
 #   num_warps, num_stages) with `stax.autotune.tune`, then refined by coordinate descent
 #   when `stax.coordinate_descent_tuning` is on; the winner is compiled (kernel cache);
 # * every `stax.matmul` whose only user is a pointwise kernel that
@@ -91,6 +92,8 @@ _TUNE_RUN_DEVICE = None
 #: bump when what a tuning result means changes, so older disk entries are not reused
 #: (v2: winners are verified against the default config)
 _TUNE_KEY_VERSION = "v2-verified"
+# fused kernels: v3, the candidates are tiling.gpu variants of the kernel's schedule
+_KERNEL_KEY_VERSION = "v3-schedule"
 
 
 def _autotuner_importable() -> bool:
@@ -430,9 +433,10 @@ class _Tuner:
 
     # -- fused kernels
     def kernel(self, kop, in_st, out_st, name, aligned):
-        from stax.autotune import _kernel_config_valid, _torch_dtype, tune
+        from stax.autotune import (_kernel_config_valid, _torch_dtype, schedule_candidates,
+                                   tune, write_tuned_schedule)
         from stax.targets import triton as tt
-        from stax.targets.triton_ttir import analyze_kernel, candidate_configs, emit_ttir
+        from stax.targets.triton_ttir import emit_ttir
         arch = self.arch
 
         def default(why):
@@ -445,7 +449,7 @@ class _Tuner:
         if self.budget_spent():
             return default("not tuned: the graph's tuning time budget is spent")
         try:
-            cands = candidate_configs(analyze_kernel(kop))
+            sched, cands = schedule_candidates(kop, in_st, out_st)
             block = kop.regions[0].blocks[0]
             specs = [(list(a.type.shape), st, _torch_dtype(str(a.type.element_type)), True)
                      for a, st in zip(block.arguments, in_st)]
@@ -462,7 +466,7 @@ class _Tuner:
                 raise next(iter(pre.values()))
         except Exception as e:  # noqa: BLE001 - an odd kernel: keep the default
             return default(f"not tuned: {type(e).__name__}: {e}")
-        key = f"kernel:{_TUNE_KEY_VERSION}:" + hashlib.sha256(
+        key = f"kernel:{_KERNEL_KEY_VERSION}:" + hashlib.sha256(
             ("\0".join(str(getattr(pre[c], "full_text", pre[c])) for c in cands)
              + repr(cands)).encode()).hexdigest()[:32]
         n_in = len(in_st)
@@ -494,6 +498,7 @@ class _Tuner:
             if check is not None:
                 self.records[-1].update(dropped=dict(check.dropped), verified=verified)
             return k
+        write_tuned_schedule(kop, sched, best)
         k = built.get(best) or tt.compile_kernel(kop, in_st, out_st, name, arch=arch,
                                                  aligned=aligned, config=best)
         verified = self._verified_note(name, check, t)

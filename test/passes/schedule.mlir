@@ -15,7 +15,7 @@
 // CHECK-SAME: reads = [{input = 0 : i64, map = #[[ID]], offset = #[[LIN]], path = "direct", space = "full"}]
 // CHECK-SAME: reduced_dims = array<i64: 1>
 // CHECK-SAME: results = [{map = #[[ID]], offset = #[[LIN]], space = "full"}]
-// CHECK-SAME: gpu = {block = 1 : i64, mode = "persistent", num_stages = 1 : i64, num_warps = 4 : i64, rblock = 1024 : i64, split = 1 : i64}
+// CHECK-SAME: gpu = {block = 1 : i64, loop_order = array<i64: 0, 1>, mode = "persistent", num_stages = 1 : i64, num_warps = 4 : i64, rblock = 1024 : i64, split = 1 : i64}
 // CHECK-SAME: version = 1 : i64}
 func.func @softmax(%x: tensor<8x1024xf32>) -> tensor<8x1024xf32> {
   %m = "stax.reduce_max"(%x) {dims = array<i64: 1>, keepdim = true} : (tensor<8x1024xf32>) -> tensor<8x1xf32>
@@ -76,7 +76,7 @@ func.func @layernorm(%x: tensor<8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32
 // CHECK-SAME: parallel_dims = array<i64: 1>
 // CHECK-SAME: reduced_dims = array<i64: 0>, results = [{map = #[[D1]], offset = #[[D1]], space = "row"}]
 // CHECK-SAME: cpu = {loop_order = array<i64: 1, 0>, mode = "column", parallel_min_elements = 65536 : i64, split_dim = 1 : i64, tail = "none", vector_dim = 1 : i64, vector_width = 16 : i64, work = 4194304 : i64}
-// CHECK-SAME: gpu = {block = 16 : i64, mode = "split", num_stages = 1 : i64, num_warps = 8 : i64, rblock = 64 : i64, split = 16 : i64}
+// CHECK-SAME: gpu = {block = 16 : i64, loop_order = array<i64: 1, 0>, mode = "split", num_stages = 1 : i64, num_warps = 8 : i64, rblock = 64 : i64, split = 16 : i64}
 func.func @column_sum(%x: tensor<8192x512xf32>) -> tensor<512xf32> {
   %s = "stax.reduce_sum"(%x) {dims = array<i64: 0>, keepdim = false} : (tensor<8192x512xf32>) -> tensor<512xf32>
   return %s : tensor<512xf32>

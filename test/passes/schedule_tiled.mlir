@@ -16,7 +16,7 @@
 // CHECK-DAG: #[[T:map[0-9]*]] = affine_map<(d0, d1) -> (d0 + d1 * 64)>
 // CHECK-LABEL: func.func @transpose_add
 // CHECK: reads = [{input = 0 : i64, map = #{{map[0-9]*}}, offset = #[[T]], path = "permute", space = "full"}
-// CHECK-SAME: gpu = {block = 4096 : i64, mode = "tiled", num_stages = 1 : i64, num_warps = 8 : i64, rblock = 1 : i64, split = 1 : i64, tile_blocks = array<i64: 64, 64>, tile_dims = array<i64: 0, 1>}
+// CHECK-SAME: gpu = {block = 4096 : i64, loop_order = array<i64: 0, 1>, mode = "tiled", num_stages = 1 : i64, num_warps = 8 : i64, rblock = 1 : i64, split = 1 : i64, tile_blocks = array<i64: 64, 64>, tile_dims = array<i64: 0, 1>}
 func.func @transpose_add(%x: tensor<128x64xf32>, %y: tensor<64x128xf32>) -> tensor<64x128xf32> {
   %t = "stax.permute"(%x) {perm = array<i64: 1, 0>} : (tensor<128x64xf32>) -> tensor<64x128xf32>
   %a = "stax.add"(%t, %y) : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<64x128xf32>
@@ -29,7 +29,7 @@ func.func @transpose_add(%x: tensor<128x64xf32>, %y: tensor<64x128xf32>) -> tens
 // bias broadcast along d0..d2 is contiguous along C and needs no tile of its own. A dim
 // of 20 gets a block of 32 (4 warps for 64x32).
 // CHECK-LABEL: func.func @nchw_to_nhwc
-// CHECK: gpu = {block = 2048 : i64, mode = "tiled", num_stages = 1 : i64, num_warps = 4 : i64, rblock = 1 : i64, split = 1 : i64, tile_blocks = array<i64: 64, 32>, tile_dims = array<i64: 2, 3>}
+// CHECK: gpu = {block = 2048 : i64, loop_order = array<i64: 0, 1, 2, 3>, mode = "tiled", num_stages = 1 : i64, num_warps = 4 : i64, rblock = 1 : i64, split = 1 : i64, tile_blocks = array<i64: 64, 32>, tile_dims = array<i64: 2, 3>}
 func.func @nchw_to_nhwc(%x: tensor<2x20x17x40xf32>, %b: tensor<20xf32>) -> tensor<2x17x40x20xf32> {
   %t = "stax.permute"(%x) {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x20x17x40xf32>) -> tensor<2x17x40x20xf32>
   %bb = "stax.broadcast_in_dim"(%b) {dims = array<i64: 3>} : (tensor<20xf32>) -> tensor<2x17x40x20xf32>
@@ -42,7 +42,7 @@ func.func @nchw_to_nhwc(%x: tensor<2x20x17x40xf32>, %b: tensor<20xf32>) -> tenso
 // Every read contiguous along the result's dim (a permute of the leading dims, a
 // broadcast row): 1-D.
 // CHECK-LABEL: func.func @leading_permute
-// CHECK: gpu = {block = 1024 : i64, mode = "pointwise", num_stages = 1 : i64, num_warps = 4 : i64, rblock = 1 : i64, split = 1 : i64}
+// CHECK: gpu = {block = 1024 : i64, loop_order = array<i64: 0, 1, 2>, mode = "pointwise", num_stages = 1 : i64, num_warps = 4 : i64, rblock = 1 : i64, split = 1 : i64}
 // CHECK-NOT: tile_dims
 func.func @leading_permute(%x: tensor<32x16x64xf32>, %y: tensor<16x32x64xf32>) -> tensor<16x32x64xf32> {
   %t = "stax.permute"(%x) {perm = array<i64: 1, 0, 2>} : (tensor<32x16x64xf32>) -> tensor<16x32x64xf32>

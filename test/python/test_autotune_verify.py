@@ -172,12 +172,12 @@ def _inject_wrong_config(monkeypatch, index, n=3):
     """Keep the first `n` candidates; the kernel built for candidate `index` adds 0.5 to
     its first output after computing it. Returns (candidates seen, the wrong config)."""
     import stax.targets.triton as tt
-    import stax.targets.triton_ttir as TT
-    orig_cands, orig_build = TT.candidate_configs, tt.build_kernel
+    import stax.targets.triton_configs as TC
+    orig_cands, orig_build = TC.tiling_candidates, tt.build_kernel
     seen: dict = {}
 
-    def cands(shape):
-        c = orig_cands(shape)[:n]
+    def cands(kernel_op, gpu):   # the tiling.gpu variants of the kernel's schedule
+        c = orig_cands(kernel_op, gpu)[:n]
         seen["cands"] = c
         return c
 
@@ -196,7 +196,7 @@ def _inject_wrong_config(monkeypatch, index, n=3):
         k = orig_build(name, tk, arch)
         return Wrong(k) if tk.config == seen["cands"][index] else k
 
-    monkeypatch.setattr(TT, "candidate_configs", cands)
+    monkeypatch.setattr(TC, "tiling_candidates", cands)
     monkeypatch.setattr(tt, "build_kernel", build)
     return seen
 
@@ -251,9 +251,9 @@ def test_injected_bench_without_a_device_says_unverified(monkeypatch):
     from stax.options import resolve_config
     monkeypatch.setenv("STAX_TRITON_ARCH", "90")
     monkeypatch.setattr(T, "_TUNE_BENCH", lambda fn, cfg: 1.0)
-    import stax.targets.triton_ttir as TT
-    orig = TT.candidate_configs
-    monkeypatch.setattr(TT, "candidate_configs", lambda s: orig(s)[:2])
+    import stax.targets.triton_configs as TC
+    orig = TC.tiling_candidates
+    monkeypatch.setattr(TC, "tiling_candidates", lambda op, g: orig(op, g)[:2])
     gm, args, mode = _capture(_pointwise, (64, 96))
     cg = D.compile_graph(gm, args, resolve_config(None, {"stax.max_autotune": True},
                                                   target="triton"))

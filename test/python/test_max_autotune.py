@@ -52,11 +52,12 @@ def linear_gelu(x, w, b):
 def few_candidates(monkeypatch, n_mm=2, n_k=2):
     """Compiling every candidate to PTX on a CPU takes a minute: keep the first few."""
     import stax.targets.triton_matmul as TM
-    import stax.targets.triton_ttir as TT
-    orig_mm, orig_k = TM.matmul_candidates, TT.candidate_configs
+    import stax.targets.triton_configs as TC
+    orig_mm, orig_k = TM.matmul_candidates, TC.tiling_candidates
     monkeypatch.setattr(TM, "matmul_candidates",
                         lambda *a, **kw: orig_mm(*a, **kw)[:n_mm + 1])  # + "cublas"
-    monkeypatch.setattr(TT, "candidate_configs", lambda s: orig_k(s)[:n_k])
+    # fused kernels: the tiling.gpu variants of the kernel's schedule
+    monkeypatch.setattr(TC, "tiling_candidates", lambda op, g: orig_k(op, g)[:n_k])
 
 
 def fake_bench(cublas_ms, triton_ms=1.0, kernel_ms=0.5, calls=None):

@@ -2,7 +2,9 @@
 (`KernelShape`, from `analyze_kernel`), the default `TritonConfig`, the autotuner's
 candidates, the split-reduction heuristics and the tile of a split's final kernel.
 
-This is the tiling choice a kernel schedule will take over (issue 9). Guarantees: each
+The analysis (`passes/kernel_schedule`) records `default_gpu_tiling` as the schedule's
+`tiling.gpu`, and the generator reads that back (`config_of`); the generator calls these
+heuristics itself only for a kernel the analysis refuses. Guarantees: each
 function is a pure function of the kernel's shapes and element types (no strides, no
 emission); `candidate_configs(s)[0] == default_config(s)` and holds no duplicates; a
 config only splits (split > 1) a kernel whose `KernelShape.splittable` is true.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stax.dialects.schedule import GpuTiling, gpu_mode
 from stax.targets.kernel_ir import reduction_signature as _reduction_signature
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import etype as _etype
@@ -168,6 +171,85 @@ def split_final_config(rows, nsplit) -> TritonConfig:
     sb = _p2(nsplit)
     xb = max(1, min(_p2(rows), max(1, 4096 // sb), 64))
     return TritonConfig(xb, sb, 4 if xb * sb >= 1024 else 2, 1)
+
+
+# ----------------------------------------------------------------------------- schedule
+
+def gpu_tiling_of(shape: KernelShape, cfg: TritonConfig, loop_order=(), tile=None) -> GpuTiling:
+    """`cfg` as a schedule's tiling.gpu (tile: (p, q, BP, BQ, num_warps) of a 2-D tile)."""
+    if tile is not None:
+        p, q, bp, bq, warps = tile
+        return GpuTiling("tiled", bp * bq, 1, warps, 1, 1, (p, q), (bp, bq), tuple(loop_order))
+    return GpuTiling(gpu_mode(shape.kind, shape.rnumel, cfg.rblock, cfg.split), cfg.block,
+                     cfg.rblock, cfg.num_warps, cfg.num_stages, cfg.split,
+                     loop_order=tuple(loop_order))
+
+
+def default_gpu_tiling(kernel_op, domain, reduced, results_shape_strides, tile=None):
+    """The schedule's default tiling.gpu: `default_config`'s values (or the analysis' 2-D
+    tile), with the loop order the generator walks: a pointwise kernel's is the storage
+    order of its first result of the domain's shape (`kernel_schedule.loop_order`); a
+    tiled kernel's the other dims, then (p, q); a reduction's the kept dims, then the
+    reduced ones."""
+    from stax.passes.kernel_schedule import loop_order
+    shape = analyze_kernel(kernel_op)
+    rank = len(domain)
+    if tile is not None:
+        order = [d for d in range(rank) if d not in tile[:2]] + list(tile[:2])
+    elif shape.kind == "pointwise":
+        order = list(range(rank))
+        for shp, st in results_shape_strides:
+            if tuple(shp) == tuple(domain):
+                order = list(loop_order(shp, st))
+                break
+    else:
+        order = [d for d in range(rank) if d not in reduced] + list(reduced)
+    return gpu_tiling_of(shape, default_config(shape), order,
+                         tile if shape.kind == "pointwise" else None)
+
+
+def config_of(g: GpuTiling) -> TritonConfig:
+    """The TritonConfig a schedule's tiling.gpu stands for (the generator's only source)."""
+    return TritonConfig(g.block, g.rblock, g.num_warps, g.num_stages, g.split)
+
+
+def tiling_candidates(kernel_op, g: GpuTiling) -> list:
+    """The autotuner's search space as tiling.gpu variants (TritonConfigs; the caller
+    rewrites the schedule with each, `with_gpu_tiling`): the schedule's own tiling first,
+    then `candidate_configs` around it; a tiled kernel keeps its tile dims and varies its
+    warps and its blocks."""
+    first = config_of(g)
+    if g.mode == "tiled":
+        out = [TiledConfig(*_tiled_fields(g.tile_blocks, g.num_warps, g.num_stages))]
+        bp, bq = g.tile_blocks
+        for b in ((bp, bq), (bp // 2, bq), (bp, bq // 2), (bp * 2, bq), (bp, bq * 2)):
+            if not all(16 <= x <= 1024 for x in b) or b[0] * b[1] > 16384:
+                continue
+            for w in (2, 4, 8, 16):
+                if 32 * w <= b[0] * b[1]:
+                    c = TiledConfig(*_tiled_fields(b, w, g.num_stages))
+                    if c not in out:
+                        out.append(c)
+        return out
+    out = [first]
+    for c in candidate_configs(analyze_kernel(kernel_op)):
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def _tiled_fields(blocks, warps, stages):
+    return blocks[0] * blocks[1], 1, warps, stages, 1, tuple(blocks)
+
+
+@dataclass(frozen=True)
+class TiledConfig(TritonConfig):
+    """A tiled kernel's candidate: a TritonConfig plus its 2-D tile's blocks (BP, BQ)."""
+    tile_blocks: tuple = ()
+
+    def label(self) -> str:   # the autotuner's progress line
+        return f"tile {self.tile_blocks[0]}x{self.tile_blocks[1]} w{self.num_warps} " \
+               f"s{self.num_stages}"
 
 
 # ----------------------------------------------------------------------------- analysis

@@ -49,8 +49,21 @@ class _ReductionMixin:
         XB, RB = self.config.block, self.config.rblock
         if self.final_of_split:
             return self._emit_split_final(rows)
-        persistent = RB >= rn
+        # the schedule's mode decides: persistent holds the whole range in one RBLOCK
+        # (the verifier checks RBLOCK covers it), looped steps over it even when one
+        # step would do; a split whose parts collapse to one is persistent or looped
+        mode = self.gpu.mode
+        if mode == "persistent" and RB < rn:
+            raise KernelLoweringError(f"kernel {self.name}: tiling.gpu is persistent but "
+                                      f"RBLOCK {RB} < the reduced range {rn}")
+        persistent = mode == "persistent" or (mode == "split" and RB >= rn)
         kind = "reduction-persistent" if persistent else "reduction-looped"
+        order = tuple(self.gpu.loop_order)
+        if order and order != tuple(kept) + tuple(D):
+            raise KernelLoweringError(
+                f"kernel {self.name}: tiling.gpu.loop_order {list(order)}: the Triton "
+                f"reduction walks its kept dims then its reduced dims in dim order "
+                f"({list(kept) + list(D)}); another order is not implemented")
         nsplit, chunk = 1, rn
         if self.config.split > 1:
             if not self.shape_info.splittable:

@@ -71,8 +71,10 @@ from stax.targets.kernel_ir import shape as _shape
 from stax.targets.kernel_ir import with_deep_stack
 from stax.targets.llvm import KernelLoweringError
 from stax.targets.triton_combine import _CombineMixin
+from stax.dialects.schedule import with_gpu_tiling
 from stax.targets.triton_configs import (KernelShape, TritonConfig, analyze_kernel,
-                                         candidate_configs, default_config, split_final_config)
+                                         candidate_configs, config_of, default_config,
+                                         gpu_tiling_of, split_final_config)
 from stax.targets.triton_convert import _ConvertMixin
 from stax.targets.triton_dtypes import _dt
 from stax.targets.triton_emitter import V, _Emitter
@@ -160,8 +162,10 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
             for r in o.results:
                 self.defining[r] = o
         self.shape_info = analyze_kernel(kernel_op)
-        self.explicit_config = config
-        self.config = config or default_config(self.shape_info)
+        self.gpu = self._gpu_tiling(config) if not final_of_split else None
+        # every launch decision comes from the schedule's tiling.gpu; a split's final
+        # kernel takes the tile its caller derived from the schedule's split
+        self.config = config if final_of_split else config_of(self.gpu)
         self.em = _Emitter()
         self.cond = ()            # extra load masks (concat / pad branches)
         self.mask_ctx = None      # pointwise: the numel whose mask is active
@@ -202,6 +206,32 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
                           tuple(a.dt.mem for a in self.inputs + self.outputs), cfg, self.aligned,
                           self.stage2, tuple((a.extent, a.dt.mem) for a in self.ws))
 
+    def _gpu_tiling(self, config):
+        """The kernel's tiling.gpu: its schedule's, rewritten to `config` when one is given
+        (an autotuner candidate: `with_gpu_tiling`, verified); for a kernel the analysis
+        refuses, the analysis' default config (no loop order: each output's own)."""
+        s = self._schedule()
+        if s is None or s.gpu is None:
+            cfg = config or default_config(self.shape_info)
+            return gpu_tiling_of(self.shape_info, cfg)
+        if config is None:
+            return s.gpu
+        try:
+            return with_gpu_tiling(s, config).gpu
+        except ValueError as e:
+            raise KernelLoweringError(f"kernel {self.name}: config {config}: {e}") from None
+
+    def _walk_order(self, out):
+        """The order (outermost first) an output's 1-D block is delinearized in: the
+        schedule's loop_order for an output of the domain's shape; the output's own
+        storage order for another shape (a view result) or a schedule without one."""
+        s = self._schedule()
+        g = self.gpu
+        if g is not None and g.loop_order and s is not None and \
+                tuple(out.shape) == tuple(s.domain):
+            return tuple(g.loop_order)
+        return kernel_schedule.loop_order(out.shape, out.strides)
+
     # --------------------------------------------------------------- pointwise
     def _emit_pointwise(self):
         tile = self._tile()
@@ -232,9 +262,9 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
             self.masks[shape] = self.masks[key]
             self.mask_ctx = numel
             self.masks[()] = None
-            # lanes walk this output's storage order (kernel_schedule.loop_order): a
-            # channels-last or transposed output is stored, and mostly read, coalesced
-            order = kernel_schedule.loop_order(out.shape, out.strides)
+            # lanes walk the schedule's loop order (by default the output's storage
+            # order): a channels-last or transposed output is stored coalesced
+            order = self._walk_order(out)
             walked = self.delinearize(lin, [out.shape[d] for d in order])
             logical = [None] * len(order)
             for k, d in enumerate(order):
@@ -249,10 +279,10 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
     # --------------------------------------------------------------- tiled pointwise
     def _tile(self):
         """((p, q), (BP, BQ), domain) when the kernel's schedule tiles it in 2-D, else None.
-        The tile's num_warps is the schedule's, or an explicit config's (the autotuner's
-        pointwise candidates keep the tile and vary the warps)."""
+        Blocks and warps are the tiling.gpu's (the schedule's, or an autotuner
+        candidate's rewrite of it)."""
         s = self._schedule()
-        g = s.gpu if s is not None else None
+        g = self.gpu
         if g is None or g.mode != "tiled":
             return None
         dom = tuple(s.domain)
@@ -261,10 +291,7 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
                 any(r.map is None or str(r.map) != ident for r in s.results):
             raise KernelLoweringError(f"internal error: kernel {self.name}: its schedule tiles "
                                       "it in 2-D, but a result is not the domain's")
-        cfg = self.explicit_config
-        warps, stages = (g.num_warps, g.num_stages) if cfg is None else \
-            (cfg.num_warps, cfg.num_stages)
-        self.config = TritonConfig(g.tile_blocks[0] * g.tile_blocks[1], 1, warps, stages)
+        g = self.gpu   # the schedule's tile, or an explicit config's (with_gpu_tiling)
         return tuple(g.tile_dims), tuple(g.tile_blocks), dom
 
     def _emit_pointwise_tiled(self, dims, blocks, dom):
@@ -273,7 +300,9 @@ class _Lowering(_IndexMixin, _ConvertMixin, _OpsMixin, _ReductionMixin, _Combine
         n = _numel(dom)
         self._choose_index_type(n + bp * bq)
         it = self.it
-        others = [d for d in range(len(dom)) if d not in dims]
+        # the program id walks the other dims in the schedule's loop order
+        order = self.gpu.loop_order or tuple(range(len(dom)))
+        others = [d for d in order if d not in dims]
         ntp, ntq = -(-dom[p] // bp), -(-dom[q] // bq)
         nprog = ntp * ntq * _numel([dom[d] for d in others])
         self.grid = (max(1, nprog), 1, 1)
