@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_triton_runtime_sizes import _routes, check, symbolic_graph, text_graph  # noqa: E402
+from test_triton_runtime_sizes import (CONCAT_SYMBOLIC, _routes, check,  # noqa: E402
+                                       symbolic_graph, text_graph)
 
 CUDA = torch.cuda.is_available()
 gpu = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
@@ -138,6 +139,14 @@ def test_kv_cache_append_symbolic_length(dtype):
     _routes(g)
     check(g, _kv_append, _kv_make(dtype, 2, 8), KV_SIZES)
     assert len(g.sized) == 1 and len({p.ttir.text for p in g.plans}) == 1   # one variant
+
+
+def test_concat_of_one_tensor_twice_then_add():
+    """[s0, 4] ++ [s0, 4] along s0 (`2*s0`), then an add (refused before this)."""
+    g = text_graph(CONCAT_SYMBOLIC)
+    _routes(g)
+    check(g, lambda x, y: torch.cat([x, x]) + y,
+          lambda n: (torch.randn(n, 4), torch.randn(2 * n, 4)), ROWS)
 
 
 @pytest.mark.parametrize("dtype,et", [(torch.float32, "f32"), (torch.int64, "i64")],
