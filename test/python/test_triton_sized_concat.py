@@ -18,6 +18,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_triton_runtime_sizes import (CONCAT_SYMBOLIC, _routes, check,  # noqa: E402
                                        symbolic_graph, text_graph)
+from ttir_interp import run_ttir  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 gpu = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
@@ -221,6 +222,43 @@ def test_gather_feeds_a_row_reduction():
     check(g, lambda w, i: F.embedding(i, w).sum(1),
           lambda n: (torch.randn(50, 16), torch.randint(0, 50, (n,))), [(1,), (17,), (31,),
                                                                          (3,), (5,)])
+
+
+def test_variants_i64_and_div16():
+    """The variants scheme holds for the new ops: the forced i64 body of a KV append, a
+    pad and a gather is right at odd sizes, and the pad (its inner dim symbolic) gets the
+    div16 variant exactly when that size is a multiple of 16."""
+    from test_triton_runtime_sizes import _run_variant
+    from stax.runtime.triton_sized import SizedVariant
+    i64 = SizedVariant("i64", (), (False,) * 3)
+    g = symbolic_graph(_kv_append, *_kv_make(torch.float32, 2, 8)(5))
+    k = g.compiled[0]
+    for n in (1, 17, 31):
+        c, x = _kv_make(torch.float32, 2, 8)(n)
+        out = torch.full((2, 2, n + 1, 8), 77.0)
+        _run_variant(k, i64, [c, x, out], k.sizes_of([c, x, out]))
+        torch.testing.assert_close(out, _kv_append(c, x), rtol=0, atol=0)
+    gp = text_graph(_pad_text("f32", "1.5"))
+    kp = gp.compiled[0]
+    inner = kp.symbols[1]
+    for n, m in ((3, 16), (2, 32), (5, 17), (1, 1)):
+        x = torch.randn(n, m)
+        out = torch.full((n + 3, m + 3), 77.0)
+        p = kp.plan(x, out)
+        assert (inner in p.variant.div16) == (m % 16 == 0), m
+        run_ttir(p.ttir.text, p.grid, [x, out], kp.name, scalars=p.scalars)
+        ref = F.pad(x, (1, 2, 3, 0), value=1.5)
+        torch.testing.assert_close(out, ref + ref)
+        out = torch.full((n + 3, m + 3), 77.0)
+        _run_variant(kp, SizedVariant("i64", (), (False,) * 2), [x, out], [n, m])
+        torch.testing.assert_close(out, ref + ref)
+    gg = text_graph(_gather_text("i32", 50, 16))
+    kg = gg.compiled[0]
+    for n in (1, 13, 37):
+        w, i = _gather_make(torch.int32, 50, 16, wild=True)(n)
+        out = torch.full((n, 16), 77.0)
+        _run_variant(kg, i64, [w, i, out], [n])
+        torch.testing.assert_close(out, _gather_ref(w, i), rtol=0, atol=0)
 
 
 # ------------------------------------------------------------------------------ on a GPU

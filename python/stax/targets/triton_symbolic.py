@@ -29,6 +29,11 @@ taking, after the tensors' pointers, one integer per distinct free symbol of its
 * Reductions (`triton_symbolic_reduction`) over static or symbolic dims: rows (the
   reduced dims innermost: softmax, layer_norm, rms_norm, sum/amax over the last dim) and
   columns (a kept dim innermost: a bias gradient's sum over a symbolic batch).
+* Concat along a symbolic or a static dim (split points are size expressions computed
+  at entry, e.g. a KV cache's `s0`), pad with symbolic extents (constant value; loads
+  masked by `low <= i < low + n`), gather with a runtime number of i32/i64 indices (each
+  wrapped and clamped into `[0, n)`, n a runtime size: never an out-of-bounds read), as
+  the static generator's triton_ops does, in pointwise kernels and as reduction inputs.
 
 Element evaluation (per-op values, converts, rounding, combines, tt.reduce) is the static
 generator's (`triton_ttir._Lowering` and its mixins); this module replaces what depends on
@@ -37,8 +42,8 @@ algebra (`passes/kernel_schedule.py`'s AffineMaps) takes constant sizes; a runti
 would make its maps semi-affine (`d0 * s0`, `d0 floordiv s0`), which its simplifier and
 offset checks do not handle, so views are re-derived here as index lists (the same
 semantics, `_view_index`). Refused with a KernelLoweringError naming the kernel (the
-caller then compiles per size): gather, concat, pad, argmax/argmin, kernels of another
-kind, non-contiguous strides.
+caller then compiles per size): argmax/argmin, slices of part of a symbolic dim,
+kernels of another kind, non-contiguous strides.
 """
 from __future__ import annotations
 
