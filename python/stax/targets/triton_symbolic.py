@@ -29,6 +29,11 @@ taking, after the tensors' pointers, one integer per distinct free symbol of its
 * Reductions (`triton_symbolic_reduction`) over static or symbolic dims: rows (the
   reduced dims innermost: softmax, layer_norm, rms_norm, sum/amax over the last dim) and
   columns (a kept dim innermost: a bias gradient's sum over a symbolic batch).
+* Concat along a symbolic or a static dim (split points are size expressions computed
+  at entry, e.g. a KV cache's `s0`), pad with symbolic extents (constant value; loads
+  masked by `low <= i < low + n`), gather with a runtime number of i32/i64 indices (each
+  wrapped and clamped into `[0, n)`, n a runtime size: never an out-of-bounds read), as
+  the static generator's triton_ops does, in pointwise kernels and as reduction inputs.
 
 Element evaluation (per-op values, converts, rounding, combines, tt.reduce) is the static
 generator's (`triton_ttir._Lowering` and its mixins); this module replaces what depends on
@@ -37,13 +42,14 @@ algebra (`passes/kernel_schedule.py`'s AffineMaps) takes constant sizes; a runti
 would make its maps semi-affine (`d0 * s0`, `d0 floordiv s0`), which its simplifier and
 offset checks do not handle, so views are re-derived here as index lists (the same
 semantics, `_view_index`). Refused with a KernelLoweringError naming the kernel (the
-caller then compiles per size): gather, concat, pad, argmax/argmin, kernels of another
-kind, non-contiguous strides.
+caller then compiles per size): argmax/argmin, slices of part of a symbolic dim,
+kernels of another kind, non-contiguous strides.
 """
 from __future__ import annotations
 
 from stax._mlir import ir
 from stax.dialects import symbolic
+from stax.dialects.stax_dialect import scalar_attr_value
 from stax.targets.cpu_symbolic import (arg_dims, contiguous_strides, has_runtime_sizes,
                                        symbol_sources, symbols_of)
 from stax.targets.kernel_ir import REDUCTION_OPS, ROUNDED_RESULT_OPS, VIEW_OPS
@@ -52,7 +58,7 @@ from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.kernel_ir import with_deep_stack
 from stax.targets.llvm import KernelLoweringError
 from stax.targets.triton_dtypes import _DT, _dt, _isf
-from stax.targets.triton_emitter import V, _Emitter
+from stax.targets.triton_emitter import V, _common, _Emitter
 from stax.targets.triton_index import _Arg
 from stax.targets.triton_symbolic_reduction import _SizedReductionMixin
 from stax.targets.triton_ttir import TritonConfig, TTIRKernel, _dce, _Lowering
@@ -60,8 +66,7 @@ from stax.targets.triton_ttir import TritonConfig, TTIRKernel, _dce, _Lowering
 __all__ = ["has_runtime_sizes", "compile_sized_kernel", "emit_sized_ttir", "kernel_meta",
            "KernelLoweringError"]
 
-_UNSUPPORTED = {"stax.gather": "stax.gather", "stax.concat": "stax.concat",
-                "stax.pad": "stax.pad", "stax.argmax": "argmax", "stax.argmin": "argmin"}
+_UNSUPPORTED = {"stax.argmax": "argmax", "stax.argmin": "argmin"}
 
 
 def _dims(v):
@@ -300,6 +305,12 @@ class _SizedLowering(_SizedReductionMixin, _Lowering):
                 res = self._eval(o.operands[0], self._view_index(o, idx))
             elif name == "stax.iota":
                 res = self._eval_iota(o, v, idx)
+            elif name == "stax.concat":
+                res = self._eval_sized_concat(o, idx)
+            elif name == "stax.pad":
+                res = self._eval_sized_pad(o, v, idx)
+            elif name == "stax.gather":
+                res = self._eval_sized_gather(o, idx)
             else:
                 res = self._eval_op(o, v, idx)
             if name not in ROUNDED_RESULT_OPS:
@@ -331,6 +342,115 @@ class _SizedLowering(_SizedReductionMixin, _Lowering):
                     for i, a, s in zip(idx, start, step)]
         # reshape of contiguous element order: re-linearize, delinearize by the operand
         return self.s_delinearize(self.s_linearize(idx, dst), src)
+
+    # --------------------------------------------------------------- concat, pad, gather
+    # The static generator's structure (triton_ops: each concat operand / the pad source
+    # loaded under its range condition, then selected; a gathered index wrapped and
+    # clamped), with the bounds runtime size expressions instead of constants.
+    def s_cond(self, pred, a: V, d) -> V:
+        """a <pred> d (signed compare) for a dim d, static or a size expression."""
+        if isinstance(d, int):
+            return self._cond_ix(pred, a, d)
+        em = self.em
+        x = em.mat(a, ()) if a.is_const else a.ssa
+        return V(em.op(f"arith.cmpi {pred}, {x}, {self._splat(self._size(d), a.shape)} : "
+                       f"{em.ty(a.shape, self.it)}", "m"), a.shape, "i1")
+
+    def s_sub(self, a: V, d) -> V:
+        """a - d for a dim d (static or a size expression)."""
+        if isinstance(d, int):
+            return self.ix_add(a, self.ix_const(-d))
+        em = self.em
+        x = em.mat(a, ()) if a.is_const else a.ssa
+        return V(em.op(f"arith.subi {x}, {self._splat(self._size(d), a.shape)} : "
+                       f"{em.ty(a.shape, self.it)}", "i"), a.shape, self.it)
+
+    def _and_conds(self, a, b):
+        if a is None or (b.is_const and b.cval):
+            return b if a is None else a
+        if a.is_const:
+            return b if a.cval else a
+        if b.is_const:   # false
+            return b
+        sh = _common(a.shape, b.shape)
+        return V(self._and(a, b, sh), sh, "i1")
+
+    def _eval_sized_concat(self, o, idx):
+        """Operand k where starts[k] <= i_d < starts[k+1] (the split points size
+        expressions: `s0` for a KV cache's append), read at i_d - starts[k]."""
+        d = ir.IntegerAttr(o.attributes["dim"]).value
+        i = idx[d]
+        starts, acc = [], 0
+        for x in o.operands:
+            starts.append(acc)
+            acc = symbolic.dim_sum([acc, _dims(x)[d]])
+
+        def read(k):
+            sub = list(idx)
+            sub[d] = self.s_sub(i, starts[k])
+            return self._eval(o.operands[k], sub)
+
+        def branch(k):   # operand k or a later one: i_d >= starts[k]
+            if k == len(starts) - 1:
+                return read(k)
+            c = self.s_cond("slt", i, starts[k + 1])
+            if c.is_const:
+                return read(k) if c.cval else branch(k + 1)
+            a = self._with_cond(c, lambda: read(k))
+            b = self._with_cond(self._not(c), lambda: branch(k + 1))
+            return self._select(c, a, b)
+        return branch(0)
+
+    def _eval_sized_pad(self, o, v, idx):
+        """The source read at i - low where low <= i < low + n (n a runtime size for a
+        symbolic dim), else the constant pad value; out-of-range lanes are not loaded."""
+        low, high = _ints(o, "low"), _ints(o, "high")
+        src = _dims(o.operands[0])
+        rdt = _dt(_etype(v))
+        conds, sub = None, []
+        for d, (lo, n) in enumerate(zip(low, src)):
+            sub.append(self.s_sub(idx[d], lo))
+            if lo == 0 and high[d] <= 0:
+                continue
+            if lo > 0:
+                conds = self._and_conds(conds, self._cond_ix("sge", idx[d], lo))
+            conds = self._and_conds(conds, self.s_cond("slt", idx[d], symbolic.dim_sum([lo, n])))
+        pv = scalar_attr_value(o.attributes["value"])
+        padv = V(None, (), rdt.comp, cval=(int(bool(pv)) if rdt.bool_ else pv))
+        if conds is None or (conds.is_const and conds.cval):
+            return self._eval(o.operands[0], sub)
+        if conds.is_const:
+            return padv
+        x = self._with_cond(conds, lambda: self._eval(o.operands[0], sub))
+        return self._select(conds, x, padv)
+
+    def _eval_sized_gather(self, o, idx):
+        """input[..., indices[i_d], ...]: the index loaded where the result is read, a
+        negative one wrapped by the dim's size n, then clamped into [0, n) (n a runtime
+        size for a symbolic dim) so an out-of-range index reads in bounds, never outside
+        the buffer (torch raises there), as the static generator does."""
+        em, it = self.em, self.it
+        d = ir.IntegerAttr(o.attributes["dim"]).value
+        n = _dims(o.operands[0])[d]
+        k = self._eval(o.operands[1], [idx[d]])
+        sh = k.shape
+        kty, ity = em.ty(sh, k.elem), em.ty(sh, it)
+        kv = em.mat(k, sh)
+        kb, ib = int(k.elem[1:]), int(it[1:])
+        if kb < ib:
+            kv = em.op(f"arith.extsi {kv} : {kty} to {ity}", "i")
+        elif kb > ib:
+            kv = em.op(f"arith.trunci {kv} : {kty} to {ity}", "i")
+        zero = em.mat(self.ix_const(0), sh)
+        neg = em.op(f"arith.cmpi slt, {kv}, {zero} : {ity}", "c")
+        wrapped = em.op(f"arith.addi {kv}, {em.mat(self._size(n), sh)} : {ity}", "i")
+        kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : {em.ty(sh, 'i1')}, {ity}", "i")
+        kv = em.op(f"arith.maxsi {kv}, {zero} : {ity}", "i")
+        last = self._size(symbolic.dim_sum([n, -1]))
+        kv = em.op(f"arith.minsi {kv}, {em.mat(last, sh)} : {ity}", "i")
+        sub = list(idx)
+        sub[d] = V(kv, sh, it, hi=n if isinstance(n, int) else None)
+        return self._eval(o.operands[0], sub)
 
     # --------------------------------------------------------------- pointwise
     def _emit_sized_pointwise(self):
