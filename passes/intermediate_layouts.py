@@ -153,6 +153,11 @@ class _Tree:
                 elif u.name not in _KERNEL_OPS and u.name != "stax.matmul":
                     self.ok = False
                     break
+        # candidates in block order, not use-list order (which a print and parse
+        # reverses): a tie between two orders resolves the same way on every run
+        if self.ok and len(self.views) > 1:
+            where = {op: i for i, op in enumerate(self.views[0].block.operations)}
+            self.views.sort(key=lambda op: where[op])
 
     def candidates(self) -> list[tuple[int, ...]]:
         """Row-major first, then the order each permute or reshape of the tree implies."""
