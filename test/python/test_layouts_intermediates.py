@@ -226,3 +226,44 @@ def test_transpose_then_pointwise_training(tmp_path, monkeypatch):
             h = F.gelu(x.transpose(1, 2)) @ self.w  # [B, C, T]
             return torch.tanh(h).transpose(1, 2).reshape(x.shape[0], -1)
     _both(M, [_x()], True, tmp_path, monkeypatch)
+
+
+def test_triton_route_interpreted(tmp_path, monkeypatch):
+    """The Triton route (kernels compiled for fake CUDA inputs, TTIR interpreted on the
+    CPU, loads bounds-checked) writes the reordered intermediates too: the QK-norm and
+    out-norm kernels of a small attention, forward and backward, equal eager's values
+    and gradients; in inference the norms write the head layouts bmm and the output
+    projection read (3 copies fewer than row-major)."""
+    pytest.importorskip("triton")
+    from test_gpu_training_sizes import _interpreted_step
+    monkeypatch.setenv("STAX_TRITON_ARCH", "90")
+    for choose in ("0", "1"):
+        monkeypatch.setenv("STAX_INTERMEDIATE_LAYOUTS", choose)
+        monkeypatch.setenv("STAX_DEBUG_DIR", str(tmp_path / choose))
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        m = QKNormAttention(64, 4, head_norm_out=True)
+        x = torch.randn(2, 32, 64, requires_grad=True)
+        with torch.no_grad():
+            y = _interpreted_step(m)(x)
+            torch.testing.assert_close(y, m(x), rtol=1e-4, atol=1e-4)
+            assert y.stride() == m(x).stride()
+        torch._dynamo.reset()
+        loss = _interpreted_step(lambda x: m(x).sum())(x)
+        loss.backward()
+        got = [x.grad.clone()] + [p.grad.clone() for p in m.parameters()]
+        x.grad = None
+        m.zero_grad()
+        want = m(x).sum()
+        want.backward()
+        torch.testing.assert_close(loss, want, rtol=1e-4, atol=1e-4)
+        for a, b in zip(got, [x.grad] + [p.grad for p in m.parameters()]):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    # (the graphs are g0000_graph (inference), g0001_graph, g0002_graph in compile order)
+    off = list(_copies_per_graph(tmp_path / "0").values())
+    on = list(_copies_per_graph(tmp_path / "1").values())
+    assert len(off) == len(on) == 3, (off, on)
+    assert len(off[0]) == len(on[0]) + 3, (off, on)
+    # training: bmm's operands and the out norm's input are saved (eager's strides), so
+    # the forward's copies stay; the backward's may only drop
+    assert on[1] == off[1] and len(on[2]) <= len(off[2]), (off, on)
