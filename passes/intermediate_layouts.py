@@ -54,16 +54,8 @@ def _static_shape(value):
 
 
 def _itemsize(value) -> int:
-    et = ir.RankedTensorType(value.type).element_type
-    width = getattr(et, "width", None)
-    for cls in (ir.IntegerType, ir.FloatType):
-        if width is not None:
-            break
-        try:
-            width = cls(et).width
-        except (ValueError, TypeError):
-            continue
-    return max(1, (width or 32) // 8)
+    from stax.passes.assign_layouts import _itemsize as itemsize  # (imports this module)
+    return itemsize(value)
 
 
 def _numel(shape) -> int:
