@@ -10,6 +10,14 @@ Cases (issue 9):
     conv_bn_relu_nchw  conv 3x3 + BatchNorm (eval) + ReLU on an NCHW input
     conv_bn_relu_cl    the same on a channels-last input (and weights)
     gpt2_sliced        a GPT-2 block fed x[:, :, :768] of a wider tensor (a strided input)
+    qk_norm_attention  attention with per-head RMS norms of q and k (OLMo-2 / Qwen3), width
+                       768, 12 heads: the norms' head permute feeds bmm's batch merge
+    exp_transpose_mm   exp(x) read by a row sum and, transposed and flattened, by a matmul
+
+The non-conv cases measure stax twice, with the intermediates' orders chosen
+(passes/intermediate_layouts.py, the default) and all row-major
+(STAX_INTERMEDIATE_LAYOUTS=0), one row each; `--intermediates chosen` measures only
+the default.
 
 The conv cases measure stax twice, with the option `stax.channels_last` "off" (eager's
 layouts) and "on" (channels-last activations: passes/channels_last.py), one row each
@@ -270,10 +278,60 @@ def _cases(device, quick):
     blk64 = checks.float64_model(blk)
     cases.append(("gpt2_sliced", lambda w: blk(w[:, :, :hid]), lambda w: blk64(w[:, :, :hid]),
                   (wide,)))
+
+    hid, heads, seq, bb = (64, 4, 32, 2) if quick else ((768, 12, 512, 8) if big else (768, 12, 128, 2))
+    qkn = _QKNormAttention(hid, heads).eval().to(device)
+    cases.append(("qk_norm_attention", qkn, checks.float64_model(qkn), (rnd(bb, seq, hid),)))
+
+    m = 32 if quick else 256
+    w = rnd(m, 64)
+
+    def exp_transpose_mm_of(w):
+        def exp_transpose_mm(x):
+            y = torch.exp(x)
+            return y.transpose(1, 2).reshape(-1, m) @ w + y.sum(-1).reshape(-1, 1)
+        return exp_transpose_mm
+    cases.append(("exp_transpose_mm", exp_transpose_mm_of(w), exp_transpose_mm_of(w.double()),
+                  (rnd(8, m, m) * 0.1,)))
     return cases
 
 
-def _measure(name, fn, args, device, target_s, options=None):
+def _QKNormAttention(dim, heads):
+    import torch
+    from torch import nn
+
+    def rms(z):
+        return z * torch.rsqrt(z.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    class QKNormAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            d = c // heads
+            q, k, v = self.qkv(x).split(c, dim=2)
+            q = rms(q.view(b, t, heads, d)).transpose(1, 2)
+            k = rms(k.view(b, t, heads, d)).transpose(1, 2)
+            v = v.view(b, t, heads, d).transpose(1, 2)
+            y = torch.softmax(q @ k.transpose(-2, -1) * d ** -0.5, dim=-1) @ v
+            return self.proj(y.transpose(1, 2).reshape(b, t, c))
+    return QKNormAttention()
+
+
+def _measure(name, fn, args, device, target_s, options=None, env=None):
+    if env:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return _measure(name, fn, args, device, target_s, options)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
     import torch
     import torch._inductor.metrics as im
     import stax.backend
@@ -340,7 +398,7 @@ def _measure(name, fn, args, device, target_s, options=None):
 
 
 def _stax_key(label) -> str:
-    return "stax" if label is None else f"stax cl={label}"
+    return "stax" if label is None else f"stax {label}"
 
 
 def _channels_last_decision(reports) -> str:
@@ -363,6 +421,9 @@ def main(argv=None) -> int:
     ap.add_argument("--channels-last", choices=("both", "auto"), default="both",
                     help="the conv cases: stax with stax.channels_last off and on (both), "
                          "or with the default auto")
+    ap.add_argument("--intermediates", choices=("both", "chosen"), default="both",
+                    help="the other cases: stax with the intermediates' orders chosen and "
+                         "row-major (STAX_INTERMEDIATE_LAYOUTS=0), or only chosen")
     args = ap.parse_args(argv)
     env_notes = common.init_env()
     import torch
@@ -377,12 +438,18 @@ def main(argv=None) -> int:
         recs = {}
         for b in ("eager", "inductor"):
             recs[b] = _measure(b, fn, inputs, args.device, args.target_s)
-        variants = ([("off", {"stax.channels_last": "off"}), ("on", {"stax.channels_last": "on"})]
-                    if cname.startswith("conv") and args.channels_last == "both" else [(None, None)])
-        for label, options in variants:
+        off = {"STAX_INTERMEDIATE_LAYOUTS": "0"}
+        if cname.startswith("conv"):
+            variants = ([("cl=off", {"stax.channels_last": "off"}, None),
+                         ("cl=on", {"stax.channels_last": "on"}, None)]
+                        if args.channels_last == "both" else [(None, None, None)])
+        else:
+            variants = ([("row-major", None, off), ("chosen", None, None)]
+                        if args.intermediates == "both" else [(None, None, None)])
+        for label, options, env in variants:
             recs[_stax_key(label)] = _measure("stax", fn, inputs, args.device, args.target_s,
-                                              options)
-        for b in ["inductor"] + [_stax_key(label) for label, _ in variants]:
+                                              options, env)
+        for b in ["inductor"] + [_stax_key(label) for label, _, _ in variants]:
             got = recs[b]["out"]
             chk = checks.check_tensor(f"{cname} {b}", got, eager_out, ref)
             if not chk.ok:
@@ -393,15 +460,15 @@ def main(argv=None) -> int:
         # stax has no convolution kernel: PyTorch's conv runs as a declared library op,
         # and everything around it must be stax's
         allowed = ("aten.convolution.default",) if cname.startswith("conv") else ()
-        for label, _ in variants:
+        for label, _, _ in variants:
             stax_rec = recs[_stax_key(label)]
             problems += [f"{cname} {_stax_key(label)}: {p}" for p in
                          checks.report_problems(stax_rec["reports"], route,
                                                 allowed_fallback_ops=allowed)]
             decision = _channels_last_decision(stax_rec["reports"])
-            if label == "on" and not decision.startswith("switched"):
+            if label == "cl=on" and not decision.startswith("switched"):
                 problems.append(f"{cname} stax channels_last=on: not switched ({decision})")
-            name = cname if label is None else f"{cname} (channels_last={label})"
+            name = cname if label is None else f"{cname} ({label})"
             rows.append((name, {"eager": recs["eager"], "inductor": recs["inductor"],
                                 "stax": stax_rec}, decision))
         print(f"{cname}: " + ", ".join(f"{b} {r['ms']:.3f} ms {r['launches']} launches "

@@ -11,7 +11,10 @@ Guarantees, for every `func.func` of the module:
   result the function returns gets eager's strides when they give every element its own
   location (outputs and the tensors saved for the backward are what aot_autograd expects;
   an expanded output is written dense and expanded by the wrapper); every other result is
-  a contiguous intermediate. A collective keeps the strides it records (`result_layouts`).
+  an intermediate: row-major, unless another dense dim order of a kernel result removes
+  copies its readers need (`intermediate_layouts.choose_order`: candidates from the
+  permutes and reshapes reading it, scored by the bytes model below, a tie keeps
+  row-major). A collective keeps the strides it records (`result_layouts`).
 - Every top-level view of a value whose layout is known gets `stax.result_layouts` and
   `stax.view_offset` (elements from the start of its root buffer): permute, broadcast
   (stride 0), slice (scaled strides and an offset) and every reshape that
@@ -53,6 +56,7 @@ from stax.passes.channels_last import (CHANNELS_LAST_ATTR, DECISION_ATTR, GRAPH_
                                        ChannelsLastPlan, channels_last_strides, decide,
                                        has_convolutions, is_channels_last)
 from stax.passes.fuse import verify_pass_ir
+from stax.passes.intermediate_layouts import choose_order
 from stax.passes.layout_algebra import (VIEW_OPS, contiguous_strides, output_layout,
                                         read_extent, view_layout)
 from stax.passes.layout_folds import (fold_copies_into_producers, hoist_matmul_transposes,
@@ -189,6 +193,7 @@ class _Assigner:
         # a switched function's activations between convolutions (passes/channels_last.py)
         self.plan = ChannelsLastPlan(self.func) if channels_last else None
         self.cl_copies: dict = {}  # value -> its channels-last copy (one per value)
+        self.returned: set = set()  # never reordered (outputs, saved tensors)
 
     def run(self) -> None:
         ops = list(self.block.operations)
@@ -204,6 +209,7 @@ class _Assigner:
             self.known[arg] = (st, arg, 0)
             new_args.append(st)
         set_func_layouts(self.func, "arg_attrs", new_args)
+        self.returned = set(ret.operands)
         for v, eager in zip(ret.operands, func_result_layouts(self.func)):
             shape = _shape(v)
             lay = output_layout(shape, eager) if shape is not None and eager else None
@@ -221,6 +227,10 @@ class _Assigner:
             operands = [(_shape(v), self.known[v][0]) for v in op.operands
                         if v in self.known and _shape(v) is not None]
             lay = self.plan.kernel_result_layout(r, operands)
+            if lay is not None:
+                return lay
+        if op is not None:  # an intermediate: the dim order its readers copy least from
+            lay = choose_order(r, self.returned)
             if lay is not None:
                 return lay
         return contiguous_strides(_shape(r))

@@ -36,7 +36,7 @@ from stax.dialects.layout import COPY_ATTR, RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATT
 from stax.dialects.stax_dialect import KERNEL, YIELD
 from stax.passes.layout_algebra import VIEW_OPS
 
-__all__ = ["hoist_matmul_transposes", "fold_copies_into_producers", "merge_argument_copies"]
+__all__ = ["chain_key", "hoist_matmul_transposes", "fold_copies_into_producers", "merge_argument_copies"]
 
 _KERNEL_OPS = (KERNEL, "stax.kernel")
 _LAYOUT_ONLY = (RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATTR)
@@ -289,7 +289,7 @@ class _Lifter:
         return outs
 
 
-def _chain_key(root_key, chain) -> tuple:
+def chain_key(root_key, chain) -> tuple:
     """What a copy computes: its root and its view chain (op, attributes, result type)."""
     return (root_key,) + tuple(
         (v.name, tuple(sorted((k, str(a)) for k, a in _attrs(v).items())), str(v.results[0].type))
@@ -348,7 +348,7 @@ def _fold_into(producer) -> bool:
     chain_of = dict(zip(copies, chains))
     groups = []
     for group in _by_domain(copies):
-        firsts, number = _unique([_chain_key(0, chain_of[c]) for c in group])
+        firsts, number = _unique([chain_key(0, chain_of[c]) for c in group])
         groups.append((group, [group[i] for i in firsts], number))
     if sum(_numel(_shape(c.results[0])) for _, uniq, _ in groups for c in uniq) > _numel(domain):
         return False  # the copies overlap or expand: folding would recompute the producer
@@ -422,7 +422,7 @@ def merge_argument_copies(block) -> bool:
         for _, root, _ in members:
             if root not in operands:
                 operands.append(root)
-        firsts, number = _unique([_chain_key(operands.index(root), chain)
+        firsts, number = _unique([chain_key(operands.index(root), chain)
                                   for _, root, chain in members])
         uniq = [members[i] for i in firsts]
         first = members[0][0]
