@@ -159,14 +159,15 @@ def _bench(fn) -> float:
 class CpuTuner:
     """Tunes the CPU kernels of one graph (one budget). `notes` gets a line per kernel.
     Test hooks: `inject_wrong(candidate) -> bool` corrupts that candidate's outputs
-    (it must then be rejected); `cache_directory`; `progress`."""
+    (it must then be rejected); `force=i` searches only the default and variant i and
+    keeps variant i (an error if it is rejected); `cache_directory`; `progress`."""
 
     def __init__(self, notes=None, *, budget=None, cache=True, cache_directory=None,
-                 progress=True, inject_wrong=None):
+                 progress=True, inject_wrong=None, force=None):
         self.notes = notes if notes is not None else []
         self.budget = budget or TuneBudget.from_env()
         self.cache, self.cache_directory = cache, cache_directory
-        self.progress, self.inject_wrong = progress, inject_wrong
+        self.progress, self.inject_wrong, self.force = progress, inject_wrong, force
         self.reports = []   # one dict per tuned kernel (tests, the benchmark)
 
     def compile_kernel(self, kernel_op, input_strides, output_strides, name="kernel", ctx=None):
@@ -201,6 +202,8 @@ class CpuTuner:
                     return llvm.compile_kernel(kernel_op, input_strides, output_strides, name, ctx)
             threads = cpu_parallelism()
             cands = variants(sched, threads)
+            if self.force is not None:
+                cands = cands[:1] + cands[self.force:self.force + 1] if self.force else cands[:1]
             if len(cands) < 2:
                 return llvm.compile_kernel(kernel_op, input_strides, output_strides, name, ctx)
             key = self._key(op, sched, ins, outs, threads)
@@ -212,7 +215,7 @@ class CpuTuner:
             cached = self._load(key, cands)
             if cached is not None:
                 install(cached)
-                self._report(name, cached, None, [], cached=True)
+                self._report(name, cached, [], [], cached=True, candidates=cands)
                 return llvm.compile_kernel(kernel_op, input_strides, output_strides, name, ctx)
             args = self._scratch(op, ins, outs)
             n_in = len(ins)
@@ -253,15 +256,18 @@ class CpuTuner:
                         continue
                 t = _bench(lambda k=k: k(*args))
                 timings.append((label(cand), t))
-                if best_t is None or t < best_t:
+                if best_t is None or t < best_t or self.force and i == 1:
                     best, best_t, best_k = cand, t, k
                 prog.update(i + 1, best, best_t * 1e3)
+            if self.force and best is not cands[1]:
+                raise RuntimeError(f"cpu autotune {name}: forced variant {label(cands[1])} "
+                                   f"rejected: {rejected}")
             prog.final(f"stax autotune [{name}] {len(timings)}/{len(cands)} configs, best "
                        f"{best_t * 1e3:.3f} ms ({label(best)}), default {label(cands[0])}")
             install(best)
-            if self.cache and len(timings) == len(cands):   # a full search only
+            if self.cache and self.force is None and len(timings) == len(cands):   # a full search only
                 self._store(key, best, timings)
-            self._report(name, best, timings, rejected, cached=False)
+            self._report(name, best, timings, rejected, cached=False, candidates=cands)
             return best_k
 
     # ------------------------------------------------------------------ helpers
@@ -312,9 +318,10 @@ class CpuTuner:
         except OSError:
             pass
 
-    def _report(self, name, best, timings, rejected, cached):
+    def _report(self, name, best, timings, rejected, cached, candidates):
         self.reports.append({"kernel": name, "best": best, "timings": timings,
-                             "rejected": rejected, "cached": cached})
+                             "rejected": rejected, "cached": cached,
+                             "candidates": candidates})
         how = "cached" if cached else f"{len(timings)} timed"
         rej = f", {len(rejected)} rejected" if rejected else ""
         self.notes.append(f"cpu autotune {name}: {label(best)} ({how}{rej})")
