@@ -130,7 +130,8 @@ def mismatch(got, want) -> str | None:
     for i, (g, w) in enumerate(zip(got, want)):
         if g.dtype.is_floating_point:
             rtol, atol = _tolerance(g.dtype)
-            gf, wf = g.float() if g.element_size() == 1 else g, w.float() if w.element_size() == 1 else w
+            fp8 = g.element_size() == 1   # no arithmetic on fp8: compare upcast
+            gf, wf = (g.float(), w.float()) if fp8 else (g, w)
             if not torch.allclose(gf, wf, rtol=rtol, atol=atol, equal_nan=True):
                 d = (gf.double() - wf.double()).abs().nan_to_num(0).max().item()
                 return f"output {i} differs from the default's (max abs diff {d:.3g})"
@@ -265,7 +266,9 @@ class CpuTuner:
             prog.final(f"stax autotune [{name}] {len(timings)}/{len(cands)} configs, best "
                        f"{best_t * 1e3:.3f} ms ({label(best)}), default {label(cands[0])}")
             install(best)
-            if self.cache and self.force is None and len(timings) == len(cands):   # a full search only
+            # a forced or budget-cut search is not cached
+            cut = any(why == "time budget spent" for _, why in rejected)
+            if self.cache and self.force is None and not cut:
                 self._store(key, best, timings)
             self._report(name, best, timings, rejected, cached=False, candidates=cands)
             return best_k
