@@ -1,8 +1,6 @@
 """The CPU autotuner (stax.cpu_autotune): every tiling.cpu variant it enumerates is
 honoured by the generator and correct vs eager (values, strides); the tuner's winner is
 in the kernel's tiling.cpu; the disk cache skips timing; a wrong candidate is rejected."""
-import functools
-
 import pytest
 import torch
 
@@ -85,12 +83,32 @@ def test_every_variant_matches_eager(case, tuners, monkeypatch):
     if mode == "tiled":
         assert {c.tile for c in cands} >= {(8, 8), (16, 16), (32, 32), ()}
     kw["cache"] = False
+    from stax.targets import llvm
+    built = []
+    real_compile = llvm.compile_kernel
+
+    def spy(op, *a, **k):
+        kern = real_compile(op, *a, **k)
+        built.append(kern)
+        return kern
+    monkeypatch.setattr(llvm, "compile_kernel", spy)
     for i in range(1, len(cands)):
         made.clear()
+        built.clear()
         kw["force"] = i
         _run(fn, make())   # fresh inputs for each variant
         rep = _reports(made, mode)[0]
         assert rep["best"] == cands[i] and rep["best"] != cands[0]
+        # the generator honoured it: the kernel's lanes, tile and loops are the variant's
+        kern = [k for k in built if k.tiling == cands[i]]
+        assert kern and kern[-1].vector_width == cands[i].vector_width
+        want_split = cands[i].split_dim >= 0
+        assert kern[-1].splittable == want_split
+        if cands[i].tile:
+            T = cands[i].tile[0]
+            assert f"vector<{T}x{T}x" in kern[-1].mlir and "vector.transpose" in kern[-1].mlir
+        elif mode == "tiled":
+            assert "vector.transpose" not in kern[-1].mlir
 
 
 def test_winner_in_ir_and_cache_hit(tuners, monkeypatch):
@@ -165,3 +183,50 @@ def test_variants_of_scalar_and_split():
     assert [c.vector_width for c in one] == [16, 4, 8, 32]
     assert all(c.tail == ("none" if 1000 % c.vector_width == 0 else "scalar") for c in one)
     assert len(two) == 2 * len(one) and {c.split_dim for c in two} == {0, -1}
+
+
+def test_budget_spent_keeps_the_default_and_caches_nothing(tuners, tmp_path):
+    made, kw = tuners
+    from stax.tune_common import TuneBudget
+    kw["budget"] = TuneBudget(0.0)
+    _run(_softmax, (torch.randn(8, 768),))
+    rep = made[0].reports[0]
+    assert rep["best"] == rep["candidates"][0] and len(rep["timings"]) == 1
+    assert {why for _, why in rep["rejected"]} == {"time budget spent"}
+    assert not list((tmp_path / "tune").glob("*.json"))
+
+
+def test_progress_line(tuners, capfd):
+    made, kw = tuners
+    kw["progress"] = True
+    kw["cache"] = False
+    _run(_softmax, (torch.randn(8, 768),))
+    err = capfd.readouterr().err
+    n = len(made[0].reports[0]["candidates"])
+    assert "stax autotune [" in err and f"{n}/{n} configs, best" in err
+
+
+def test_thread_split_off_variant(tuners, monkeypatch):
+    """With 2 threads a kernel large enough to split also gets each width with the split
+    off; forced, the kernel is not splittable and still equals eager."""
+    made, kw = tuners
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        args = (torch.randn(128, 1024), torch.randn(128, 1024))
+        _run(_pointwise, args)
+        cands = _reports(made, "pointwise")[0]["candidates"]
+        off = [i for i, c in enumerate(cands) if c.split_dim == -1]
+        assert off and cands[0].split_dim == 0
+        kw["cache"] = False
+        made.clear()
+        kw["force"] = off[-1]
+        from stax.targets import llvm
+        built = []
+        real_compile = llvm.compile_kernel
+        monkeypatch.setattr(llvm, "compile_kernel",
+                            lambda *a, **k: built.append(real_compile(*a, **k)) or built[-1])
+        _run(_pointwise, (torch.randn(128, 1024), torch.randn(128, 1024)))
+        assert built[-1].tiling == cands[off[-1]] and not built[-1].splittable
+    finally:
+        torch.set_num_threads(threads)
