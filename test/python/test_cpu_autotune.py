@@ -111,8 +111,9 @@ def test_every_variant_matches_eager(case, tuners, monkeypatch):
             assert "vector.transpose" not in kern[-1].mlir
 
 
-def test_winner_in_ir_and_cache_hit(tuners, monkeypatch):
+def test_winner_in_ir_and_cache_hit(tuners, monkeypatch, tmp_path):
     made, kw = tuners
+    monkeypatch.setenv("STAX_DEBUG_DIR", str(tmp_path / "dump"))
     from stax.dialects.schedule import read_schedule
     from stax.targets import llvm
     seen = []
@@ -130,6 +131,10 @@ def test_winner_in_ir_and_cache_hit(tuners, monkeypatch):
     # the kernel kept is the winner, compiled from the attribute that holds it
     assert seen[-1] == (best, best)
     assert any(cat.label(best) in n for n in made[0].notes)
+    # the IR dump after tuning shows the winner's tiling.cpu
+    dumps = sorted((tmp_path / "dump").glob("*/*_after_cpu-autotune.mlir"))
+    assert dumps, list((tmp_path / "dump").rglob("*"))
+    assert f"vector_width = {best.vector_width} : i64" in dumps[-1].read_text()
 
     def no_bench(fn):
         raise AssertionError("a cache hit must not benchmark")
