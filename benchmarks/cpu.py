@@ -2,6 +2,11 @@
 all in ONE process, same thread count.
 
     python benchmarks/cpu.py [--quick] [--threads N] [--label NAME] [--out FILE] [--cases a,b]
+                             [--autotune]
+
+`--autotune` adds the variant "stax-autotuned": stax with mode="max-autotune" (the CPU
+autotuner, stax.cpu_autotune, searches every kernel's tiling.cpu; its cold time includes
+the search, with a fresh autotune cache), reported beside stax's default schedules.
 
 Every case goes through the runner shared with the GPU benchmark (`common.run_case`):
 a float64 run of the same model gives the reference; each variant is compiled with
@@ -39,6 +44,7 @@ TARGET_SPEEDUP_VS_EAGER = 2.0      # fused pointwise: stax >= 2x faster than eag
 TARGET_VS_INDUCTOR = 1.25          # fused pointwise: stax_ms <= 1.25 * inductor_ms
 TARGET_COLD_RATIO = 1.0 / 3.0      # every case: stax cold compile <= 1/3 of Inductor's
 VARIANTS = [common.Variant("inductor", "inductor"), common.Variant("stax", "stax")]
+AUTOTUNED = common.Variant("stax-autotuned", "stax", mode="max-autotune")
 
 
 def cases(quick: bool) -> list[common.Case]:
@@ -124,6 +130,19 @@ def build_report(results, state, prov, cmdline, warm, env_notes) -> str:
                  f"{check_cell(r, 'inductor')} / {check_cell(r, 'stax')} | "
                  f"{r['variants'].get('stax', {}).get('kernels', '-')} | "
                  f"{r['variants'].get('stax', {}).get('launches', '-')} |")
+    if any("stax-autotuned" in r["variants"] for r in results):
+        L.append("\n### stax default vs stax autotuned (mode=\"max-autotune\", the CPU "
+                 "autotuner)\n")
+        L.append("| case | eager ms | inductor ms | stax default ms | stax autotuned ms | "
+                 "default / autotuned | autotuned cold s | check (autotuned) |")
+        L.append("|" + " --- |" * 8)
+        for r in results:
+            gain = common.ratio(r, "stax", "stax-autotuned")
+            L.append(f"| {r['name']} | {common.cell(r, 'eager')} | "
+                     f"{common.cell(r, 'inductor')} | {common.cell(r, 'stax')} | "
+                     f"{common.cell(r, 'stax-autotuned')} | {fmt(gain, '.2f')} | "
+                     f"{common.cell(r, 'stax-autotuned', 'cold_s', '.2f')} | "
+                     f"{check_cell(r, 'stax-autotuned')} |")
     L.append("\n## Targets\n")
     L.append("| target | case | value | result |")
     L.append("| --- | --- | --- | --- |")
@@ -163,7 +182,13 @@ def main(argv=None):
     ap.add_argument("--label", default=None, help="results file label (default: hostname)")
     ap.add_argument("--out", default=None, help="markdown output path (JSON beside it)")
     ap.add_argument("--cases", default=None, help="comma-separated subset of case names")
+    ap.add_argument("--autotune", action="store_true",
+                    help="add stax with mode=max-autotune (the CPU autotuner)")
     a = ap.parse_args(argv)
+    variants = VARIANTS + [AUTOTUNED] if a.autotune else VARIANTS
+    if a.autotune:   # a cold search, not a cache hit from an earlier run
+        import tempfile
+        os.environ["STAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="stax-cpu-autotune-")
     if a.threads:
         torch.set_num_threads(a.threads)
     label = a.label or common.host_label() + ("-quick" if a.quick else "")
@@ -187,7 +212,7 @@ def main(argv=None):
     if wanted and set(wanted) - {c.name for c in all_cases}:
         ap.error(f"unknown case(s) {sorted(set(wanted) - {c.name for c in all_cases})}; "
                  f"the cases are {[c.name for c in all_cases]}")
-    results = [common.run_case(c, VARIANTS, device) for c in all_cases
+    results = [common.run_case(c, variants, device) for c in all_cases
                if not wanted or c.name in wanted]
 
     report = build_report(results, state, prov, cmdline, warm, ENV_NOTES)

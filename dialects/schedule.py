@@ -545,7 +545,7 @@ def _check_cpu(c, kind, rank, reduced):
     """tiling.cpu: known mode and tail, a loop order that is a permutation of the domain's
     dims (the reduced dims innermost in a reduction), a vector dim and a split dim of the
     domain (the split dim the outermost loop's), 1 lane exactly in mode "scalar", the
-    tile only in mode "tiled" (its two dims the innermost loops)."""
+    tile only in mode "tiled" (its two dims the innermost loops, its rows one vector)."""
     _known(c, "tiling.cpu", "tiling.cpu")
     w = "tiling.cpu."
     v = _int(_need(c, "vector_width", ir.IntegerAttr, w))
@@ -588,6 +588,9 @@ def _check_cpu(c, kind, rank, reduced):
         tile = _ints(c["tile"])
         if len(tile) != 2 or not all(_is_pow2(x) for x in tile):
             raise _Bad(f"field 'tiling.cpu.tile' = {list(tile)} must be two powers of two")
+        if tile[1] != v:   # a tile row is one vector (the autotuner varies both together)
+            raise _Bad(f"field 'tiling.cpu.tile' = {list(tile)}: its inner extent must be "
+                       f"the vector width {v}")
         if rank < 2 or vd != order[-1]:
             raise _Bad(f"field 'tiling.cpu.vector_dim' = {vd} must be the tile's inner dim "
                        f"{order[-1] if order else None}")

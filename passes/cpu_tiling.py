@@ -31,7 +31,10 @@ branch per lane (a concat or pad boundary along the vector dim), nor gather with
 that differs per lane. Where a vector loop is emitted and one of these holds along the
 vector dim, the kernel is 1-lane ("scalar"): slower, never wrong.
 
-The lanes are the generator's public `llvm.VECTOR_WIDTH`, as before.
+The lanes are the generator's public `llvm.VECTOR_WIDTH`, as before: this is the default
+tiling. Under max-autotune (or STAX_CPU_AUTOTUNE=1) `stax.cpu_autotune` rewrites
+`tiling.cpu` per kernel with measured variants (4/8/16/32 lanes, W x W tiles, the tile
+off, the thread split off) that the generator honours the same way.
 """
 from __future__ import annotations
 

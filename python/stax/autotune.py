@@ -67,6 +67,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+# shared with the CPU tuner (cpu_autotune.py)
+from stax.tune_common import Progress, TuneBudget, cache_dir
+from stax.tune_common import cache_path as _cache_path
+from stax.tune_common import scratch as _scratch
+from stax.tune_common import torch_dtype as _torch_dtype
+
 __all__ = ["tune", "Timings", "TuneBudget", "AutotuneUnavailable", "neighbours",
            "config_label", "cuda_bench", "cache_dir", "autotune_kernel", "autotune_matmul",
            "MatmulSpec"]
@@ -80,25 +86,6 @@ NO_GPU = "no GPU: autotuning needs CUDA"
 
 
 # ----------------------------------------------------------------------------- budget
-
-class TuneBudget:
-    """A wall-clock budget shared by every tune() of one graph."""
-
-    def __init__(self, seconds: float | None, clock: Callable[[], float] = time.monotonic):
-        self.seconds = seconds
-        self.clock = clock
-        self.start = clock()
-
-    @classmethod
-    def from_env(cls, default: float = 60.0) -> "TuneBudget":
-        v = os.environ.get("STAX_AUTOTUNE_BUDGET_S")
-        return cls(float(v) if v not in (None, "") else default)
-
-    def remaining(self) -> float | None:
-        if self.seconds is None:
-            return None
-        return self.seconds - (self.clock() - self.start)
-
 
 # ----------------------------------------------------------------------------- configs
 
@@ -163,11 +150,6 @@ def _from_json(d, candidates):
 
 # ----------------------------------------------------------------------------- cache
 
-def cache_dir() -> str:
-    from stax.cache import cache_root  # the one cache folder (stax-cache clear empties it)
-    return str(cache_root() / "autotune")
-
-
 def _triton_version() -> str:
     try:
         import triton
@@ -179,11 +161,6 @@ def _triton_version() -> str:
 def _gpu_name() -> str:
     import torch
     return torch.cuda.get_device_name()
-
-
-def _cache_path(key: str, gpu: str, tv: str, directory: str | None) -> str:
-    h = hashlib.sha256(f"{key}\0{gpu}\0{tv}".encode()).hexdigest()[:32]
-    return os.path.join(directory or cache_dir(), f"{h}.json")
 
 
 # ----------------------------------------------------------------------------- results
@@ -240,30 +217,9 @@ def cuda_bench(fn: Callable[[], Any], config=None, *, warmup_ms: float = 10.0,
 
 # ----------------------------------------------------------------------------- progress
 
-class _Progress:
+class _Progress(Progress):
     def __init__(self, key, total, stream, enabled):
-        self.key, self.total, self.stream, self.enabled = key, total, stream, enabled
-        self.last = ""
-
-    def line(self, done, best, best_ms, extra=""):
-        b = f", best {best_ms:.3f} ms ({config_label(best)})" if best_ms is not None else ""
-        return f"stax autotune [{self.key}] {done}/{self.total} configs{b}{extra}"
-
-    def update(self, done, best, best_ms, extra=""):
-        if not self.enabled:
-            return
-        s = self.line(done, best, best_ms, extra)
-        pad = " " * max(0, len(self.last) - len(s))
-        self.stream.write("\r" + s + pad)
-        self.stream.flush()
-        self.last = s
-
-    def final(self, text):
-        if not self.enabled:
-            return
-        pad = " " * max(0, len(self.last) - len(text))
-        self.stream.write("\r" + text + pad + "\n")
-        self.stream.flush()
+        super().__init__(key, total, stream, enabled, label=config_label)
 
 
 # ----------------------------------------------------------------------------- tune
@@ -473,27 +429,6 @@ def tune(key: str, candidates: list, build: Callable[[Any], Callable[[], None]],
 
 
 # ----------------------------------------------------------------------------- scratch tensors
-
-def _scratch(shape, strides, dtype, device, fill=True):
-    import torch
-    t = torch.empty_strided(tuple(shape), tuple(strides), dtype=dtype, device=device)
-    if fill:
-        if dtype.is_floating_point:
-            t.normal_()
-        elif dtype == torch.bool:
-            t.random_(0, 2)
-        else:
-            t.random_(0, 8)
-    return t
-
-
-def _torch_dtype(et: str):
-    import torch
-    return {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
-            "f64": torch.float64, "i64": torch.int64, "i32": torch.int32, "i16": torch.int16,
-            "i8": torch.int8, "ui8": torch.uint8, "i1": torch.bool,
-            "f8E4M3FN": torch.float8_e4m3fn, "f8E5M2": torch.float8_e5m2}[et]
-
 
 # ----------------------------------------------------------------------------- fused kernels
 

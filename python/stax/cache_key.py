@@ -49,7 +49,7 @@ __all__ = ["graph_key", "graph_fingerprint", "input_spec", "versions", "stax_tre
 
 #: environment variables read while compiling (see the module docstring)
 _COMPILE_ENV = ("STAX_ARENA_MAX_BYTES", "STAX_ARENA_MAX_BUFFER_BYTES", "STAX_TRITON_ARCH",
-                "STAX_INTERMEDIATE_LAYOUTS")
+                "STAX_INTERMEDIATE_LAYOUTS", "STAX_CPU_AUTOTUNE")
 #: option keys that do not change what is compiled
 _NOT_IN_KEY = ("stax.cache",)
 

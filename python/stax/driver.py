@@ -465,7 +465,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
                 _run_passes(module, ["stax-schedule"], dump)
         cg = _generate(gm, example_inputs, imported, func_op, guards, names, notes,
                        graph_id, dump, route=route, device=device, config=config)
-        if config is not None and config.max_autotune:   # the tuned tiling.gpu of each kernel
+        if route == CPU_ROUTE:
+            from stax import cpu_autotune
+            if cpu_autotune.enabled(config):   # the winners are in each kernel's tiling.cpu
+                dump.ir("cpu-autotune", module)
+        elif config is not None and config.max_autotune:   # the tuned tiling.gpu
             dump.ir("autotune", module)
         # kernels may refer to IR objects: keep their context alive with the callable
         cg._mlir_keepalive = (ctx, module)

@@ -114,8 +114,10 @@ MODES: dict[str | None, dict[str, bool]] = {
 CPU_TARGET = "stax-cpu"
 TRITON_TARGET = "triton"
 TARGETS = (CPU_TARGET, TRITON_TARGET)
-_CPU_TUNING = ("the stax-cpu target has no autotuner yet; kernels use fixed vector width 16 "
-               "and row tiling")
+_CPU_TUNING = ("the stax-cpu autotuner (stax.cpu_autotune) searches each kernel's tiling.cpu "
+               "(vector width, 2-D tile, thread split); coordinate descent does not apply")
+_CPU_CD_ONLY = ("the stax-cpu target has no coordinate descent; kernels keep their default "
+                "tiling.cpu")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,10 +254,11 @@ def _cpu_notes(mode, opts: dict[str, bool], explicit: dict[str, bool]) -> list[s
     notes = []
     tuning = [k for k in ("stax.max_autotune", "stax.coordinate_descent_tuning") if opts[k]]
     if tuning:
+        what = _CPU_TUNING if opts["stax.max_autotune"] else _CPU_CD_ONLY
         if all(k not in explicit for k in tuning):
-            notes.append(f"mode {mode!r}: {_CPU_TUNING}")
+            notes.append(f"mode {mode!r}: {what}")
         else:
-            notes.append(f"{', '.join(origin(k) for k in tuning)}: {_CPU_TUNING}")
+            notes.append(f"{', '.join(origin(k) for k in tuning)}: {what}")
     if opts["stax.cudagraphs"]:
         src = (" (option 'stax.cudagraphs')" if "stax.cudagraphs" in explicit
                else f" (from mode {mode!r})")

@@ -198,7 +198,11 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 tuner = _Tuner(config, device, notes)
             compile_kernel = _triton_compiler(config, device, tuner)
         else:
-            from stax.targets.llvm import compile_kernel
+            from stax import cpu_autotune
+            if cpu_autotune.enabled(config):   # max-autotune / STAX_CPU_AUTOTUNE=1
+                compile_kernel = cpu_autotune.CpuTuner(notes).compile_kernel
+            else:
+                from stax.targets.llvm import compile_kernel
 
     em = _Emitter(graph_id)
     em.globals.update(_base_globals(guards, graph_id, device))

@@ -224,3 +224,21 @@
     }) {kind = "reduction", name = "k0_max_fused_div_exp_sub_sum", stax.schedule = {domain = array<i64: 64, 100>, input_strides = [array<i64: 100, 1>], keepdim = true, kind = "reduction", output_strides = [array<i64: 100, 1>], parallel_dims = array<i64: 0>, phases = [array<i64: 0>, array<i64: 4>], reads = [{input = 0 : i64, map = #map, offset = #map1, path = "direct", space = "full"}], reduced_dims = array<i64: 1>, results = [{map = #map, offset = #map1, space = "full"}], row_values = array<i64>, tiling = {cpu = {loop_order = array<i64: 0, 1>, mode = "tiled", parallel_min_elements = 65536 : i64, split_dim = 0 : i64, tail = "scalar", vector_dim = 1 : i64, vector_width = 16 : i64, work = 6400 : i64}, gpu = {block = 16 : i64, mode = "persistent", num_stages = 1 : i64, num_warps = 4 : i64, rblock = 128 : i64, split = 1 : i64}}, version = 1 : i64}} : (tensor<64x100xf32>) -> tensor<64x100xf32>
     return %0 : tensor<64x100xf32>
   }
+
+// -----
+
+// a tile whose rows are not one vector (the autotuner varies the two together)
+#map = affine_map<(d0, d1) -> (d1, d0)>
+#map1 = affine_map<(d0, d1) -> (d0 + d1 * 64)>
+#map2 = affine_map<(d0, d1) -> (d0, d1)>
+#map3 = affine_map<(d0, d1) -> (d0 * 128 + d1)>
+  func.func @transpose_add(%arg0: tensor<128x64xf32>, %arg1: tensor<64x128xf32>) -> tensor<64x128xf32> {
+  // expected-error @+1 {{kernel 'k0_fused_add' stax.schedule: field 'tiling.cpu.tile' = [8, 8]: its inner extent must be the vector width 16}}
+    %0 = "stax_graph.kernel"(%arg0, %arg1) ({
+    ^bb0(%arg2: tensor<128x64xf32>, %arg3: tensor<64x128xf32>):
+      %1 = "stax.permute"(%arg2) {perm = array<i64: 1, 0>} : (tensor<128x64xf32>) -> tensor<64x128xf32>
+      %2 = "stax.add"(%1, %arg3) : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<64x128xf32>
+      "stax_graph.yield"(%2) : (tensor<64x128xf32>) -> ()
+    }) {kind = "pointwise", name = "k0_fused_add", stax.schedule = {domain = array<i64: 64, 128>, input_strides = [array<i64: 64, 1>, array<i64: 128, 1>], kind = "pointwise", output_strides = [array<i64: 128, 1>], parallel_dims = array<i64: 0, 1>, phases = [], reads = [{input = 0 : i64, map = #map, offset = #map1, path = "permute", space = "full"}, {input = 1 : i64, map = #map2, offset = #map3, path = "direct", space = "full"}], reduced_dims = array<i64>, results = [{map = #map2, offset = #map3, space = "full"}], row_values = array<i64>, tiling = {cpu = {loop_order = array<i64: 0, 1>, mode = "tiled", parallel_min_elements = 65536 : i64, split_dim = 0 : i64, tail = "none", tile = array<i64: 8, 8>, vector_dim = 1 : i64, vector_width = 16 : i64, work = 8192 : i64}, gpu = {block = 4096 : i64, mode = "tiled", num_stages = 1 : i64, num_warps = 8 : i64, rblock = 1 : i64, split = 1 : i64, tile_blocks = array<i64: 64, 64>, tile_dims = array<i64: 0, 1>}}, version = 1 : i64}} : (tensor<128x64xf32>, tensor<64x128xf32>) -> tensor<64x128xf32>
+    return %0 : tensor<64x128xf32>
+  }

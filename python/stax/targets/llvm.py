@@ -655,10 +655,11 @@ class _KernelLowering(ReductionMixin, OpsMixin):
 
 _PIPELINE = ("builtin.module(func.func(arith-expand{include-bf16=true include-f8e8m0=false}),"
              "convert-vector-to-scf,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
-             # a tiled kernel's 16x16 vector.transpose as AVX-512 shuffles
+             # a tiled kernel's 16x16 vector.transpose as AVX-512 shuffles (other tiles:
+             # element shuffles, whose ub.poison convert-ub-to-llvm lowers)
              "convert-vector-to-llvm{vector-transpose-lowering=shuffle16x16},convert-math-to-llvm,convert-arith-to-llvm,"
              "finalize-memref-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
-             "convert-cf-to-llvm,reconcile-unrealized-casts)")
+             "convert-cf-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts)")
 
 
 def lower_kernel_to_mlir(kernel_op, input_strides, output_strides, name="kernel") -> str:
