@@ -141,10 +141,20 @@ class _Builder:
                          {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
                           "keepdim": ir.BoolAttr.get(bool(keepdim))})
 
+    def size_like(self, v: ir.Value, dims, like: ir.Value) -> ir.Value:
+        """The product of v's dims `dims` as a value of like's shape and dtype: a constant
+        when they are static (static graphs are unchanged), else stax.size_value (its
+        value at run time, symbolic mode only) broadcast to like's shape."""
+        sizes = [_vshape(v)[d] for d in dims]
+        if all(isinstance(n, int) for n in sizes):
+            return self.scalar_like(like, _numel(sizes))
+        sv = self.emit("size_value", [v], [self.tt([], _vdtype(like))],
+                       {"dims": ir.DenseI64ArrayAttr.get(sorted(dims))})
+        return self.broadcast(sv, _vshape(like))
+
     def mean(self, v, dims, keepdim):
         s = self.reduce("reduce_sum", v, dims, keepdim)
-        n = _numel([_vshape(v)[d] for d in dims])
-        return self.binary("div", s, self.scalar_like(s, n))
+        return self.binary("div", s, self.size_like(v, dims, s))
 
     def slice(self, v, dim, start, limit, step=1, length=None) -> ir.Value:
         """v[start:limit:step] along `dim` (ints), every other dim whole (a symbolic one

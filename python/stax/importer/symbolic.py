@@ -47,7 +47,8 @@ _FULL = (aten.full, aten.zeros, aten.ones, aten.full_like, aten.zeros_like, aten
          aten.new_zeros, aten.new_ones, aten.new_full)
 
 #: ops whose handlers are shape-generic (elementwise, broadcast, reshape, permute,
-#: reductions over any dim and means over static dims, softmax, layer_norm, matmul,
+#: reductions and means over any dim (a symbolic divisor is a stax.size_value), softmax,
+#: layer_norm, var/var_mean, matmul,
 #: fills)
 SYMBOLIC_OPS = _names(
     aten.neg, aten.abs, aten.sign, aten.exp, aten.exp2, aten.expm1, aten.log, aten.log2,
@@ -62,6 +63,7 @@ SYMBOLIC_OPS = _names(
     aten.permute_copy, aten.t, aten.transpose,
     aten.sum, aten.amax, aten.amin, aten.mean, aten._softmax, aten._log_softmax,
     aten.native_layer_norm, aten.mm, aten.bmm, aten.addmm,
+    aten.var, aten.var_mean,   # their divisor over a symbolic dim is a stax.size_value
     aten.scalar_tensor, *_FULL,
 ) - {aten.view.dtype, aten.div.Tensor_mode, aten.div.Scalar_mode}
 
@@ -71,8 +73,8 @@ SYMBOLIC_OPS = _names(
 #: handlers (ops_elementwise, ops_reductions) read shapes from the node's fake tensor and
 #: the operands' types only: elementwise with full() constants, and softmax's backward a
 #: sum over its (static or symbolic) dim, with no divisor. native_layer_norm_backward has
-#: no handler (its decomposition imports); a backward needing a mean over a symbolic dim
-#: is refused as the forward's mean is (its divisor would be a size read as a value)
+#: no handler (its decomposition imports); a mean over a symbolic dim divides by a
+#: stax.size_value
 SYMBOLIC_OPS |= _names(
     aten.threshold_backward, aten.gelu_backward, aten.tanh_backward,
     aten.sigmoid_backward, aten._softmax_backward_data, aten._log_softmax_backward_data,
