@@ -25,6 +25,12 @@ _INT64_MAX = (1 << 63) - 1
 
 # ----------------------------------------------------------------------------- the builder
 
+def _is_size(node) -> bool:
+    """Whether an FX node is a size (a SymInt or int value: sym_size, a SymInt input)."""
+    v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool)
+
+
 class _Builder:
     def __init__(self, gm: torch.fx.GraphModule, symbolic: bool = False):
         self.gm = gm
@@ -102,6 +108,8 @@ class _Builder:
     def operand(self, x, shape, dtype) -> ir.Value:
         """Tensor node or Python scalar `x` as a value of `shape` and `dtype`."""
         if isinstance(x, torch.fx.Node):
+            if _is_size(x):   # a size used as a value
+                return self.size_scalar(isym.dim(x.meta["val"]), shape, dtype)
             return self.broadcast(self.convert(self.v(x), dtype), shape)
         if isinstance(x, (bool, int, float)):
             return self.full(shape, dtype, x)
@@ -151,6 +159,29 @@ class _Builder:
         sv = self.emit("size_value", [v], [self.tt([], _vdtype(like))],
                        {"dims": ir.DenseI64ArrayAttr.get(sorted(dims))})
         return self.broadcast(sv, _vshape(like))
+
+    def size_scalar(self, d, shape, dtype) -> ir.Value:
+        """The size `d` (an int, or a size expression: `x.size(1)`, a SymInt input) as
+        a value of `shape` and `dtype`: a stax.size_value of a tensor already imported
+        whose dims (one, all, or two of them) multiply to `d`."""
+        if isinstance(d, int):
+            return self.full(shape, dtype, d)
+        from stax.dialects import symbolic
+        for val in list(self.values.values()):
+            if not isinstance(val, ir.Value) or not isinstance(val.type, ir.RankedTensorType):
+                continue
+            dims = _vshape(val)
+            r = len(dims)
+            subsets = [[k] for k in range(r)] + [list(range(r))] + \
+                [[i, j] for i in range(r) for j in range(i + 1, r)]
+            for ks in subsets:
+                if symbolic.dim_product([dims[k] for k in ks]) == d:
+                    sv = self.emit("size_value", [val], [self.tt([], dtype)],
+                                   {"dims": ir.DenseI64ArrayAttr.get(ks)})
+                    return self.broadcast(sv, list(shape))
+        raise isym._unsupported(f"the size {d} is used as a value, and no tensor of the "
+                                "graph has dims that multiply to it (stax.size_value reads "
+                                "a size from a tensor's type)")
 
     def mean(self, v, dims, keepdim):
         s = self.reduce("reduce_sum", v, dims, keepdim)

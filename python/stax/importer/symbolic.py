@@ -78,7 +78,8 @@ SYMBOLIC_OPS = _names(
 SYMBOLIC_OPS |= _names(
     aten.threshold_backward, aten.gelu_backward, aten.tanh_backward,
     aten.sigmoid_backward, aten._softmax_backward_data, aten._log_softmax_backward_data,
-)
+) | {aten.true_divide.Tensor, aten.nll_loss_backward.default,
+     aten._native_batch_norm_legit_functional.default}
 
 # -- inference models (issue 10: the test models stay dynamic): splits and slices
 #    along static dims, a slice of a static dim to a symbolic length (a causal mask
@@ -109,6 +110,15 @@ _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
                     # (inference models) their handlers check which arguments may be sizes
                     aten.slice.Tensor, aten.arange.default, aten.arange.start,
                     aten.arange.start_step}
+
+
+#: ops that may read a size (a SymInt node) as a scalar operand: `x.sum(1) / x.size(1)`,
+#: a mean's backward `grad / s0`; their handlers take it through Builder.operand or
+#: the fill value, as a stax.size_value
+_SIZE_VALUE_ARGS = _names(aten.add, aten.sub, aten.mul, aten.div, aten.true_divide,
+                          aten.rsub, aten.maximum,
+                          aten.minimum, aten.scalar_tensor, aten.full, aten.full_like,
+                          aten.new_full) - {aten.div.Tensor_mode, aten.div.Scalar_mode}
 
 
 def dim(s, what="a size"):
@@ -222,8 +232,11 @@ def pre_node(b, node, dtypes):
         v = n.meta.get("val")
         if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float)) \
                 and target not in _SIZE_ARGS:
+            if target in _SIZE_VALUE_ARGS and isinstance(v, (torch.SymInt, int)):
+                continue   # the handler reads it as a stax.size_value (builder.size_scalar)
             raise _unsupported(f"{where} reads the size {n.name} ({v}) as a value; stax ops "
-                               "take sizes only in their result types")
+                               "take sizes only in their result types, or as the value of "
+                               "a stax.size_value in elementwise ops and fills")
     return IMPORT
 
 
