@@ -109,7 +109,9 @@ _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
                     aten.expand, aten.expand_copy, *_FULL) | {
                     # (inference models) their handlers check which arguments may be sizes
                     aten.slice.Tensor, aten.arange.default, aten.arange.start,
-                    aten.arange.start_step}
+                    aten.arange.start_step,
+                    # its normalized_shape (a symbolic last dim): only its length is read
+                    aten.native_layer_norm.default}
 
 
 #: ops that may read a size (a SymInt node) as a scalar operand: `x.sum(1) / x.size(1)`,

@@ -43,7 +43,9 @@ def _sized_value_facts(defining, size):
         if v in memo:
             return memo[v]
         o = defining.get(v)
-        if o is None or not o.operands:
+        if o is not None and o.operation.name == "stax.size_value":
+            res = (False, False)   # a scalar: its operand's type is read, not its data
+        elif o is None or not o.operands:
             res = (False, symbolic.dim_product(_dims(v)) == size)
         elif o.operation.name in REDUCTION_OPS:
             res = (True, False)
