@@ -179,7 +179,9 @@ class _Builder:
                     sv = self.emit("size_value", [val], [self.tt([], dtype)],
                                    {"dims": ir.DenseI64ArrayAttr.get(ks)})
                     return self.broadcast(sv, list(shape))
-        raise isym._unsupported(f"the size {d} is used as a value, and no tensor of the "
+        node = getattr(self, "node", None)
+        where = f"node {node.name} ({node.target}): " if node is not None else ""
+        raise isym._unsupported(f"{where}the size {d} is used as a value, and no tensor of the "
                                 "graph has dims that multiply to it (stax.size_value reads "
                                 "a size from a tensor's type)")
 
