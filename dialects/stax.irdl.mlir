@@ -434,5 +434,13 @@ module {
       %1 = irdl.base "!builtin.tensor"
       irdl.results(result: %1)
     }
+    irdl.operation @size_value {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0)
+      %1 = irdl.any
+      irdl.attributes {"dims" = %1}
+      %2 = irdl.base "!builtin.tensor"
+      irdl.results(result: %2)
+    }
   }
 }

@@ -670,6 +670,35 @@ class IotaOp(Stax.Operation, name="iota", traits=[ext.Pure]):
         return True
 
 
+class SizeValueOp(Stax.Operation, name="size_value", traits=[ext.Pure]):
+    """The product of `input`'s dims `dims` (each static or symbolic; no dims: 1) as a
+    0-d tensor of a numeric element type: a mean's divisor over a symbolic dim. Only the
+    operand's type is read, never its data; with static dims canonicalize folds it to a
+    stax.full."""
+    input: ext.Operand[Tensor]
+    dims: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        dims = _i64_array(self, "dims")
+        if dims is None:
+            return False
+        rank = _ty(self.input).rank
+        for d in dims:
+            if not 0 <= d < rank:
+                return _fail(self, f"dim {d} out of range for 'input' of rank {rank}")
+        if len(set(dims)) != len(dims):
+            return _fail(self, f"attribute 'dims' {dims} repeats a dim")
+        tr = _ty(self.result)
+        if tr.rank != 0:
+            return _fail(self, f"result type {tr} must be a 0-d tensor")
+        et = tr.element_type
+        if not (_is_float(et) or _is_int(et)) or _is_bool(et):
+            return _fail(self, f"result element type {et} must be a float or an integer "
+                               "type (not i1)")
+        return True
+
+
 # ----------------------------------------------------------------------------- regions and escapes
 
 # The structural stax_graph ops (kernel, yield, fallback) and `verify_module` live in

@@ -66,7 +66,10 @@ FUSIBLE_OPS = ELEMENTWISE_OPS | REDUCTION_OPS | {"stax.concat", "stax.pad"}
 VIEW_OPS = frozenset({"stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice"})
 GEN_OPS = frozenset({"stax.full", "stax.iota"})
 # views through which an in-kernel value may reach another in-kernel op
-_INNER_VIEW_OPS = frozenset({"stax.broadcast_in_dim", "stax.reshape"})
+# stax.size_value reads only its operand's type (a size as a value, a scalar broadcast
+# in the kernel), so it is cloned into consumers like a view and may sit on an inner edge
+SIZE_OPS = frozenset({"stax.size_value"})
+_INNER_VIEW_OPS = frozenset({"stax.broadcast_in_dim", "stax.reshape"}) | SIZE_OPS
 
 _CORE, _VIEW, _GEN, _OTHER = "core", "view", "gen", "other"
 
@@ -118,7 +121,7 @@ def _kind(op) -> str:
         if len(op.results) != 1:
             return _OTHER
         return _CORE
-    if name in VIEW_OPS and len(op.operands) == 1 and len(op.results) == 1:
+    if name in VIEW_OPS | SIZE_OPS and len(op.operands) == 1 and len(op.results) == 1:
         return _VIEW
     if name in GEN_OPS and len(op.operands) == 0 and len(op.results) == 1:
         return _GEN

@@ -39,8 +39,8 @@ Each call:
 What cannot stay dynamic raises `CannotStayDynamic` with the reason; the backend then
 specializes per size (stax.shape_specialize) and the report says "could not stay
 dynamic: <reason>": a training graph whose forward or backward cannot (the reason names
-the graph), an importer refusal (an op with no symbolic rule, a fallback op, a mean over
-a symbolic dim), a kernel refusal (targets/cpu_symbolic's or targets/triton_symbolic's
+the graph), an importer refusal (an op with no symbolic rule, a fallback op; a mean over
+a symbolic dim is not one: it divides by a stax.size_value), a kernel refusal (targets/cpu_symbolic's or targets/triton_symbolic's
 "not supported"), a non-contiguous input at inference (training graphs take the strides
 Dynamo's fake tensors give them, such as a saved transposed weight, guarded exactly), an
 output that eager returns as a view of an input but that is not top-level views of it

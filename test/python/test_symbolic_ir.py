@@ -200,9 +200,10 @@ def test_import_distinct_sizes_get_distinct_symbols():
     # (cat has a symbolic rule now, test_dynamic_models; flip has none)
     (lambda x: torch.flip(x, [0]), (torch.randn(8, 4),), "flip",
      "cannot be imported symbolically"),
-    (lambda x, n: x * n, (torch.randn(8, 4), 3), "mul", "as a value"),
+    # a size used as a value is a stax.size_value of a tensor whose dims give it; n
+    # (its own symbol) is no dim of x
+    (lambda x, n: x * n, (torch.randn(8, 4), 3), "mul", "as a value, and no tensor"),
     (lambda x: x.view(x.shape[0] * 2, -1), (torch.randn(8, 4),), "view", "not a polynomial"),
-    (lambda x: x.mean(-1), (torch.randn(8, 4),), "mean", "would be a number"),
 ])
 def test_import_unsupported_names_the_node(fn, args, node, why):
     gm = _trace(fn, *args)
@@ -255,3 +256,21 @@ def test_import_aot_autograd_training_graphs():
         s = import_graph(sgm, sex, new_context())
         fuse.run(s.module)
         assert len(_kernels(g.module)) == len(_kernels(s.module))
+
+
+def test_import_mean_over_symbolic_dim_divides_by_size_value():
+    # the divisor of a mean over a symbolic dim is a stax.size_value of that dim (a 0-d
+    # f32), broadcast; over a static dim it stays a constant (static graphs unchanged)
+    g, _ = _import(lambda x: (x.mean(0), x.mean(-1)), torch.randn(8, 4))
+    text = str(g.module)
+    assert text.count('"stax.size_value"') == 2, text   # dynamic=True: both dims symbolic
+    assert "{dims = array<i64: 0>}" in text and "{dims = array<i64: 1>}" in text
+    assert "-> tensor<f32>" in text
+    static = import_graph(_trace_static(lambda x: x.mean(0), torch.randn(8, 4)), None,
+                          new_context())
+    assert "stax.size_value" not in str(static.module)
+
+
+def _trace_static(fn, *args):
+    from torch.fx.experimental.proxy_tensor import make_fx
+    return make_fx(fn)(*args)

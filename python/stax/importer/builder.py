@@ -25,6 +25,12 @@ _INT64_MAX = (1 << 63) - 1
 
 # ----------------------------------------------------------------------------- the builder
 
+def _is_size(node) -> bool:
+    """Whether an FX node is a size (a SymInt or int value: sym_size, a SymInt input)."""
+    v = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return isinstance(v, (torch.SymInt, int)) and not isinstance(v, bool)
+
+
 class _Builder:
     def __init__(self, gm: torch.fx.GraphModule, symbolic: bool = False):
         self.gm = gm
@@ -102,6 +108,8 @@ class _Builder:
     def operand(self, x, shape, dtype) -> ir.Value:
         """Tensor node or Python scalar `x` as a value of `shape` and `dtype`."""
         if isinstance(x, torch.fx.Node):
+            if _is_size(x):   # a size used as a value
+                return self.size_scalar(isym.dim(x.meta["val"]), shape, dtype)
             return self.broadcast(self.convert(self.v(x), dtype), shape)
         if isinstance(x, (bool, int, float)):
             return self.full(shape, dtype, x)
@@ -141,10 +149,45 @@ class _Builder:
                          {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
                           "keepdim": ir.BoolAttr.get(bool(keepdim))})
 
+    def size_like(self, v: ir.Value, dims, like: ir.Value) -> ir.Value:
+        """The product of v's dims `dims` as a value of like's shape and dtype: a constant
+        when they are static (static graphs are unchanged), else stax.size_value (its
+        value at run time, symbolic mode only) broadcast to like's shape."""
+        sizes = [_vshape(v)[d] for d in dims]
+        if all(isinstance(n, int) for n in sizes):
+            return self.scalar_like(like, _numel(sizes))
+        sv = self.emit("size_value", [v], [self.tt([], _vdtype(like))],
+                       {"dims": ir.DenseI64ArrayAttr.get(sorted(dims))})
+        return self.broadcast(sv, _vshape(like))
+
+    def size_scalar(self, d, shape, dtype) -> ir.Value:
+        """The size `d` (an int, or a size expression: `x.size(1)`, a SymInt input) as
+        a value of `shape` and `dtype`: a stax.size_value of a tensor already imported
+        whose dims (one, all, or two of them) multiply to `d`."""
+        if isinstance(d, int):
+            return self.full(shape, dtype, d)
+        from stax.dialects import symbolic
+        for val in list(self.values.values()):
+            if not isinstance(val, ir.Value) or not isinstance(val.type, ir.RankedTensorType):
+                continue
+            dims = _vshape(val)
+            r = len(dims)
+            subsets = [[k] for k in range(r)] + [list(range(r))] + \
+                [[i, j] for i in range(r) for j in range(i + 1, r)]
+            for ks in subsets:
+                if symbolic.dim_product([dims[k] for k in ks]) == d:
+                    sv = self.emit("size_value", [val], [self.tt([], dtype)],
+                                   {"dims": ir.DenseI64ArrayAttr.get(ks)})
+                    return self.broadcast(sv, list(shape))
+        node = getattr(self, "node", None)
+        where = f"node {node.name} ({node.target}): " if node is not None else ""
+        raise isym._unsupported(f"{where}the size {d} is used as a value, and no tensor of the "
+                                "graph has dims that multiply to it (stax.size_value reads "
+                                "a size from a tensor's type)")
+
     def mean(self, v, dims, keepdim):
         s = self.reduce("reduce_sum", v, dims, keepdim)
-        n = _numel([_vshape(v)[d] for d in dims])
-        return self.binary("div", s, self.scalar_like(s, n))
+        return self.binary("div", s, self.size_like(v, dims, s))
 
     def slice(self, v, dim, start, limit, step=1, length=None) -> ir.Value:
         """v[start:limit:step] along `dim` (ints), every other dim whole (a symbolic one

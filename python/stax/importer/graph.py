@@ -262,6 +262,7 @@ def _import_node(b: _Builder, node: torch.fx.Node):
     handler = HANDLERS.get(target)
     why = None
     if handler is not None:
+        b.node = node   # the node being imported, for errors raised in the builder
         try:
             r = handler(b, node, _bind(target, node.args, node.kwargs))
         except _Fallback as e:

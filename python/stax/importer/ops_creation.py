@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 
 from stax._mlir import ir
+from stax.importer import symbolic as isym
+from stax.importer.builder import _is_size
 from stax.importer.common import _out
 from stax.importer.specs import _Fallback
 from stax.importer.table import _reg
@@ -30,6 +32,8 @@ def _full(b, node, a):
         value = 1
     else:
         value = 0  # zeros, and empty (uninitialized memory: any value will do)
+    if isinstance(value, torch.fx.Node) and _is_size(value):
+        return b.size_scalar(isym.dim(value.meta["val"]), shape, dtype)   # a size as a value
     if not isinstance(value, (bool, int, float)):
         raise _Fallback(f"fill value {value!r}")
     return b.full(shape, dtype, value)

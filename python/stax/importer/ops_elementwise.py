@@ -71,6 +71,7 @@ for _t in ("Tensor", "Scalar"):
     HANDLERS[getattr(aten.mul, _t)] = _binary_handler("mul")
     HANDLERS[getattr(aten.div, _t)] = _binary_handler("div")
     HANDLERS[getattr(aten.remainder, _t)] = _binary_handler("remainder")
+HANDLERS[aten.true_divide.Tensor] = _binary_handler("div")   # mse_loss's backward
 HANDLERS[aten.rsub.Scalar] = _binary_handler("sub", lhs="other", rhs="self", alpha=True)
 HANDLERS[aten.rsub.Tensor] = _binary_handler("sub", lhs="other", rhs="self", alpha=True)
 HANDLERS[aten.pow.Tensor_Tensor] = _binary_handler("pow", "self", "exponent")

@@ -74,7 +74,6 @@ def _bn_train(b, node, a):
     cd = _opmath(dtype)
     x = b.operand(a["input"], shape, cd)
     dims = [0] + list(range(2, len(shape)))
-    n = _numel([shape[d] for d in dims])
     mean_k, var_k, _ = _moments(b, x, dims)
     mean = b.reshape(mean_k, [shape[1]])                            # [C]
     var = b.reshape(var_k, [shape[1]])                              # biased, [C]
@@ -84,9 +83,16 @@ def _bn_train(b, node, a):
             b.reshape(b.convert(rstd, vals[2].dtype), list(vals[2].shape))]
     if len(vals) == 5:  # _native_batch_norm_legit_functional: updated running stats
         mom = a["momentum"]
+        sizes = [shape[d] for d in dims]
+        if all(isinstance(d, int) for d in sizes):
+            n = _numel(sizes)
+            unbias = b.scalar_like(var, n / max(n - 1, 1))
+        else:  # n / max(n - 1, 1) at run time (a symbolic batch: stax.size_value)
+            nv = b.size_like(x, dims, var)
+            unbias = b.binary("div", nv, b.binary("maximum", b.binary(
+                "sub", nv, b.scalar_like(var, 1)), b.scalar_like(var, 1)))
         for key, stat, t in (("running_mean", mean, vals[3]),
-                             ("running_var", b.binary("mul", var, b.scalar_like(
-                                 var, n / max(n - 1, 1))), vals[4])):
+                             ("running_var", b.binary("mul", var, unbias), vals[4])):
             old = b.convert(b.v(a[key]), cd)
             new = b.binary("add", b.binary("mul", old, b.scalar_like(old, 1 - mom)),
                            b.binary("mul", stat, b.scalar_like(stat, mom)))

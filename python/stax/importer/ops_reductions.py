@@ -86,10 +86,18 @@ def _var_parts(b, node, a, want_mean):
     dims = _norm_dims(a.get("dim"), len(s))
     corr = a.get("correction")
     corr = 1 if corr is None else corr
-    n = _numel([s[d] for d in dims])
     mean, var, _ = _moments(b, x, dims)
-    var = b.binary("div", b.binary("mul", var, b.scalar_like(var, n)),
-                   b.scalar_like(var, max(0, n - corr)))
+    if all(isinstance(s[d], int) for d in dims):
+        n = _numel([s[d] for d in dims])
+        var = b.binary("div", b.binary("mul", var, b.scalar_like(var, n)),
+                       b.scalar_like(var, max(0, n - corr)))
+    else:
+        # n / max(0, n - correction) at run time, as eager scales (n <= correction
+        # gives inf or nan)
+        n = b.size_like(x, dims, var)
+        dof = b.binary("maximum", b.binary("sub", n, b.scalar_like(var, corr)),
+                       b.scalar_like(var, 0))
+        var = b.binary("div", b.binary("mul", var, n), dof)
     var = b.convert(b.reshape(var, list(out_t.shape)), dtype)
     if not want_mean:
         return var
@@ -266,12 +274,12 @@ def _moments(b, x, dims):
     values has mean exactly that value (a plain f32 mean of 70001 equal values was off
     by 1e-4 relative, which layer_norm's rstd amplified to 4e-4 in the output)."""
     shape = _vshape(x)
-    n = _numel([shape[d] for d in dims])
+    empty = any(shape[d] == 0 for d in dims)   # a symbolic dim is never 0 here
     full = list(range(len(shape)))
     m1 = b.mean(x, dims, True)
     xc = b.binary("sub", x, b.broadcast(m1, shape, full))
     sq = b.mean(b.binary("mul", xc, xc), dims, True)
-    if n == 0:
+    if empty:
         return m1, sq, xc
     corr = b.mean(xc, dims, True)
     mean = b.binary("add", m1, corr)

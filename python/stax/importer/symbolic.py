@@ -47,7 +47,8 @@ _FULL = (aten.full, aten.zeros, aten.ones, aten.full_like, aten.zeros_like, aten
          aten.new_zeros, aten.new_ones, aten.new_full)
 
 #: ops whose handlers are shape-generic (elementwise, broadcast, reshape, permute,
-#: reductions over any dim and means over static dims, softmax, layer_norm, matmul,
+#: reductions and means over any dim (a symbolic divisor is a stax.size_value), softmax,
+#: layer_norm, var/var_mean, matmul,
 #: fills)
 SYMBOLIC_OPS = _names(
     aten.neg, aten.abs, aten.sign, aten.exp, aten.exp2, aten.expm1, aten.log, aten.log2,
@@ -62,6 +63,7 @@ SYMBOLIC_OPS = _names(
     aten.permute_copy, aten.t, aten.transpose,
     aten.sum, aten.amax, aten.amin, aten.mean, aten._softmax, aten._log_softmax,
     aten.native_layer_norm, aten.mm, aten.bmm, aten.addmm,
+    aten.var, aten.var_mean,   # their divisor over a symbolic dim is a stax.size_value
     aten.scalar_tensor, *_FULL,
 ) - {aten.view.dtype, aten.div.Tensor_mode, aten.div.Scalar_mode}
 
@@ -71,12 +73,13 @@ SYMBOLIC_OPS = _names(
 #: handlers (ops_elementwise, ops_reductions) read shapes from the node's fake tensor and
 #: the operands' types only: elementwise with full() constants, and softmax's backward a
 #: sum over its (static or symbolic) dim, with no divisor. native_layer_norm_backward has
-#: no handler (its decomposition imports); a backward needing a mean over a symbolic dim
-#: is refused as the forward's mean is (its divisor would be a size read as a value)
+#: no handler (its decomposition imports); a mean over a symbolic dim divides by a
+#: stax.size_value
 SYMBOLIC_OPS |= _names(
     aten.threshold_backward, aten.gelu_backward, aten.tanh_backward,
     aten.sigmoid_backward, aten._softmax_backward_data, aten._log_softmax_backward_data,
-)
+) | {aten.true_divide.Tensor, aten.nll_loss_backward.default,
+     aten._native_batch_norm_legit_functional.default}
 
 # -- inference models (issue 10: the test models stay dynamic): splits and slices
 #    along static dims, a slice of a static dim to a symbolic length (a causal mask
@@ -106,7 +109,18 @@ _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
                     aten.expand, aten.expand_copy, *_FULL) | {
                     # (inference models) their handlers check which arguments may be sizes
                     aten.slice.Tensor, aten.arange.default, aten.arange.start,
-                    aten.arange.start_step}
+                    aten.arange.start_step,
+                    # its normalized_shape (a symbolic last dim): only its length is read
+                    aten.native_layer_norm.default}
+
+
+#: ops that may read a size (a SymInt node) as a scalar operand: `x.sum(1) / x.size(1)`,
+#: a mean's backward `grad / s0`; their handlers take it through Builder.operand or
+#: the fill value, as a stax.size_value
+_SIZE_VALUE_ARGS = _names(aten.add, aten.sub, aten.mul, aten.div, aten.true_divide,
+                          aten.rsub, aten.maximum,
+                          aten.minimum, aten.scalar_tensor, aten.full, aten.full_like,
+                          aten.new_full) - {aten.div.Tensor_mode, aten.div.Scalar_mode}
 
 
 def dim(s, what="a size"):
@@ -220,8 +234,11 @@ def pre_node(b, node, dtypes):
         v = n.meta.get("val")
         if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float)) \
                 and target not in _SIZE_ARGS:
+            if target in _SIZE_VALUE_ARGS and isinstance(v, (torch.SymInt, int)):
+                continue   # the handler reads it as a stax.size_value (builder.size_scalar)
             raise _unsupported(f"{where} reads the size {n.name} ({v}) as a value; stax ops "
-                               "take sizes only in their result types")
+                               "take sizes only in their result types, or as the value of "
+                               "a stax.size_value in elementwise ops and fills")
     return IMPORT
 
 

@@ -65,7 +65,17 @@ class RuntimeReductionMixin:
                 self._refuse("a reduction's value read at another row (through a reshape "
                              "or a permute of the row values)")
             return self.row_vals[v]
+        if o.operation.name == "stax.size_value":
+            return self._size_value(o, v)
         return super()._eval_op(o, v, idx)
+
+    def _size_value(self, o, v) -> Val:
+        """stax.size_value: the product of its operand's dims (the runtime sizes this
+        kernel takes) as a scalar of the result's type."""
+        from stax.targets.cpu_dtypes import DTYPES
+        d = symbolic.dim_product([_dims(o.operands[0])[k] for k in int_array(o, "dims")])
+        i = self.em.op(f"arith.index_cast {self._size(d)} : index to i64", "i64")
+        return self._convert(Val(i, False, "i64"), DTYPES["i64"], dtype_of(etype(v)))
 
     def row_index(self, keepdim):
         """The current row's index in the row-value shape (keepdim: reduced dims as 0)."""

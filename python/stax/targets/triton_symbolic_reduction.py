@@ -24,8 +24,9 @@ the domain (or a reshape of it) nor one value per row.
 from __future__ import annotations
 
 from stax.dialects import symbolic
-from stax.targets.kernel_ir import REDUCTION_OPS
+from stax.targets.kernel_ir import REDUCTION_OPS, etype
 from stax.targets.kernel_ir import int_array as _ints
+from stax.targets.triton_dtypes import _DT, _dt, _isf
 from stax.targets.triton_emitter import V
 
 
@@ -42,7 +43,9 @@ def _sized_value_facts(defining, size):
         if v in memo:
             return memo[v]
         o = defining.get(v)
-        if o is None or not o.operands:
+        if o is not None and o.operation.name == "stax.size_value":
+            res = (False, False)   # a scalar: its operand's type is read, not its data
+        elif o is None or not o.operands:
             res = (False, symbolic.dim_product(_dims(v)) == size)
         elif o.operation.name in REDUCTION_OPS:
             res = (True, False)
@@ -55,7 +58,22 @@ def _sized_value_facts(defining, size):
 
 
 class _SizedReductionMixin:
-    """The row-reduction kernel of `triton_symbolic._SizedLowering`."""
+    """The row-reduction kernel of `triton_symbolic._SizedLowering`, and (for its
+    pointwise kernels too) the value of a stax.size_value."""
+
+    def _eval_op(self, o, v, idx) -> V:
+        if o.operation.name == "stax.size_value":
+            return self._size_value(o, v)
+        return super()._eval_op(o, v, idx)
+
+    def _size_value(self, o, v) -> V:
+        """The product of the operand's dims (this kernel's runtime sizes, computed once
+        at entry) as a scalar of the result's type: a mean's divisor."""
+        rdt = _dt(etype(v))
+        n = symbolic.dim_product([_dims(o.operands[0])[k] for k in _ints(o, "dims")])
+        if isinstance(n, int):
+            return V(None, (), rdt.comp, cval=float(n) if _isf(rdt.comp) else n)
+        return self._convert(self._size(n), _DT[self.it], rdt)
 
     def _check_reductions(self):
         sig = None
