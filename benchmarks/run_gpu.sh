@@ -24,6 +24,10 @@
 #          (test_triton_runtime_sizes, test_dynamic_gpu, ...), benchmarks/triton_runtime_sizes.py
 #   dynamic (not in all): benchmarks/dynamic.py --device cuda (a GPT-2 block over 32 shapes:
 #          compiles, compile time and per-shape time against eager and Inductor dynamic=True)
+#   check (not in all): the GPU tests of the schedule read-back, runtime-size concat/pad/
+#          gather, size_value means, intermediate layouts, division and reduction stores,
+#          benchmarks/kernel_probe.py, then benchmarks/gpu.py --no-autotune on the blocks,
+#          the train step, softmax and layernorm (one device call of under 10 minutes)
 # STAX_GPU_TEST_TIMEOUT / STAX_GPU_BENCH_TIMEOUT bound each part (seconds).
 set -u
 phase="${1:-all}"
@@ -150,6 +154,25 @@ if [[ "$phase" == "launch" || "$phase" == "all" ]]; then
       --out "$OUT/dispatch-h200.md" > "$OUT/gpu-dispatch.log" 2>&1
   echo "dispatch.py exit $?"
   grep "^|" "$OUT/dispatch-h200.md" 2>/dev/null || tail -n 40 "$OUT/gpu-dispatch.log"
+fi
+
+if [[ "$phase" == "check" ]]; then
+  timeout "${STAX_GPU_CHECK_TIMEOUT:-220}" $PY -m pytest -q -rfEs -p no:cacheprovider -p no:logging \
+      test/python/test_triton_division.py test/python/test_triton_reduction_full_outputs.py \
+      test/python/test_triton_tiling_readback.py test/python/test_triton_sized_concat.py \
+      test/python/test_kv_cache_decode_triton.py test/python/test_dynamic_size_value.py \
+      test/python/test_layouts_intermediates.py test/python/test_dynamic_gpu.py \
+      test/python/test_triton_runtime_sizes.py test/python/test_triton_driver.py \
+      test/python/test_triton_schedule.py test/python/test_loop_order.py \
+      > "$OUT/gpu-pytest-check.log" 2>&1
+  echo "this session's GPU tests: $(tail -n 1 "$OUT/gpu-pytest-check.log")"
+  timeout 90 $PY benchmarks/kernel_probe.py --cases column,softmax,masks --no-autotune \
+      --out "$OUT/kernel-probe.md" > "$OUT/kernel-probe.log" 2>&1
+  echo "kernel_probe exit $?"
+  timeout "${STAX_GPU_BENCH_TIMEOUT:-260}" $PY benchmarks/gpu.py --label h200 --no-autotune \
+      --cases gpt2_block,llama_block,gpt2_train_step,softmax,layernorm \
+      --out "$OUT/gpu-h200.md" --jsonl "$OUT/gpu-h200.jsonl" > "$OUT/gpu-bench.log" 2>&1
+  echo "gpu.py exit $?"
 fi
 
 if [[ "$phase" == "bench" || "$phase" == "all" ]]; then
