@@ -17,8 +17,15 @@ status=0
 echo "== lit test/"
 lit -sv test/ || status=1
 
-echo "== pytest test/python"
-pytest -q test/python "$@"
+# one worker per core (STAX_TEST_WORKERS overrides; 0 runs in this process); a file's
+# tests stay on one worker, so its module fixtures are built once
+workers=${STAX_TEST_WORKERS:-$(nproc)}
+echo "== pytest test/python ($workers workers)"
+if [ "$workers" -gt 0 ]; then
+  pytest -q -n "$workers" --dist loadfile test/python "$@"
+else
+  pytest -q test/python "$@"
+fi
 rc=$?
 if [ $rc -ne 0 ]; then
   status=1
