@@ -331,15 +331,17 @@ def test_sum_amax_last_dim(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_column_reductions_bias_grad(dtype):
     """The last dim kept (a bias gradient's sum over a symbolic batch): XBLOCK
-    neighbouring columns per program, persistent or looped over the batch."""
+    neighbouring columns per program, persistent over a short batch, looped over
+    16 x 64 tiles over one of more than 256 rows."""
     fn = lambda x: (x.sum(0), x.amax(0, keepdim=True))  # noqa: E731
     g = symbolic_graph(fn, torch.randn(4, 6, dtype=dtype))
     _routes(g)
     check(g, fn, lambda m, n: (torch.randn(m, n, dtype=dtype),),
-          [(1, 1), (17, 16), (257, 31), (2, 1023), (5000, 3), (600, 17)])
+          [(1, 1), (17, 16), (257, 31), (2, 1023), (5000, 3), (600, 17), (200, 40)])
     first = g.plans[::len(g.kernels)]   # the first kernel's plan at each size
-    assert [p.variant.strategy for p in first][-2:] == ["looped", "persistent"]
-    assert first[-1].variant.xblock == 4   # 600 (1024) rows per column: 4 columns a program
+    assert [p.variant.strategy for p in first][-3:] == ["looped", "looped", "persistent"]
+    assert first[-2].variant.xblock == 16   # 600 rows: looped, 16 columns a program
+    assert first[-1].variant.xblock == 16   # 200 (256) rows: persistent, 16 columns
 
 
 def test_column_reduction_over_two_dims_and_full_output():

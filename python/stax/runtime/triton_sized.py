@@ -13,8 +13,9 @@ exactly once; `compiles` counts them), as Triton's JIT specializes on argument v
   multiple of 16 (`tt.divisibility = 16` on that size argument); never for another value;
 * `aligned`: per pointer, `data_ptr() % 16 == 0` (`tt.divisibility = 16` on it);
 * reductions: `persistent` with RBLOCK = the row rounded up to a power of two, up to
-  PERSISTENT_MAX elements, else `looped` over LOOPED_RBLOCK chunks (columns: 64 x 64
-  tiles).
+  PERSISTENT_MAX elements, else `looped` over LOOPED_RBLOCK chunks (columns over more
+  than 256 rows: looped 16 x 64 tiles, 8 warps, as the static generator's rule but
+  unsplit).
 
 `plan(*tensors, sizes=None)` returns the LaunchPlan (variant, its TTIR, grid, the scalar
 arguments) without launching, which is how the tests run the chosen variant through the
@@ -32,6 +33,8 @@ __all__ = ["SizedTritonKernel", "SizedVariant", "LaunchPlan", "specialize_signat
 
 PERSISTENT_MAX = 4096     # as the static generator (triton_configs.PERSISTENT_MAX)
 LOOPED_RBLOCK = 2048
+COLUMN_PERSISTENT_MAX = 256  # as triton_configs: longer columns loop over 16 x 64 tiles
+COLUMN_XBLOCK = 16
 POINTWISE_BLOCK = 1024
 _I32_MAX = (1 << 31) - 1
 _SLACK = 1 << 16          # the most a block or a loop step can run past an element count
@@ -97,6 +100,9 @@ def reduction_tile(rn: int, inner_reduced=True):
     generator's default_config rule, decided at run time; no split reduction). Column
     mode (`inner_reduced` False) takes up to 64 neighbouring kept elements per program."""
     R = _p2(rn)
+    if not inner_reduced and R > COLUMN_PERSISTENT_MAX:
+        # as the static generator's column rule (triton_configs._column_config), unsplit
+        return "looped", COLUMN_XBLOCK, 64, 8
     if R <= PERSISTENT_MAX:
         if not inner_reduced:
             xb = max(1, min(64, 4096 // R))
@@ -105,8 +111,6 @@ def reduction_tile(rn: int, inner_reduced=True):
         total = xb * R
         warps = 8 if total >= 4096 and R >= 2048 else (4 if total >= 512 else 2)
         return "persistent", xb, R, warps
-    if not inner_reduced:
-        return "looped", 64, 64, 4
     return "looped", 1, LOOPED_RBLOCK, 8
 
 
