@@ -58,3 +58,26 @@ func.func @rms_weight(%x: tensor<4x8x64xf32>, %w: tensor<64xbf16>) -> tensor<4x8
   %0 = "stax.mul"(%n, %wb) : (tensor<4x8x64xf32>, tensor<4x8x64xf32>) -> tensor<4x8x64xf32>
   return %0 : tensor<4x8x64xf32>
 }
+
+// A widening convert of an argument read by two fusible ops (an RMSNorm's f32 upcast,
+// also read by the residual add after the matmul): one copy per reader, so neither
+// kernel reads an f32 tensor the other wrote; the matmul keeps the original.
+// CHECK-LABEL: func.func @upcast_read_twice
+// CHECK-NEXT: %[[XF:.*]] = "stax.convert"(%arg0) : (tensor<64x512xbf16>) -> tensor<64x512xf32>
+// CHECK-NEXT: %[[C1:.*]] = "stax.convert"(%arg0) : (tensor<64x512xbf16>) -> tensor<64x512xf32>
+// CHECK-NEXT: "stax.mul"(%[[C1]], %[[C1]])
+// CHECK: "stax.matmul"(%[[XF]], %arg1)
+// CHECK-NEXT: %[[C2:.*]] = "stax.convert"(%arg0) : (tensor<64x512xbf16>) -> tensor<64x512xf32>
+// CHECK-NEXT: "stax.add"(%[[C2]], %{{.*}})
+// FUSED-LABEL: func.func @upcast_read_twice
+// FUSED: "stax.matmul"
+// FUSED: "stax_graph.kernel"(%arg0, %{{.*}})
+// FUSED: "stax.convert"
+// FUSED-NEXT: "stax.add"
+func.func @upcast_read_twice(%x: tensor<64x512xbf16>, %w: tensor<512x512xf32>) -> (tensor<64x512xf32>, tensor<64x512xf32>) {
+  %xf = "stax.convert"(%x) : (tensor<64x512xbf16>) -> tensor<64x512xf32>
+  %sq = "stax.mul"(%xf, %xf) : (tensor<64x512xf32>, tensor<64x512xf32>) -> tensor<64x512xf32>
+  %mm = "stax.matmul"(%xf, %w) : (tensor<64x512xf32>, tensor<512x512xf32>) -> tensor<64x512xf32>
+  %h = "stax.add"(%xf, %mm) : (tensor<64x512xf32>, tensor<64x512xf32>) -> tensor<64x512xf32>
+  return %sq, %h : tensor<64x512xf32>, tensor<64x512xf32>
+}

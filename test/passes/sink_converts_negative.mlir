@@ -40,3 +40,30 @@ func.func @bad_input(%w: tensor<16xf32>) -> tensor<4x16xf32> {
   %wb = "stax.broadcast_in_dim"(%w) {dims = array<i64: 0, 1>} : (tensor<16xf32>) -> tensor<4x16xf32>
   return %wb : tensor<4x16xf32>
 }
+
+// -----
+
+// Narrowing converts, converts of computed values and converts with one fusible reader
+// are shared as before: copying them would not save a byte.
+// CHECK-LABEL: func.func @not_copied_per_reader
+// CHECK-NEXT: %[[N:.*]] = "stax.convert"(%arg0) : (tensor<8x16xf32>) -> tensor<8x16xbf16>
+// CHECK-NEXT: "stax.add"(%[[N]], %[[N]])
+// CHECK-NEXT: "stax.mul"(%[[N]], %[[N]])
+// CHECK-NEXT: %[[E:.*]] = "stax.exp"(%arg1)
+// CHECK-NEXT: %[[W:.*]] = "stax.convert"(%[[E]]) : (tensor<8x16xbf16>) -> tensor<8x16xf32>
+// CHECK-NEXT: "stax.add"(%[[W]], %[[W]])
+// CHECK-NEXT: "stax.mul"(%[[W]], %[[W]])
+// CHECK-NEXT: %[[O:.*]] = "stax.convert"(%arg1) : (tensor<8x16xbf16>) -> tensor<8x16xf32>
+// CHECK-NEXT: "stax.add"(%[[O]], %[[O]])
+func.func @not_copied_per_reader(%x: tensor<8x16xf32>, %y: tensor<8x16xbf16>) -> (tensor<8x16xbf16>, tensor<8x16xbf16>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) {
+  %n = "stax.convert"(%x) : (tensor<8x16xf32>) -> tensor<8x16xbf16>
+  %a = "stax.add"(%n, %n) : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  %b = "stax.mul"(%n, %n) : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  %e = "stax.exp"(%y) : (tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  %w = "stax.convert"(%e) : (tensor<8x16xbf16>) -> tensor<8x16xf32>
+  %c = "stax.add"(%w, %w) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %d = "stax.mul"(%w, %w) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %o = "stax.convert"(%y) : (tensor<8x16xbf16>) -> tensor<8x16xf32>
+  %f = "stax.add"(%o, %o) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %a, %b, %c, %d, %f : tensor<8x16xbf16>, tensor<8x16xbf16>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
+}
