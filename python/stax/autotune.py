@@ -64,7 +64,7 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 # shared with the CPU tuner (cpu_autotune.py)
