@@ -97,9 +97,9 @@ def _symbol_ranges(example_inputs) -> dict[str, tuple[int, int | None]]:
     if env is None:
         return out
     for sym, vr in env.var_to_range.items():
-        try:
-            lo = int(vr.lower)
-        except (TypeError, ValueError):
+        try:   # an unbounded side is -oo / oo (sympy's int() of them raises AttributeError)
+            lo = int(vr.lower) if vr.lower.is_finite else None
+        except (TypeError, ValueError, AttributeError):
             lo = None
         try:
             hi = int(vr.upper) if vr.upper.is_finite else None

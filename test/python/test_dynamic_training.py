@@ -290,6 +290,27 @@ def test_backward_without_symbolic_rule_is_specialized_per_size(counts, monkeypa
     assert counts["dynamic"] == 2 and counts["static"] == 2 * len(sizes)
 
 
+def test_train_batch_norm_over_a_dynamic_batch_says_why_it_is_per_size(counts):
+    """BatchNorm in train mode over a symbolic batch: Dynamo's shape environment holds a
+    symbol unbounded below (-oo), which the size guards once failed to read (an
+    AttributeError from sympy, reported as "aot_autograd failed"). It now gets as far as
+    the backward, whose Python division of sizes has no symbolic rule yet: per size,
+    with that reason, and eager's values and gradients at every size."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.BatchNorm1d(32),
+                                torch.nn.ReLU())
+    ref = copy.deepcopy(model)
+    cf = torch.compile(model, backend="stax", dynamic=True)
+    for n in (8, 13, 2):
+        _step(cf, model, ref, torch.randn(n, 16))
+    (r,) = B.reports()
+    assert r.route == "stax-cpu" and len(r.variants) == 3
+    why = r.specializer.not_dynamic_reason
+    assert "aot_autograd failed" not in why and "Infinity" not in why, why
+    assert why.startswith("the backward graph: the symbolic importer refused"), why
+    assert "truediv" in why
+
+
 def test_backward_guards_check_the_forward_sizes(counts):
     with fx_config.patch(backed_size_oblivious=True):
         _cf, r = _train_once(Block(d=16), [(2, 8, 16), (3, 5, 16)], mark=(0, 1))
