@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from stax.tune_common import real_tensors as _real_tensors
+
 __all__ = ["MatmulKernel", "CandidateCheck", "CandidateMismatch", "candidate_tolerance",
            "outputs_mismatch"]
 
@@ -104,15 +106,6 @@ def _autotuner_importable() -> bool:
 _INJECTED_DEVICE = "injected-bench"
 
 
-def _real_tensors():
-    """Benchmarks need real tensors even if a FakeTensorMode is active around the
-    compile (aot_autograd traces with one)."""
-    try:
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
-        return unset_fake_temporarily()
-    except ImportError:  # pragma: no cover - older torch
-        import contextlib
-        return contextlib.nullcontext()
 
 
 def _scratch_tensors(specs, device):

@@ -13,6 +13,19 @@ def ttype(shape, dtype):
     return "tensor<" + "".join(f"{s}x" for s in shape) + _MEM[dtype] + ">"
 
 
+def softmax_body(shape, dtype) -> str:
+    """A row softmax over dim 1 of a 2-D `shape` as a kernel body (max, exp, sum, div)."""
+    S, R = ttype(shape, dtype), ttype((shape[0], 1), dtype)
+    return f'''    %m = "stax.reduce_max"(%a0) {{dims = array<i64: 1>, keepdim = true}} : ({S}) -> {R}
+    %mb = "stax.broadcast_in_dim"(%m) {{dims = array<i64: 0, 1>}} : ({R}) -> {S}
+    %xc = "stax.sub"(%a0, %mb) : ({S}, {S}) -> {S}
+    %e = "stax.exp"(%xc) : ({S}) -> {S}
+    %s = "stax.reduce_sum"(%e) {{dims = array<i64: 1>, keepdim = true}} : ({S}) -> {R}
+    %sb = "stax.broadcast_in_dim"(%s) {{dims = array<i64: 0, 1>}} : ({R}) -> {S}
+    %y = "stax.div"(%e, %sb) : ({S}, {S}) -> {S}
+    "stax_graph.yield"(%y) : ({S}) -> ()'''
+
+
 def kernel_text(body: str, in_types, out_types) -> str:
     """A func.func @main holding one stax_graph.kernel whose body is `body` (%a0.. are
     the inputs; it ends with a stax_graph.yield)."""

@@ -21,6 +21,7 @@ import torch
 
 pytest.importorskip("triton")
 
+from kernel_harness import softmax_body  # noqa: E402
 from stax._mlir import ir, new_context  # noqa: E402
 from stax.targets import triton as stt  # noqa: E402
 from stax.targets.triton_ttir import (KernelShape, TritonConfig, analyze_kernel,  # noqa: E402
@@ -268,24 +269,11 @@ def test_arg_reductions_first_index_on_ties(kind, shape, dim):
 
 # ----------------------------------------------------------------------------- multi-phase
 
-def _softmax_body(shape, dtype):
-    S = ttype(shape, dtype)
-    R = ttype((shape[0], 1), dtype)
-    return f'''    %m = "stax.reduce_max"(%a0) {{dims = array<i64: 1>, keepdim = true}} : ({S}) -> {R}
-    %mb = "stax.broadcast_in_dim"(%m) {{dims = array<i64: 0, 1>}} : ({R}) -> {S}
-    %xc = "stax.sub"(%a0, %mb) : ({S}, {S}) -> {S}
-    %e = "stax.exp"(%xc) : ({S}) -> {S}
-    %s = "stax.reduce_sum"(%e) {{dims = array<i64: 1>, keepdim = true}} : ({S}) -> {R}
-    %sb = "stax.broadcast_in_dim"(%s) {{dims = array<i64: 0, 1>}} : ({R}) -> {S}
-    %y = "stax.div"(%e, %sb) : ({S}, {S}) -> {S}
-    "stax_graph.yield"(%y) : ({S}) -> ()'''
-
-
 @pytest.mark.parametrize("dtype", [F32, BF16])
 @pytest.mark.parametrize("shape", [(64, 1000), (8, 3000), (4, 10000), (2, 65536), (96, 2048)])
 def test_softmax_persistent_and_looped(shape, dtype):
     x = randn(*shape, dtype=dtype, scale=3)
-    outs, k = run_kernel(_softmax_body(shape, dtype), [x], [(shape, dtype)])
+    outs, k = run_kernel(softmax_body(shape, dtype), [x], [(shape, dtype)])
     if outs:
         want = torch.softmax(x.float().cpu(), 1)
         tol = 1e-5 if dtype == F32 else 8e-3

@@ -22,21 +22,10 @@ from stax.targets.triton_ttir import emit_ttir
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_triton_schedule import _permute_add, kernel_text, ttype  # noqa: E402
+from kernel_harness import softmax_body  # noqa: E402
 from ttir_interp import run_kernel as interpret  # noqa: E402
 
 F32, BF16 = torch.float32, torch.bfloat16
-
-
-def _softmax_body(shape, dt):
-    S, R = ttype(shape, dt), ttype((shape[0], 1), dt)
-    return f'''    %m = "stax.reduce_max"(%a0) {{dims = array<i64: 1>, keepdim = true}} : ({S}) -> {R}
-    %mb = "stax.broadcast_in_dim"(%m) {{dims = array<i64: 0, 1>}} : ({R}) -> {S}
-    %xc = "stax.sub"(%a0, %mb) : ({S}, {S}) -> {S}
-    %e = "stax.exp"(%xc) : ({S}) -> {S}
-    %s = "stax.reduce_sum"(%e) {{dims = array<i64: 1>, keepdim = true}} : ({S}) -> {R}
-    %sb = "stax.broadcast_in_dim"(%s) {{dims = array<i64: 0, 1>}} : ({R}) -> {S}
-    %y = "stax.div"(%e, %sb) : ({S}, {S}) -> {S}
-    "stax_graph.yield"(%y) : ({S}) -> ()'''
 
 
 def _rowsum_body(shape, dt):
@@ -109,7 +98,7 @@ def test_reduction_honours_tiling_variants(width, dt):
     with an RBLOCK that covers the row (mode decides, not the size)."""
     x = torch.randn(6, width).to(dt)
     want = torch.softmax(x.float(), dim=1).to(dt)
-    k = Scheduled(_softmax_body((6, width), dt), [x], [((6, width), dt)])
+    k = Scheduled(softmax_body((6, width), dt), [x], [((6, width), dt)])
     assert k.gpu.mode == "persistent" and k.gpu.rblock == width and k.gpu.block == 1
     cases = [(None, "reduction-persistent", (6, 1, 1), 4),
              (TritonConfig(2, width, 8, 1), "reduction-persistent", (3, 1, 1), 8),
@@ -176,7 +165,7 @@ def test_tiled_kernel_takes_its_blocks_from_the_schedule():
 def test_explicit_config_is_the_rewritten_schedule():
     """emit_ttir(config=c) emits exactly what the schedule rewritten to c emits."""
     x = torch.randn(6, 1024)
-    k = Scheduled(_softmax_body((6, 1024), F32), [x], [((6, 1024), F32)])
+    k = Scheduled(softmax_body((6, 1024), F32), [x], [((6, 1024), F32)])
     cfg = TritonConfig(2, 256, 8, 2)
     with k.ctx:
         direct = emit_ttir(k.kop, [x.stride()], [(1024, 1)], "k", config=cfg)
@@ -187,7 +176,7 @@ def test_explicit_config_is_the_rewritten_schedule():
 
 def test_with_gpu_tiling_verifies():
     x = torch.randn(6, 1024)
-    k = Scheduled(_softmax_body((6, 1024), F32), [x], [((6, 1024), F32)])
+    k = Scheduled(softmax_body((6, 1024), F32), [x], [((6, 1024), F32)])
     with k.ctx:
         s = read_schedule(k.kop)
         with pytest.raises(ValueError, match=r"tiling.gpu.block' = 3 must be a positive power"):
@@ -205,7 +194,7 @@ def test_with_gpu_tiling_verifies():
 def test_autotuner_candidates_come_from_the_schedule_and_the_winner_is_written_back():
     from stax.autotune import schedule_candidates, write_tuned_schedule
     x = torch.randn(6, 1024)
-    k = Scheduled(_softmax_body((6, 1024), F32), [x], [((6, 1024), F32)])
+    k = Scheduled(softmax_body((6, 1024), F32), [x], [((6, 1024), F32)])
     k.retile(TritonConfig(2, 256, 8, 1))        # a non-default schedule: it is searched first
     with k.ctx:
         sched, cands = schedule_candidates(k.kop, [x.stride()], [(1024, 1)])

@@ -74,10 +74,22 @@ class _OpsMixin:
         a negative one, clamp into range (an out-of-range index must not read outside
         the buffer; torch raises there), and read the input at it: a computed coordinate,
         a new dim of the base."""
-        em = self.em
         d = ir.IntegerAttr(o.attributes["dim"]).value
         n = _shape(o.operands[0])[d]
         k = self._eval(o.operands[1], Ix(ix.base, (ix.exprs[d],)))
+        kv = self._gather_index(k, V(None, (), self.it, cval=n),
+                                V(None, (), self.it, cval=n - 1))
+        exprs = list(ix.exprs)
+        exprs[d] = ir.AffineDimExpr.get(len(ix.base))
+        return self._eval(o.operands[0], Ix(ix.base + (V(kv, k.shape, self.it, hi=n),),
+                                            tuple(exprs)))
+
+    def _gather_index(self, k: V, size: V, last: V) -> str:
+        """The loaded indices k in the index type, a negative one wrapped by `size` (the
+        gathered dim's extent), then clamped into [0, last]: an out-of-range index reads
+        in bounds, never outside the buffer. `size` and `last` are constants here and
+        runtime sizes in the runtime-size generator."""
+        em = self.em
         sh = k.shape
         kty, ity = em.ty(sh, k.elem), em.ty(sh, self.it)
         kv = em.mat(k, sh)
@@ -88,13 +100,10 @@ class _OpsMixin:
             kv = em.op(f"arith.trunci {kv} : {kty} to {ity}", "i")
         zero = em.mat(V(None, (), self.it, cval=0), sh)
         neg = em.op(f"arith.cmpi slt, {kv}, {zero} : {ity}", "c")
-        wrapped = em.op(f"arith.addi {kv}, {em.mat(V(None, (), self.it, cval=n), sh)} : {ity}", "i")
+        wrapped = em.op(f"arith.addi {kv}, {em.mat(size, sh)} : {ity}", "i")
         kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : {em.ty(sh, 'i1')}, {ity}", "i")
         kv = em.op(f"arith.maxsi {kv}, {zero} : {ity}", "i")
-        kv = em.op(f"arith.minsi {kv}, {em.mat(V(None, (), self.it, cval=n - 1), sh)} : {ity}", "i")
-        exprs = list(ix.exprs)
-        exprs[d] = ir.AffineDimExpr.get(len(ix.base))
-        return self._eval(o.operands[0], Ix(ix.base + (V(kv, sh, self.it, hi=n),), tuple(exprs)))
+        return em.op(f"arith.minsi {kv}, {em.mat(last, sh)} : {ity}", "i")
 
     def _eval_op(self, o, v, idx) -> V:
         name = o.operation.name

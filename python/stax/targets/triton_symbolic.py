@@ -429,27 +429,12 @@ class _SizedLowering(_SizedReductionMixin, _Lowering):
         negative one wrapped by the dim's size n, then clamped into [0, n) (n a runtime
         size for a symbolic dim) so an out-of-range index reads in bounds, never outside
         the buffer (torch raises there), as the static generator does."""
-        em, it = self.em, self.it
         d = ir.IntegerAttr(o.attributes["dim"]).value
         n = _dims(o.operands[0])[d]
         k = self._eval(o.operands[1], [idx[d]])
-        sh = k.shape
-        kty, ity = em.ty(sh, k.elem), em.ty(sh, it)
-        kv = em.mat(k, sh)
-        kb, ib = int(k.elem[1:]), int(it[1:])
-        if kb < ib:
-            kv = em.op(f"arith.extsi {kv} : {kty} to {ity}", "i")
-        elif kb > ib:
-            kv = em.op(f"arith.trunci {kv} : {kty} to {ity}", "i")
-        zero = em.mat(self.ix_const(0), sh)
-        neg = em.op(f"arith.cmpi slt, {kv}, {zero} : {ity}", "c")
-        wrapped = em.op(f"arith.addi {kv}, {em.mat(self._size(n), sh)} : {ity}", "i")
-        kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : {em.ty(sh, 'i1')}, {ity}", "i")
-        kv = em.op(f"arith.maxsi {kv}, {zero} : {ity}", "i")
-        last = self._size(symbolic.dim_sum([n, -1]))
-        kv = em.op(f"arith.minsi {kv}, {em.mat(last, sh)} : {ity}", "i")
+        kv = self._gather_index(k, self._size(n), self._size(symbolic.dim_sum([n, -1])))
         sub = list(idx)
-        sub[d] = V(kv, sh, it, hi=n if isinstance(n, int) else None)
+        sub[d] = V(kv, k.shape, self.it, hi=n if isinstance(n, int) else None)
         return self._eval(o.operands[0], sub)
 
     # --------------------------------------------------------------- pointwise
