@@ -61,11 +61,16 @@ def _divmod_on(e, dim) -> bool:
     return False
 
 
-def one_lane_reason(dim, domain, reads, results):
+def one_lane_reason(dim, domain, reads, results, boundaries=()):
     """Why lanes along domain dim `dim` cannot be addressed (None: they can): a read's or
     result's offset divides a per-lane position, a concat or pad boundary (a read's
-    `where` condition that can fail) moves along it, or a gather's index is read per
-    lane."""
+    `where` condition, or one of `boundaries`: those of pieces that read no input, that
+    can fail) moves along it, or a gather's index is read per lane."""
+    for where in boundaries:
+        for w in where:
+            if dim in dims_used(w) and kernel_schedule.expr_range(w, list(domain))[0] < 0:
+                return ("a concat or pad of a generated value has a boundary along the "
+                        f"lanes ({w} >= 0)")
     for r in reads:
         if r.map is None:
             continue
@@ -102,9 +107,10 @@ def cpu_tile(domain, reads, results, order):
 
 
 def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
-               output_strides) -> CpuTiling:
+               output_strides, boundaries=()) -> CpuTiling:
     """The CPU tiling of a kernel of this schedule (see the module docstring). `shapes`:
-    every input and result shape (the thread split's work is the largest)."""
+    every input and result shape (the thread split's work is the largest); `boundaries`:
+    the `where` conditions of concat/pad pieces that read no input."""
     from stax.runtime.cpu_kernel import PARALLEL_MIN_ELEMENTS
     from stax.targets.llvm import VECTOR_WIDTH
     S, D = list(domain), list(reduced_dims)
@@ -122,7 +128,8 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
         lanes = rank == 1 or (rank > 1 and S[vdim] >= W)
         split = order[0] if rank else -1
         t = cpu_tile(S, reads, results, order)
-        if t is not None and all(one_lane_reason(d, S, reads, results) is None for d in t):
+        if t is not None and all(one_lane_reason(d, S, reads, results, boundaries) is None
+                                 for d in t):
             mode, tile = "tiled", (CPU_TILE, CPU_TILE)
             order = tuple(d for d in order if d not in t) + t
             vdim, split = t[1], order[0]
@@ -143,7 +150,7 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
         split = order[0] if outer else -1
     # (a rank-1 loop has lanes even over one element: its bounds are the thread part's)
     if mode != "tiled" and lanes and vdim >= 0 and (S[vdim] > 1 or rank == 1) and \
-            one_lane_reason(vdim, S, reads, results) is not None:
+            one_lane_reason(vdim, S, reads, results, boundaries) is not None:
         mode, W = "scalar", 1
         if kind != "pointwise":
             vdim = D[-1]

@@ -456,6 +456,9 @@ class _Analysis:
         ops = [o.operation for o in block.operations]
         self.body, self.yielded = ops[:-1], list(ops[-1].operands)
         self.pos = {o: i for i, o in enumerate(self.body)}
+        # the `where` conditions of concat/pad pieces that read no input (a full or
+        # iota): no Read carries them, but their boundaries still split the lanes
+        self.generated_wheres = []
         self.defining = {}
         for o in self.body:
             for r in o.results:
@@ -530,6 +533,8 @@ class _Analysis:
             return
         o = self.defining.get(v)
         if o is None or o.name in GEN_OPS:
+            if where:
+                self.generated_wheres.append([simplify(e, self.S) for e in where])
             return
         name = o.name.split(".", 1)[1]
         if o.name in VIEW_OPS:
@@ -697,7 +702,8 @@ class _Analysis:
         try:
             from stax.passes.cpu_tiling import cpu_tiling
             return cpu_tiling(self.op, self.kind, self.S, self.D, reads, results,
-                              [_shape(v) for v in self.args + self.yielded], self.out_strides)
+                              [_shape(v) for v in self.args + self.yielded], self.out_strides,
+                              boundaries=self.generated_wheres)
         except ImportError:
             return None
 

@@ -90,3 +90,18 @@ func.func @concat_last(%x: tensor<32x8xf32>, %y: tensor<32x24xf32>) -> tensor<32
   %e = "stax.exp"(%c) : (tensor<32x32xf32>) -> tensor<32x32xf32>
   return %e : tensor<32x32xf32>
 }
+
+// -----
+
+// A concat of generated values (a zero-length slice_scatter of a zeros buffer, found by
+// stax-fuzz): no piece reads an input, but the boundary at 7 still splits the lanes of
+// d0, so the kernel is 1-lane.
+// CHECK-LABEL: func.func @concat_of_generated_values
+// CHECK: cpu = {loop_order = array<i64: 0>, mode = "scalar", parallel_min_elements = 65536 : i64, split_dim = 0 : i64, tail = "scalar", vector_dim = 0 : i64, vector_width = 1 : i64, work = 8 : i64}
+func.func @concat_of_generated_values() -> tensor<8xf32> {
+  %z = "stax.full"() {value = 0.000000e+00 : f32} : () -> tensor<8xf32>
+  %a = "stax.slice"(%z) {limit = array<i64: 7>, start = array<i64: 0>, step = array<i64: 1>} : (tensor<8xf32>) -> tensor<7xf32>
+  %b = "stax.slice"(%z) {limit = array<i64: 8>, start = array<i64: 7>, step = array<i64: 1>} : (tensor<8xf32>) -> tensor<1xf32>
+  %c = "stax.concat"(%a, %b) {dim = 0 : i64} : (tensor<7xf32>, tensor<1xf32>) -> tensor<8xf32>
+  return %c : tensor<8xf32>
+}

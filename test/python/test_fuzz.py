@@ -368,3 +368,25 @@ def test_dynamic_check_fails_a_size_that_ran_as_written(monkeypatch):
     monkeypatch.setenv("STAX_DYNAMIC", "0")   # the per-size cap (CPU is one compile)
     o = D.check_dynamic(_dynamic_prog())
     assert o.status == "fail", o
+
+
+def test_eager_overflow_of_an_f16_intermediate_is_not_a_mismatch():
+    """atan2(x, x)'s f16 gradient (seed 18908): eager rounds g * x to f16, which
+    overflows to inf for |g * x| > 65504, and inf * 0 is a NaN; stax keeps the product in
+    f32 and gets the 0 the float64 reference has. Accepted only where the float64
+    reference agrees with stax."""
+    eager = torch.tensor([0.5, float("nan"), 2.0], dtype=torch.float16)
+    stax = torch.tensor([0.5, 0.0, 2.0], dtype=torch.float16)
+    exact = torch.tensor([0.5, 0.0, 2.0], dtype=torch.float64)
+    assert C.value_mismatch(stax, eager, exact, precision=torch.float16) is None
+    # without the reference, or where the reference is NaN too, it stays a mismatch
+    assert "NaN positions differ" in C.value_mismatch(stax, eager, None, precision=torch.float16)
+    nan_too = torch.tensor([0.5, float("nan"), 2.0], dtype=torch.float64)
+    assert "NaN positions differ" in C.value_mismatch(stax, eager, nan_too,
+                                                      precision=torch.float16)
+    # stax finite but far from the reference: a mismatch
+    far = torch.tensor([0.5, 3.0, 2.0], dtype=torch.float64)
+    assert "NaN positions differ" in C.value_mismatch(stax, eager, far, precision=torch.float16)
+    # a float32 program has no reduced-precision intermediates to excuse
+    e32, s32 = eager.float(), stax.float()
+    assert "NaN positions differ" in C.value_mismatch(s32, e32, exact, precision=torch.float32)

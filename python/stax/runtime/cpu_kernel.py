@@ -16,6 +16,13 @@ class KernelLoadError(Exception):
     """The JIT did not produce the kernel's symbol (or the kernel text does not parse)."""
 
 
+# Functions a kernel module may define besides its kernel, for code LLVM's backend emits
+# as a library call: at opt_level 3 LLVM can turn arith-expand's f32 -> bf16 rounding
+# back into an `fptrunc`, which x86 without AVX512-BF16 lowers to a call of
+# __truncsfbf2 (libgcc/compiler-rt, absent from this process). Each module defines its own
+# copy (stax.targets.cpu_dtypes.with_libcall_helpers); one merged module keeps one.
+LIBCALL_HELPERS = frozenset({"__truncsfbf2"})
+
 # Work (elements touched) below which a kernel runs on the calling thread only: a
 # hand-off to the worker costs tens of microseconds.
 PARALLEL_MIN_ELEMENTS = 1 << 16
@@ -310,13 +317,18 @@ def load_cpu_kernels(specs) -> list[CpuKernel]:
                 raise KernelLoadError(f"kernel {name} takes {got} tensors, but the metadata "
                                       f"says {spec['n_args']}")
             ops = [op.operation for op in module.body.operations]
-            syms = {ir.StringAttr(o.attributes["sym_name"]).value for o in ops
-                    if "sym_name" in o.attributes}
+            names = [ir.StringAttr(o.attributes["sym_name"]).value
+                     if "sym_name" in o.attributes else None for o in ops]
+            syms = set(names) - {None} - LIBCALL_HELPERS
             group = next((g for g in groups if not g[1] & syms), None)
             if group is None:
                 group = (ir.Module.create(), set())
                 groups.append(group)
-            for o in ops:
+            for o, sym in zip(ops, names):
+                if sym in LIBCALL_HELPERS:   # identical in every kernel: the first one
+                    if sym in group[1]:
+                        continue
+                    group[1].add(sym)
                 group[0].body.append(o)
             group[1].update(syms)
             owner.append(len(groups) - 1 if group is groups[-1] else groups.index(group))

@@ -77,3 +77,23 @@ def fmt_float_for(v, ctype):
             return "0x7FF0000000000000" if v > 0 else "0xFFF0000000000000"
         return _float_literal(v)
     return _fmt_float(v)
+
+
+# __truncsfbf2 (f32 -> bf16, round to nearest even; NaN stays NaN) for the backend's
+# library calls (runtime.cpu_kernel.LIBCALL_HELPERS says why). optnone keeps LLVM from
+# turning its own body back into the call.
+_TRUNCSFBF2 = """
+  func.func @__truncsfbf2(%x: f32) -> bf16 attributes {passthrough = ["noinline", "optnone"]} {
+    %r = arith.truncf %x : f32 to bf16
+    return %r : bf16
+  }
+"""
+
+
+def with_libcall_helpers(text: str) -> str:
+    """The kernel module `text` (func-dialect MLIR ending in the module's `}`) with the
+    library-call helpers its element types may need."""
+    if "bf16" not in text or "@__truncsfbf2" in text:
+        return text
+    end = text.rstrip().rfind("}")
+    return text[:end] + _TRUNCSFBF2 + text[end:]

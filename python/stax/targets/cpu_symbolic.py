@@ -41,7 +41,7 @@ from stax._mlir import ExecutionEngine, PassManager, ir
 from stax.dialects import symbolic
 from stax.runtime.cpu_kernel import SizedCpuKernel
 from stax.targets import llvm
-from stax.targets.cpu_dtypes import dtype_of
+from stax.targets.cpu_dtypes import dtype_of, with_libcall_helpers
 from stax.targets.cpu_emitter import Emitter
 from stax.targets.cpu_errors import KernelLoweringError, NeedScalar
 from stax.targets.cpu_index import Aff, Var
@@ -509,7 +509,7 @@ def compile_kernel(kernel_op, name="kernel", ctx=None, input_strides=None,
     context = ctx or kernel_op.context
     with context, ir.Location.unknown():
         try:
-            m = ir.Module.parse(text)
+            m = ir.Module.parse(with_libcall_helpers(text))
         except ir.MLIRError as e:
             raise KernelLoweringError(f"internal error: generated MLIR for {name} does not "
                                       f"parse: {e}\n{text}") from None

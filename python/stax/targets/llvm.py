@@ -44,7 +44,7 @@ from stax.dialects.schedule import dims_used, has_schedule, read_schedule
 # the one shared index analysis (not a pass): used when the kernel has no schedule for
 # these strides, and to compose an index through a view
 from stax.passes import kernel_schedule
-from stax.targets.cpu_dtypes import DType, dtype_of
+from stax.targets.cpu_dtypes import DType, dtype_of, with_libcall_helpers
 from stax.targets.cpu_emitter import Emitter, Val
 from stax.targets.cpu_errors import KernelLoweringError, NeedScalar
 from stax.targets.cpu_index import Aff, Var, strided_offset
@@ -686,7 +686,7 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", ctx=
     context = ctx or kernel_op.context
     with context, ir.Location.unknown():
         try:
-            m = ir.Module.parse(text)
+            m = ir.Module.parse(with_libcall_helpers(text))
         except ir.MLIRError as e:
             raise KernelLoweringError(f"internal error: generated MLIR for {name} does not "
                                       f"parse: {e}\n{text}") from None

@@ -1,0 +1,93 @@
+"""Regressions stax-fuzz found on the CPU (seed 18908, `--count 100 --backward`); each
+failed before its fix. Compiled with `backend="stax"` under the `stax_strict` fixture (a
+lowering failure raises), compared with eager on fresh random inputs, forward and
+backward, with the route checked."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stax.backend as B
+from stax._mlir import ir, new_context
+from stax.dialects.stax_dialect import KERNEL
+from stax.passes import fuse, schedule
+from stax.runtime.cpu_kernel import LIBCALL_HELPERS, kernel_text, load_cpu_kernels
+from stax.targets import llvm
+
+pytestmark = pytest.mark.usefixtures("stax_strict")
+
+
+def _train_both(fn, x):
+    """(outputs, input grad) of fn compiled with stax and of eager, on copies of x."""
+    torch._dynamo.reset()
+    B.clear()
+    got = []
+    for f in (torch.compile(fn, backend="stax", fullgraph=True), fn):
+        a = x.detach().clone().requires_grad_()
+        out = f(a)
+        w = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+        (out.double() * w.double()).sum().backward() if out.numel() else out.sum().backward()
+        got.append((out.detach(), a.grad))
+    assert all(r.route == "stax-cpu" for r in B.reports()), [r.summary() for r in B.reports()]
+    return got
+
+
+def test_zero_length_slice_backward_is_one_lane_where_a_generated_concat_splits():
+    """x.narrow(0, 7, 0).to(f16): the backward's slice_scatter of an empty gradient into
+    zeros is a concat of two slices of a `full`, boundary at 7 along the lane dim. No read
+    carried the boundary, so the schedule gave 16 lanes and the CPU generator stopped
+    with an internal error (passes/cpu_tiling.one_lane_reason missed it)."""
+    (out, g), (ref, rg) = _train_both(lambda x: x.narrow(0, 7, 0).to(torch.float16),
+                                      torch.randn(8))
+    assert out.shape == ref.shape == (0,) and out.dtype == ref.dtype
+    assert torch.equal(g, rg)
+
+
+def test_bf16_constant_reduction_jits_where_llvm_makes_a_truncation_libcall():
+    """The backward of ceil over a stride-0 view of a bf16 input sums a bf16 zeros
+    buffer. LLVM (opt level 3) folded the kernel's f32 -> bf16 rounding back into an
+    fptrunc, which the x86 backend lowers to a call of __truncsfbf2, a symbol this
+    process lacks: the JIT produced no kernel. Every bf16 kernel module now defines it."""
+    def fn(x):
+        return torch.ceil(torch.as_strided(x.contiguous(), (2, 1, 16), (7, 1, 0), 0))
+    (out, g), (ref, rg) = _train_both(fn, torch.randn(8, dtype=torch.bfloat16) * 4)
+    assert torch.equal(out, ref) and out.stride() == ref.stride()
+    assert torch.equal(g, rg)
+
+
+BF16_SUMS = """
+func.func @sums(%x: tensor<4x16xbf16>) -> (tensor<2x1xbf16>, tensor<4xbf16>) {
+  %z = "stax.full"() {value = 0.000000e+00 : bf16} : () -> tensor<2x1x16xbf16>
+  %s = "stax.reduce_sum"(%z) {dims = array<i64: 2>, keepdim = false} : (tensor<2x1x16xbf16>) -> tensor<2x1xbf16>
+  %t = "stax.reduce_sum"(%x) {dims = array<i64: 1>, keepdim = false} : (tensor<4x16xbf16>) -> tensor<4xbf16>
+  return %s, %t : tensor<2x1xbf16>, tensor<4xbf16>
+}
+"""
+
+
+def test_kernels_defining_the_truncation_helper_load_into_one_module():
+    """The helper is in every bf16 kernel's module; an artifact's kernels, loaded without
+    the compiler, still share one module (the helper kept once) and run."""
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        m = ir.Module.parse(BF16_SUMS)
+        fuse.run(m)
+        schedule.run(m)
+        kernels = [op for op in m.body.operations[0].regions[0].blocks[0].operations
+                   if op.operation.name == KERNEL]
+        assert len(kernels) == 2
+        compiled = [llvm.compile_kernel(k, [[16, 1]] * (i == 1), [[1, 1]] if i == 0 else [[1]],
+                                        f"k{i}") for i, k in enumerate(kernels)]
+    texts = [kernel_text(k) for k in compiled]
+    assert all("@__truncsfbf2" in t for t in texts) and "__truncsfbf2" in LIBCALL_HELPERS
+    loaded = load_cpu_kernels([dict(text=t, name=k.name, n_args=k.n_args,
+                                    vector_width=k.vector_width, splittable=k.splittable,
+                                    work=0) for t, k in zip(texts, compiled)])
+    assert loaded[0]._engine is loaded[1]._engine   # one module: the helper kept once
+    s = torch.full((2, 1), 7.0, dtype=torch.bfloat16)
+    loaded[0](s)
+    assert torch.equal(s, torch.zeros(2, 1, dtype=torch.bfloat16))
+    x = torch.randn(4, 16, dtype=torch.bfloat16)
+    t = torch.empty(4, dtype=torch.bfloat16)
+    loaded[1](x, t)
+    torch.testing.assert_close(t, x.float().sum(1).bfloat16(), rtol=0, atol=0)
