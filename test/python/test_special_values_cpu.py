@@ -14,7 +14,9 @@ libm-lowered sin, cos, pow, atan2, and a wide random sample, f32, against eager:
 
 Where eager's own f32 result is not the float64 one in kind (NaN for gelu(+inf), whose
 limit is +inf; inf for gelu(3.4e38), which is 3.4e38), stax must give the float64 one:
-EAGER_F32_DEVIATIONS lists them, and the test checks that eager still deviates there.
+EAGER_F32_DEVIATIONS lists them; whether eager deviates there depends on the CPU's
+vector ISA (seen: AVX-512 here deviates, CI's machine did not), so the test checks stax
+against the float64 value at those points whatever eager gives.
 """
 from __future__ import annotations
 
@@ -99,9 +101,10 @@ def _check(name, x, got, ref, ref64, bound, cancels, deviations=()):
     for xv, want in deviations:
         m = (x == xv) if not isinstance(xv, tuple) else xv
         assert m.any(), (name, xv)
-        eager_kind = ref[m].isnan() | ref[m].isinf()
-        assert eager_kind.all(), f"{name}({xv}): eager no longer deviates; drop the entry"
+        # eager's f32 kernel differs by CPU (SLEEF's vector path deviates, the scalar
+        # path on another ISA may not): whatever eager gives, stax gives the float64 value
         assert torch.equal(got[m], torch.full_like(got[m], want)), (name, xv, got[m])
+        assert torch.equal(ref64[m].float(), torch.full_like(got[m], want)), (name, xv)
         dev |= m
     keep = ~dev
     g, r, r64 = got[keep], ref[keep], ref64[keep]
