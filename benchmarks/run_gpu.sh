@@ -21,7 +21,8 @@
 #   layout (not in all): benchmarks/layout.py --device cuda (strided inputs and outputs:
 #          time, launches and bytes moved against eager and Inductor)
 #   sizes (not in all): the runtime-size Triton kernels and dynamic graphs on cuda
-#          (test_triton_runtime_sizes, test_dynamic_gpu, ...), benchmarks/triton_runtime_sizes.py
+#          (test_triton_runtime_sizes, test_dynamic_gpu, test_dynamic_cudagraphs, ...),
+#          benchmarks/triton_runtime_sizes.py
 #   dynamic (not in all): benchmarks/dynamic.py --device cuda (a GPT-2 block over 32 shapes:
 #          compiles, compile time and per-shape time against eager and Inductor dynamic=True)
 #   check (not in all): the GPU tests of the schedule read-back, runtime-size concat/pad/
@@ -120,7 +121,7 @@ if [[ "$phase" == "sizes" ]]; then
   # per-size kernel), and graphs compiled once for every size (inference and training)
   timeout "${STAX_GPU_SIZES_TIMEOUT:-300}" $PY -m pytest -q -rfEs -p no:cacheprovider \
       test/python/test_triton_runtime_sizes.py test/python/test_dynamic_gpu.py \
-      test/python/test_channels_last_switch.py \
+      test/python/test_channels_last_switch.py test/python/test_dynamic_cudagraphs.py \
       > "$OUT/gpu-pytest-sizes.log" 2>&1
   echo "runtime sizes / dynamic / channels-last on cuda: $(tail -n 1 "$OUT/gpu-pytest-sizes.log")"
   timeout 200 $PY benchmarks/triton_runtime_sizes.py > "$OUT/gpu-triton-runtime-sizes.log" 2>&1

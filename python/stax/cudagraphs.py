@@ -52,9 +52,10 @@ reason (`reason`, `status()`, and a note in the graph's notes, so the backend's
 * the capture itself failing (the CUDA error text, with the graph's fallback ops named
   as suspects).
 
-Symbolic shapes never reach a runner as such: a graph with symbolic sizes is compiled
-as one static variant per size (stax.shape_specialize), and each variant has its own
-runner, captured like any static graph.
+Symbolic shapes never reach a runner as such: an inference graph compiled once for
+every size gets one runner per size (stax.cudagraphs_sized: the graph's guards first,
+then that size's runner); a graph compiled per size (stax.shape_specialize, training
+under reduce-overhead) has a runner per static variant, captured like any static graph.
 """
 from __future__ import annotations
 
@@ -245,6 +246,12 @@ def _dense(t: torch.Tensor) -> bool:
         return t.is_contiguous()
 
 
+def capturing() -> bool:
+    """Whether the current stream is capturing a CUDA graph (False on a build or a
+    machine without CUDA, where torch's query raises)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
 class _AutoDeclined(Exception):
     """Auto-capture found the graph not worth capturing after all (large outputs)."""
 
@@ -357,8 +364,8 @@ class CudaGraphRunner:
 
     # ------------------------------------------------------------------ calls
     def __call__(self, args):
-        if self._lock is None:
-            return self._run(args)
+        if self._lock is None or self.reason is not None or not torch.cuda.is_available():
+            return self._run(args)   # nothing replayed: no static buffers to share
         with self._lock:  # the static buffers are one caller's at a time
             # the raw handle is an int (cheap); a Stream object only on a switch
             handle = torch._C._cuda_getCurrentRawStream(self._device_index)
@@ -372,7 +379,7 @@ class CudaGraphRunner:
             return self._run(args)
 
     def _run(self, args):
-        if self.reason is not None or torch.cuda.is_current_stream_capturing():
+        if self.reason is not None or capturing():
             return self._call(args)
         if self._graph is None:
             r = self._runtime_reason(args)

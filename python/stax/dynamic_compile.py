@@ -330,6 +330,29 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
         return g
 
 
+def _sized_cudagraphs(graph, config, report):
+    """The per-size CUDA graph runner of a GPU inference graph (stax.cudagraphs_sized), or
+    None: reduce-overhead captures every size; the default mode captures a graph that
+    auto_capture_blocker admits (the copy limits are checked per size)."""
+    if config.target != "triton":
+        return None
+    from stax.cudagraphs import auto_capture_blocker
+    from stax.cudagraphs_sized import SizedCudaGraphs
+    if config.cudagraphs:
+        runner = SizedCudaGraphs(graph, auto=False, copy_outputs=config.cudagraph_copy_outputs)
+    elif config.auto_cudagraphs and auto_capture_blocker(graph, "inference") is None:
+        runner = SizedCudaGraphs(graph, auto=True)
+        graph.notes.append(
+            f"auto cudagraphs: {graph.launches_per_call} launches per call are replayed "
+            "from one CUDA graph per size (captured on a size's second call, outputs "
+            "copied out; a call behaves as uncaptured; off with "
+            "options={'stax.auto_cudagraphs': False})")
+    else:
+        return None
+    report.runners.append(runner)
+    return runner
+
+
 @dataclasses.dataclass
 class _Holder:
     graph: Any = None
@@ -396,10 +419,10 @@ def compile_dynamic(gm, example_inputs, report, config):
     if config.target not in DEVICES:
         raise CannotStayDynamic(f"the {config.target} target has no kernels with runtime "
                                 "sizes")
-    if config.target == "triton" and config.cudagraphs:
-        raise CannotStayDynamic("CUDA graphs (stax.cudagraphs) record static shapes: "
-                                "one static variant per size keeps them")
     training = needs_autograd(example_inputs)
+    if config.target == "triton" and config.cudagraphs and training:
+        raise CannotStayDynamic("CUDA graphs (stax.cudagraphs) of training graphs are "
+                                "captured per size: one static variant per size keeps them")
     # a Python float Dynamo passes as a tensor (a norm's eps under dynamic=True): the
     # symbolic trace makes Dynamo specialize it and trace again (RestartAnalysis, passed
     # on below); one that stays a tensor read with .item() is refused by the importer
@@ -408,7 +431,7 @@ def compile_dynamic(gm, example_inputs, report, config):
 
     def inference(aten_gm, aten_inputs):
         holder.graph = _build(aten_gm, aten_inputs, config, debug.new_graph_id("inference"))
-        return holder.graph
+        return _sized_cudagraphs(holder.graph, config, report) or holder.graph
 
     def refuse(kind):
         def compiler(*_):

@@ -235,7 +235,11 @@ class DynamicGraph:
     # -- run
     def __call__(self, args):
         args = list(args)
-        env = self.bind(args)
+        return self.run_bound(args, self.bind(args))
+
+    def run_bound(self, args: list, env: dict):
+        """The steps at the symbols' values `env`, which `bind(args)` returned (every
+        argument checked)."""
         self.calls += 1
         # every tensor is made on the arguments' device (bind checked they share one)
         dev = next((a.device for a in args if isinstance(a, torch.Tensor)),
