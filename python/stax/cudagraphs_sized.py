@@ -64,6 +64,11 @@ class SizedCudaGraphs:
         self.runners: collections.OrderedDict = collections.OrderedDict()
         self.evictions = 0
         self._notes: list[str] = []   # the per-size runners' notes (status() sums them up)
+        device = str(getattr(graph, "device", "cuda"))
+        #: why no size is captured (None: each size decides); a graph whose tensors live
+        #: elsewhere (the tests' triton route over CPU tensors) runs uncaptured
+        self.reason = None if device.startswith("cuda") else \
+            f"the graph's tensors are on {device}, not a CUDA device"
         # an instance attribute too (torch._dynamo.disable copies __dict__ only)
         self._boxed_call = True
 
@@ -77,6 +82,8 @@ class SizedCudaGraphs:
 
     def status(self) -> str:
         how = " (auto: default mode, outputs copied)" if self.auto else ""
+        if self.reason is not None:
+            return f"{self.kind} graph {self.graph_id} (dynamic): not captured{how}: {self.reason}"
         captured = [k for k, r in self.runners.items() if r.captured]
         refused = [(k, r.reason) for k, r in self.runners.items() if r.reason]
         parts = [f"{self.kind} graph {self.graph_id} (dynamic): one CUDA graph per size"
@@ -120,8 +127,8 @@ class SizedCudaGraphs:
     def __call__(self, args):
         args = args if isinstance(args, list) else list(args)
         env = self.graph.bind(args)   # every guard first; the symbols' values key the size
-        if capturing():
-            return self.graph.run_bound(args, env)   # inside the caller's own capture
+        if self.reason is not None or capturing():   # (or inside the caller's capture)
+            return self.graph.run_bound(args, env)
         r = self._runner(tuple(sorted(env.items())))
         if r.reason is not None:   # this size stays uncaptured: no second bind
             return self.graph.run_bound(args, env)

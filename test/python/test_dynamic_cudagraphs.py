@@ -133,11 +133,9 @@ def test_default_mode_wraps_the_dynamic_graph_interpreted(counts, interpreted_tr
     rep, runner = _sized_runner()
     assert runner.auto and rep.route == "triton"
     assert any("one CUDA graph per size" in n for n in rep.notes), rep.notes
-    # CPU tensors (this machine): every size stays uncaptured, saying why
-    assert len(runner.runners) == 3   # sizes 8, 1, 17
-    assert all("is on cpu" in r.reason for r in runner.runners.values())
-    assert not any(r.captured for r in runner.runners.values())
-    assert "3 uncaptured" in rep.cudagraphs[0], rep.cudagraphs
+    # CPU tensors: nothing is captured, and the report says why
+    assert runner.runners == {} and "not a CUDA device" in runner.reason
+    assert "not captured" in rep.cudagraphs[0] and "cpu" in rep.cudagraphs[0], rep.cudagraphs
     # the guards are the graph's: a wrong argument is refused before anything runs
     with pytest.raises(StaxGuardError, match="arguments expected"):
         runner([])
@@ -232,8 +230,9 @@ def test_gpt2_block_sizes_captured_cuda(counts):
     model = GPT2Block(768, 12, max_seq=1024).cuda().eval()
     cf = torch.compile(model, backend="stax", dynamic=True)
     with torch.no_grad():
-        for b, t in [(1, 32), (1, 32), (1, 32), (4, 17), (4, 17), (4, 17), (2, 128),
-                     (2, 128), (1, 32)]:
+        # batches >= 2: Dynamo specializes a size of 1 (a static graph of its own)
+        for b, t in [(2, 32), (2, 32), (2, 32), (4, 17), (4, 17), (4, 17), (3, 128),
+                     (3, 128), (2, 32)]:
             x = torch.randn(b, t, 768, device="cuda")
             _close(cf(x), model(x))
     assert counts == {"static": 0, "dynamic": 1}
