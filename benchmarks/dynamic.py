@@ -125,6 +125,8 @@ def _run_backend(name, model, model64, inputs, device, target_s):
         result["dynamic_variants"] = sum(1 for v in variants if getattr(v, "dynamic", False))
         result["static_graphs"] = sum(1 for r in reps if not getattr(r, "variants", None))
         result["compiles"] = result["static_graphs"] + len(variants)
+        # what ran from a CUDA graph (a timing is launch-bound without one)
+        result["cudagraphs"] = [c for r in reps for c in r.cudagraphs]
     else:
         result["compiles"] = counter["graphs"]
     return result
@@ -208,6 +210,10 @@ def main(argv=None) -> int:
               f"- per-shape time at or below Inductor's dynamic code: geomean "
               f"{_geomean([a / b for a, b in zip(ms['stax'], ms['inductor'])]):.2f}x, "
               f"{sum(a <= b for a, b in zip(ms['stax'], ms['inductor']))} of {len(ms['stax'])} shapes at or below"]
+    for n in ("stax", "stax-static"):
+        if by[n].get("cudagraphs"):
+            lines += ["", f"CUDA graphs ({n}, each compiled graph's capture status):", ""]
+            lines += [f"- {c}" for c in by[n]["cudagraphs"]]
     lines += ["", f"Checks: {'all passed' if ok else 'FAILED'}"]
     for r in results:
         lines += [f"- {p}" for p in r["problems"]]
