@@ -109,13 +109,22 @@ def _item_users(node) -> list:
             u.target is torch.ops.aten._local_scalar_dense.default]
 
 
+def only_read_by_item(node) -> bool:
+    """A wrapped-scalar placeholder that the graph reads only with `.item()`: once the
+    value is written in, the placeholder is unused."""
+    return bool(node.users) and len(_item_users(node)) == len(node.users)
+
+
 def specialize_graph(gm: torch.fx.GraphModule, values: dict[int, Any],
-                     wrapped: dict[int, Any] | None = None) -> torch.fx.GraphModule:
+                     wrapped: dict[int, Any] | None = None,
+                     drop_wrapped: frozenset = frozenset()) -> torch.fx.GraphModule:
     """A copy of `gm` with the call's scalar values written in as constants: placeholder
     `i` of `values` is gone (its users read `values[i]`, an int, float or bool), and the
-    `.item()` reads of wrapped-scalar placeholder `i` of `wrapped` read `wrapped[i]` (the
-    placeholder stays). The other placeholders stay, in order. Tracing it with the
-    call's tensors gives a static graph."""
+    `.item()` reads of wrapped-scalar placeholder `i` of `wrapped` read `wrapped[i]`; that
+    placeholder stays unless `i` is in `drop_wrapped` (read only by `.item()`: a 0-dim
+    CPU tensor the compiled graph would take and never read, which kept a GPU variant out
+    of CUDA graphs). The other placeholders stay, in order. Tracing it with the call's
+    tensors gives a static graph."""
     graph = torch.fx.Graph()
     val_map = {}
     for i, node in enumerate(_placeholders(gm)):
@@ -126,6 +135,9 @@ def specialize_graph(gm: torch.fx.GraphModule, values: dict[int, Any],
                 val_map[user] = wrapped[i]
     out = graph.graph_copy(gm.graph, val_map)
     graph.output(out)
+    for i, node in enumerate(_placeholders(gm)):
+        if i in drop_wrapped and not val_map[node].users:
+            graph.erase_node(val_map[node])
     graph._codegen = gm.graph._codegen
     _fold_size_arithmetic(graph)
     for node in graph.nodes:
@@ -249,7 +261,11 @@ class ShapeSpecializer:
         self.names = [n.name for n in nodes]
         self.tensor_positions, self.scalar_positions, self.wrapped_positions = \
             _symbolic_positions(gm, list(example_inputs))
-        scalars = set(self.scalar_positions)
+        #: wrapped scalars read only by .item(): their value is in the key and written
+        #: into the variant, which no longer takes them
+        self.dropped_wrapped = frozenset(i for i in self.wrapped_positions
+                                         if only_read_by_item(nodes[i]))
+        scalars = set(self.scalar_positions) | self.dropped_wrapped
         self.kept_positions = [i for i in range(len(nodes)) if i not in scalars]
         self.symbols = _symbol_readers(gm, self.tensor_positions, self.scalar_positions,
                                        self.wrapped_positions)
@@ -313,7 +329,8 @@ class ShapeSpecializer:
         announce(f"graph with symbolic shapes ({self.symbol_list()}): new stax variant "
                  f"{len(self.variants) + 1}: {variant.reason}")
         gm = specialize_graph(self.gm, {i: args[i] for i in self.scalar_positions},
-                              {i: args[i].item() for i in self.wrapped_positions})
+                              {i: args[i].item() for i in self.wrapped_positions},
+                              self.dropped_wrapped)
         example = [args[i] for i in self.kept_positions]
 
         def record(graph):

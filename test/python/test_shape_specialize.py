@@ -281,6 +281,18 @@ def test_python_float_attribute_under_dynamic_true(monkeypatch):
     assert spec.wrapped_positions and len(spec.variants) == 2
     eps = [v for v in spec.last_variant.sizes.values() if isinstance(v, float)]
     assert eps == [1e-5]
+    # read only by .item(), the 0-dim CPU tensor is no argument of the variant (a GPU
+    # variant with a CPU argument could not be replayed from a CUDA graph)
+    assert spec.dropped_wrapped == frozenset(spec.wrapped_positions)
+    assert not set(spec.kept_positions) & spec.dropped_wrapped
+    for g in spec.last_variant.graphs:
+        assert len(g.input_names) == len(spec.kept_positions), g.input_names
+    # another eps is another variant, with its own value written in
+    model.eps = 1e-2
+    with torch.no_grad():
+        x = torch.randn(7, 16) * 1e-2
+        torch.testing.assert_close(cf(x), model(x))
+    assert [v for v in spec.last_variant.sizes.values() if isinstance(v, float)] == [1e-2]
 
 
 def test_strides_are_part_of_the_variant_key(monkeypatch):
