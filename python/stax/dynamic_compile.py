@@ -249,9 +249,9 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                                    lambda ins, env: torch.matmul(ins[0], ins[1])))
             elif name in VIEW_OPS:
                 steps.append(_Step("view", ins, outs, _view_runner(name, op, res_dims[0])))
-            elif name == FALLBACK and len(op.results) == 1:
+            elif name == FALLBACK:
                 # PyTorch runs it, as the static path's fallback op: reported the same way
-                steps.append(_Step("library", ins, outs, _library_runner(op, res_dims[0])))
+                steps.append(_Step("library", ins, outs, _library_runner(op, res_dims)))
                 fallback_ops.append(ir.StringAttr(op.attributes["target"]).value)
             else:
                 raise CannotStayDynamic(f"top-level op {name} is not run by the dynamic "

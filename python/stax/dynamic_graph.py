@@ -252,6 +252,8 @@ class DynamicGraph:
                 outs = [torch.empty([_evaluate(d, env) for d in dims], dtype=dt, device=dev)
                         for dims, dt in zip(st.out_dims, st.out_dtypes)]
                 st.fn(ins, outs, env)
+            elif st.kind == "library":
+                outs = st.fn(ins, env)   # one tensor per result of the op
             else:
                 outs = [st.fn(ins, env)]
             for i, t in zip(st.outs, outs):
@@ -421,8 +423,11 @@ def _decode_call(obj, ins):
 
 
 def _library_runner(op, out_dims):
-    """A top-level stax_graph.fallback of one result run through its ATen overload (the
-    sizes come from its operands); the result's shape is checked against its type."""
+    """A top-level stax_graph.fallback run through its ATen overload (the sizes come from
+    its operands): the list of its results (`out_dims`: each result's dims), each
+    result's shape checked against its type. The op's Python results that the graph
+    does not hold (None, as convolution_backward gives for an output_mask False) are
+    skipped, as the importer skipped them."""
     import json
     from stax._mlir import ir
     from stax.compiled_graph import _resolve_overload
@@ -431,13 +436,19 @@ def _library_runner(op, out_dims):
     call = json.loads(ir.StringAttr(op.attributes["call"]).value)
 
     def run(ins, env):
-        out = fn(*_decode_call(call["args"], ins), **_decode_call(call["kwargs"], ins))
-        want = [_evaluate(d, env) for d in out_dims]
-        if list(out.shape) != want:
-            raise StaxGuardError(f"stax dynamic graph: {target} returned the shape "
-                                 f"{list(out.shape)} where the graph expects {want} "
-                                 f"({out_dims}) (a bug: please report it)")
-        return out
+        got = fn(*_decode_call(call["args"], ins), **_decode_call(call["kwargs"], ins))
+        got = [t for t in (got if isinstance(got, (tuple, list)) else [got]) if t is not None]
+        if len(got) != len(out_dims):
+            raise StaxGuardError(f"stax dynamic graph: {target} returned {len(got)} tensors "
+                                 f"where the graph expects {len(out_dims)} (a bug: please "
+                                 "report it)")
+        for out, dims in zip(got, out_dims):
+            want = [_evaluate(d, env) for d in dims]
+            if list(out.shape) != want:
+                raise StaxGuardError(f"stax dynamic graph: {target} returned the shape "
+                                     f"{list(out.shape)} where the graph expects {want} "
+                                     f"({dims}) (a bug: please report it)")
+        return got
     return run
 
 

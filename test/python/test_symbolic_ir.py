@@ -274,3 +274,41 @@ def test_import_mean_over_symbolic_dim_divides_by_size_value():
 def _trace_static(fn, *args):
     from torch.fx.experimental.proxy_tensor import make_fx
     return make_fx(fn)(*args)
+
+
+def _scaled_by_size_ratios(x):
+    n = x.shape[0] * x.shape[2] * x.shape[3]
+    return x * (1.0 / n), x * (n / (n - 1))
+
+
+def test_import_a_float_of_sizes_as_a_ratio_of_size_values():
+    # a SymFloat (BatchNorm's backward: 1.0 / (N*H*W); the unbiased variance's n / (n-1))
+    # is a ratio of stax.size_value products evaluated in f32, divided, broadcast
+    g, _ = _import(_scaled_by_size_ratios, torch.randn(4, 3, 5, 6))
+    text = str(g.module)
+    assert '"stax.size_value"' in text and "{dims = array<i64: 0, 2, 3>}" in text, text
+    assert text.count('"stax.div"') >= 2, text
+    from stax.importer import symbolic as isym
+    gm = _trace(_scaled_by_size_ratios, torch.randn(4, 3, 5, 6))
+    ratios = [isym.ratio(n.meta["val"]) for n in gm.graph.nodes
+              if isinstance(n.meta.get("val"), torch.SymFloat)]
+    got = {(r.num, r.den) for r in ratios}
+    prod = next(r.num for r in ratios if r.den == 1)   # float(n): n / 1
+    assert (1, prod) in got and (prod, f"{prod} - 1") in got, ratios
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_a_float_of_sizes_compiles_once_and_matches_eager(dtype, monkeypatch):
+    import stax.backend as B
+    monkeypatch.setenv("STAX_STRICT", "1")
+    torch._dynamo.reset()
+    cf = torch.compile(_scaled_by_size_ratios, backend="stax", dynamic=True)
+    for shape in [(4, 3, 5, 6), (7, 3, 2, 9), (2, 3, 13, 1), (300, 3, 4, 5)]:
+        x = torch.randn(shape, dtype=dtype)
+        for got, want in zip(cf(x), _scaled_by_size_ratios(x)):
+            tol = dict(rtol=1e-6, atol=0) if dtype == torch.float32 else {}
+            torch.testing.assert_close(got, want, **tol)
+    reps = [r for r in B.reports() if r.specializer is not None]
+    assert reps and all(len(r.variants) == 1 and r.variants[0].dynamic for r in reps), \
+        [r.summary() for r in B.reports()]
+    assert all(r.route == "stax-cpu" for r in reps)

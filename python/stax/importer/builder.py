@@ -3,6 +3,7 @@ current location, the fallback and collective ops so far, eager's storages) and 
 methods that emit stax ops, stax_graph.fallback and stax_graph.collective."""
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -110,6 +111,8 @@ class _Builder:
         if isinstance(x, torch.fx.Node):
             if _is_size(x):   # a size used as a value
                 return self.size_scalar(isym.dim(x.meta["val"]), shape, dtype)
+            if isinstance(self.values.get(x), isym.SizeRatio):   # a float of sizes
+                return self.ratio_scalar(self.values[x], shape, dtype)
             return self.broadcast(self.convert(self.v(x), dtype), shape)
         if isinstance(x, (bool, int, float)):
             return self.full(shape, dtype, x)
@@ -172,8 +175,10 @@ class _Builder:
                 continue
             dims = _vshape(val)
             r = len(dims)
+            # one dim, all, then every other subset, smallest first (a BatchNorm's
+            # N*H*W is three dims of four)
             subsets = [[k] for k in range(r)] + [list(range(r))] + \
-                [[i, j] for i in range(r) for j in range(i + 1, r)]
+                [list(c) for n in range(2, r) for c in itertools.combinations(range(r), n)]
             for ks in subsets:
                 if symbolic.dim_product([dims[k] for k in ks]) == d:
                     sv = self.emit("size_value", [val], [self.tt([], dtype)],
@@ -184,6 +189,39 @@ class _Builder:
         raise isym._unsupported(f"{where}the size {d} is used as a value, and no tensor of the "
                                 "graph has dims that multiply to it (stax.size_value reads "
                                 "a size from a tensor's type)")
+
+    def size_polynomial(self, d, dtype) -> ir.Value:
+        """The integer polynomial of sizes `d` (a dim) as a 0-d value of `dtype`: one
+        stax.size_value where some tensor's dims multiply to it, else the sum of its
+        terms, each a constant times such a product."""
+        if isinstance(d, int):
+            return self.full([], dtype, d)
+        from stax.dialects import symbolic
+        try:
+            return self.size_scalar(d, [], dtype)
+        except UnsupportedGraph:
+            pass
+        total = None
+        for mono, coeff in symbolic.parse(d):
+            if not mono:
+                term = self.full([], dtype, coeff)
+            else:
+                term = self.size_scalar(symbolic.poly_str({mono: 1}), [], dtype)
+                if coeff != 1:
+                    term = self.binary("mul", term, self.full([], dtype, coeff))
+            total = term if total is None else self.binary("add", total, term)
+        return total
+
+    def ratio_scalar(self, r, shape, dtype) -> ir.Value:
+        """A SizeRatio as a value of `shape` and `dtype`: numerator and denominator
+        evaluated and divided in f32 (f64 for an f64 result: eager reads the Python float
+        in the op's compute type, and a bf16 numerator would round the sizes), then
+        converted."""
+        work = torch.float64 if dtype == torch.float64 else torch.float32
+        v = self.size_polynomial(r.num, work)
+        if r.den != 1:
+            v = self.binary("div", v, self.size_polynomial(r.den, work))
+        return self.broadcast(self.convert(v, dtype), list(shape))
 
     def mean(self, v, dims, keepdim):
         s = self.reduce("reduce_sum", v, dims, keepdim)

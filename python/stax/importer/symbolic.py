@@ -87,7 +87,7 @@ SYMBOLIC_OPS |= _names(
 #    `static_to_symbolic_slices`), concat along static dims, arange of a symbolic length
 #    (iota), the logical ops and any/all (SDPA's causal mask), eval batch_norm,
 #    nll_loss_forward (cross_entropy), means over symbolic dims (stax.size_value) and
-#    convolution as a library call (SYMBOLIC_LIBRARY_OPS)
+#    convolution and its backward as library calls (SYMBOLIC_LIBRARY_OPS)
 SYMBOLIC_OPS |= {
     aten.split_with_sizes.default, aten.split.Tensor, aten.slice.Tensor, aten.cat.default,
     aten.arange.default, aten.arange.start, aten.arange.start_step,
@@ -96,13 +96,13 @@ SYMBOLIC_OPS |= {
     aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim,
     aten.all.dims,
     aten._native_batch_norm_legit_no_training.default, aten.nll_loss_forward.default,
-    aten.convolution.default,
+    aten.convolution.default, aten.convolution_backward.default,
 }
 
 #: ops the symbolic importer emits as stax_graph.fallback (PyTorch runs them, as the
 #: static importer does): their results' sizes come from their operands' at run time,
 #: and no argument of theirs may be a size
-SYMBOLIC_LIBRARY_OPS = {aten.convolution.default}
+SYMBOLIC_LIBRARY_OPS = {aten.convolution.default, aten.convolution_backward.default}
 
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
@@ -176,6 +176,51 @@ def _resolve_min_max(expr, shape_env):
     return expr
 
 
+class SizeRatio:
+    """A float of sizes (a SymFloat: BatchNorm's backward scales by `1.0 / (N*H*W)`, the
+    unbiased variance by `n / (n - 1)`): `num / den`, two integer polynomials of symbols
+    as dims (normal-form strings or ints). No IR of its own: the op that reads it as a
+    value builds it from stax.size_value (builder.ratio_scalar)."""
+    __slots__ = ("num", "den")
+
+    def __init__(self, num, den):
+        self.num, self.den = num, den
+
+    def __repr__(self):
+        return f"SizeRatio({self.num} / {self.den})"
+
+
+def ratio(s, what="a size ratio") -> SizeRatio:
+    """A SymFloat's expression (torch's FloatTrueDiv / IntTrueDiv / ToFloat of integer
+    polynomials, float constants) as an exact ratio of two integer polynomials."""
+    import sympy
+    from torch.utils._sympy import functions as tf
+    expr = s.node.expr
+    # floats to exact rationals first, so no division below rounds
+    expr = expr.xreplace({f: sympy.Rational(str(f)) for f in expr.atoms(sympy.Float)})
+    divs = tuple(getattr(tf, n) for n in ("FloatTrueDiv", "IntTrueDiv") if hasattr(tf, n))
+    casts = tuple(getattr(tf, n) for n in ("ToFloat",) if hasattr(tf, n))
+    for _ in range(16):   # nested divisions: innermost first, until none is left
+        inner = [e for e in expr.atoms(*divs, *casts)
+                 if not any(a.has(*divs, *casts) for a in e.args)]
+        if not inner:
+            break
+        expr = expr.xreplace({e: (e.args[0] / e.args[1] if isinstance(e, divs) else e.args[0])
+                              for e in inner})
+    num, den = sympy.fraction(sympy.cancel(sympy.together(expr)))
+    out = []
+    for part in (num, den):
+        try:
+            d = symbolic.normalize(str(sympy.expand(part)))
+        except symbolic.ExprError as e:
+            raise _unsupported(f"{what} is {s.node.expr}, which is not a ratio of "
+                               f"polynomials of symbols ({e})") from None
+        out.append(int(d) if d.lstrip("-").isdigit() else d)
+    if out[1] == 0:
+        raise _unsupported(f"{what} is {s.node.expr}, a division by zero")
+    return SizeRatio(*out)
+
+
 def dims(shape, what="a shape"):
     """A shape (ints and SymInts) as dims (ints and normal-form strings)."""
     return [d if isinstance(d, int) else dim(d, what) for d in shape]
@@ -217,6 +262,8 @@ def pre_node(b, node, dtypes):
     if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
         return dim(val, f"node {node.name} ({target})")  # sym_size, operator.mul, ...
     where = f"node {node.name} ({target})"
+    if isinstance(val, torch.SymFloat) and node.op == "call_function":
+        return ratio(val, where)   # operator.truediv of sizes, ...
     if target is operator.getitem:
         return IMPORT
     if target not in SYMBOLIC_OPS:
@@ -236,6 +283,9 @@ def pre_node(b, node, dtypes):
                 and target not in _SIZE_ARGS:
             if target in _SIZE_VALUE_ARGS and isinstance(v, (torch.SymInt, int)):
                 continue   # the handler reads it as a stax.size_value (builder.size_scalar)
+            if target in _SIZE_VALUE_ARGS and isinstance(v, torch.SymFloat) and \
+                    isinstance(b.values.get(n), SizeRatio):
+                continue   # ... or as a ratio of them (builder.ratio_scalar)
             raise _unsupported(f"{where} reads the size {n.name} ({v}) as a value; stax ops "
                                "take sizes only in their result types, or as the value of "
                                "a stax.size_value in elementwise ops and fills")
