@@ -274,3 +274,66 @@ def test_batch_norm_training_cuda(counts, conv):
               [(256, 512), (1000, 512), (17, 512), (2, 512), (257, 512), (640, 512)])
     _bn_training(conv, shapes, "cuda")
     assert counts == {"static": 0, "dynamic": 2}
+
+
+# ----------------------------------------------- the test models in training, batch and sequence
+
+def _model_training(name, shapes, device, dim, heads=None, loss=False):
+    """Model `name` of models.py in training with dynamic batch and sequence: one forward
+    and one backward compile (route triton every call), output (or cross-entropy loss),
+    input and parameter gradients against eager at every (batch, sequence)."""
+    import copy
+    from models import make_model
+    torch.manual_seed(0)
+    kw = {"dim": dim} if heads is None else {"dim": dim, "n_heads": heads}
+    if name == "gpt2":
+        kw["max_seq"] = 1024
+    ref = make_model(name, **kw).to(device).train()
+    mine = copy.deepcopy(ref)
+    head = torch.nn.Linear(dim, 97).to(device)   # a vocabulary of 97 for the loss
+    cf = torch.compile((lambda x, t: F.cross_entropy(head(mine(x)).flatten(0, 1),
+                                                     t.flatten())) if loss else mine,
+                       backend="stax", dynamic=True)
+    calls = 0
+    for b, t in shapes:
+        x = torch.randn(b, t, dim, device=device)
+        xr, xm = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        if loss:
+            tgt = torch.randint(0, 97, (b, t), device=device)
+            out_r = F.cross_entropy(head(ref(xr)).flatten(0, 1), tgt.flatten())
+            out_m = cf(xm, tgt)
+            g = torch.ones_like(out_r)
+        else:
+            out_r, out_m = ref(xr), cf(xm)
+            g = torch.randn_like(out_r)
+        _close(out_m, out_r.detach())
+        out_r.backward(g)
+        out_m.backward(g)
+        _close(xm.grad, xr.grad)
+        for (pname, pr), (_, pm) in zip(ref.named_parameters(), mine.named_parameters()):
+            _close(pm.grad, pr.grad)
+            pr.grad = pm.grad = None
+        calls = _check_call(calls)
+    assert [g.kind for g in _dynamic_report().graphs] == ["forward", "backward"]
+
+
+import torch.nn.functional as F  # noqa: E402
+
+# batches >= 2 (Dynamo specializes a batch of 1 into a graph of its own), primes, and
+# sizes above the first
+_TRAIN_SHAPES = [(4, 64), (2, 17), (3, 257), (8, 128), (5, 31), (4, 64)]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt2_sdpa", "llama"])
+def test_models_training_interpreted(counts, interpreted_triton, name):
+    _model_training(name, [(2, 8), (3, 5), (2, 13), (4, 8)], "cpu", 32, heads=2)
+    assert counts == {"static": 0, "dynamic": 2}
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name,loss", [("gpt2", False), ("gpt2_sdpa", False),
+                                       ("llama", False), ("gpt2", True)],
+                         ids=["gpt2", "gpt2_sdpa", "llama", "gpt2-cross_entropy"])
+def test_models_training_cuda(counts, name, loss):
+    _model_training(name, _TRAIN_SHAPES, "cuda", 512, heads=8, loss=loss)
+    assert counts == {"static": 0, "dynamic": 2}

@@ -399,3 +399,21 @@ def test_backward_ops_import_symbolically(name):
         grad, x = torch.randn(shape), torch.randn(shape)
         (got,) = g([grad, x])
         _close(got, fn(grad, x), name)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt2_sdpa", "llama"])
+def test_test_models_training_one_compile(counts, name):
+    """The attention blocks of models.py in training, batch and sequence dynamic: one
+    forward and one backward compile. SDPA's fused op and its backward (kept whole in
+    training, see stax.backend.stax_decompositions) run through PyTorch inside it, and
+    Llama's rotate-half backward (slice_scatter along the static head dim) imports
+    symbolically. Batches >= 2 and sequences >= 2 (Dynamo's own graphs for size 1)."""
+    from models import make_model
+    torch.manual_seed(0)
+    model = make_model(name)
+    shapes = [(2, 8, 64), (3, 17, 64), (2, 31, 64), (5, 64, 64), (4, 13, 64), (2, 8, 64)]
+    cf, r = _train_once(model, shapes, mark=(0, 1))
+    _assert_one_training_compile(counts, r)
+    if name == "gpt2_sdpa":
+        assert any("scaled_dot_product" in op and "backward" in op for op in r.fallback_ops), \
+            r.fallback_ops

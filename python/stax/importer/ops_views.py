@@ -223,6 +223,8 @@ def _slice_scatter(b, node, a):
     x = b.convert(b.v(a["self"]), dtype)
     src = b.convert(b.v(a["src"]), dtype)
     dim = _norm_dim(a["dim"], len(shape))
+    if not isinstance(shape[dim], int):
+        raise _Fallback(f"slice_scatter along the symbolic dim {dim} ({shape[dim]})")
     start, end, step = _slice_bounds(shape[dim], a["start"], a["end"], a["step"])
     if step != 1 or not shape:
         raise _Fallback("slice_scatter with a step")

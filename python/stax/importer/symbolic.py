@@ -97,12 +97,27 @@ SYMBOLIC_OPS |= {
     aten.all.dims,
     aten._native_batch_norm_legit_no_training.default, aten.nll_loss_forward.default,
     aten.convolution.default, aten.convolution_backward.default,
+    # rotate-half's backward (Llama), along a static dim with static bounds (the handler
+    # refuses a symbolic one)
+    aten.slice_scatter.default,
 }
+
+#: scaled-dot-product attention in training graphs: aot_autograd keeps the fused op
+#: (its decomposition is for inference) and its backward; PyTorch runs both, as on the
+#: static path (CPU's flash, CUDA's memory-efficient kernel; the CUDA flash and cuDNN
+#: forms return sizes as results, which a dynamic graph cannot hold: per size)
+_SDPA_LIBRARY_OPS = {getattr(aten, n).default for n in (
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_efficient_attention_backward") if hasattr(aten, n)}
+SYMBOLIC_OPS |= _SDPA_LIBRARY_OPS
 
 #: ops the symbolic importer emits as stax_graph.fallback (PyTorch runs them, as the
 #: static importer does): their results' sizes come from their operands' at run time,
 #: and no argument of theirs may be a size
-SYMBOLIC_LIBRARY_OPS = {aten.convolution.default, aten.convolution_backward.default}
+SYMBOLIC_LIBRARY_OPS = {aten.convolution.default, aten.convolution_backward.default,
+                        *_SDPA_LIBRARY_OPS}
 
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
