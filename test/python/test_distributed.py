@@ -4,6 +4,8 @@ the same wrapper (losses and every local gradient shard after 3 SGD steps). Ever
 must report route stax-cpu; the collectives in graphs appear as library calls."""
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -25,6 +27,14 @@ def _check_native(results, *, collectives: bool, route: str = "stax-cpu"):
         assert all(res["collectives"] == results[0]["collectives"] for res in results)
 
 
+# 4 ranks on CI's 2 cores are 4 processes compiling at once (about 45 s of the suite's
+# time); the 2-rank cases cover the same code. STAX_TEST_WIDE=1 (the GPU script, a
+# wider machine) runs them too.
+WORLDS = [2, pytest.param(4, marks=pytest.mark.skipif(
+    os.environ.get("STAX_TEST_WIDE") != "1" and (os.cpu_count() or 1) < 4,
+    reason="4 ranks need 4 cores (or STAX_TEST_WIDE=1)"))]
+
+
 def _check_training(results, tol):
     for r, res in enumerate(results):
         assert res["loss_diff"] <= tol, (r, res["loss_diff"])
@@ -32,7 +42,7 @@ def _check_training(results, tol):
         assert res["grad_layouts_equal"], r
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", WORLDS)
 def test_tensor_parallel_mlp(world):
     results = run_ranks("tp_mlp", world)
     _check_native(results, collectives=True)
@@ -103,7 +113,7 @@ def _check_functional(results, route="stax-cpu"):
         assert res["layouts_equal"] and res["fresh"], (r, res)
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", WORLDS)
 def test_functional_collectives_in_graph(world):
     _check_functional(run_ranks("functional_collectives", world))
 
