@@ -200,9 +200,14 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                         f"{symbolic.fmt_dims(spec.strides)} for shape "
                         f"{symbolic.fmt_dims(spec.shape)}); kernels with runtime sizes "
                         "take contiguous tensors only")
+                val = placeholders[i].meta.get("val")
+                host = (isinstance(val, torch.Tensor) and val.dim() == 0 and
+                        val.device.type == "cpu" and dynamic_kernels.DEVICES[config.target]
+                        != "cpu")
                 checks.append(_ArgCheck(arg, spec.name, "tensor", dims=list(spec.shape),
                                         dtype=spec.dtype,
-                                        strides=None if contiguous else list(spec.strides)))
+                                        strides=None if contiguous else list(spec.strides),
+                                        host_scalar=host))
         for arg, expr in sorted(slots.derived.items()):
             checks.append(_ArgCheck(arg, slots.names[arg], "size", dims=[expr]))
         length_guards = _slice_length_guards(module)

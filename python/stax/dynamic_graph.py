@@ -80,6 +80,9 @@ class _ArgCheck:
     dtype: Any = None
     symbol: str | None = None  # symbol: the symbol it binds
     strides: list | None = None  # tensor: the strides it must have (None: contiguous)
+    #: a 0-d CPU tensor of a GPU graph (a Python float Dynamo passes as a tensor, such as
+    #: RMSNorm's eps in training): taken on the CPU, copied to the device per call
+    host_scalar: bool = False
 
 
 def _symbol_ranges(example_inputs) -> dict[str, tuple[int, int | None]]:
@@ -164,6 +167,7 @@ class DynamicGraph:
         self.calls = 0
         self._keepalive = keepalive
         self.length_guards: list = []   # _LengthGuard: slices of static dims (set by _build)
+        self.host_scalars = [c.index for c in checks if c.host_scalar]
 
     # -- guards
     def bind(self, args) -> dict:
@@ -186,6 +190,11 @@ class DynamicGraph:
                 raise _fail(c, "", "a tensor", type(a).__name__)
             if a.dtype != c.dtype:
                 raise _fail(c, "dtype", c.dtype, a.dtype)
+            if c.host_scalar:   # a 0-d CPU tensor (or already on the device)
+                if a.dim() != 0 or a.device.type not in ("cpu", self.device):
+                    raise _fail(c, "(a host scalar)", "a 0-d tensor on the cpu or "
+                                f"{self.device}", f"{a.device} {list(a.shape)}")
+                continue
             if a.device.type != self.device:
                 raise _fail(c, "device", self.device, a.device)
             if dev is None:
@@ -242,8 +251,15 @@ class DynamicGraph:
         argument checked)."""
         self.calls += 1
         # every tensor is made on the arguments' device (bind checked they share one)
-        dev = next((a.device for a in args if isinstance(a, torch.Tensor)),
+        host = self.host_scalars
+        dev = next((a.device for i, a in enumerate(args)
+                    if isinstance(a, torch.Tensor) and i not in host),
                    torch.device(self.device))
+        if host:
+            args = list(args)
+            for i in host:
+                if args[i].device != dev:
+                    args[i] = args[i].to(dev)
         slots = [args[i] for i in self.arg_order] + list(self.constants)
         slots.extend([None] * self.n_values)
         for st in self.steps:
