@@ -233,7 +233,10 @@ def _close_to_oracle(got, eager, exact, what):
     err = (got.double() - exact).abs().max().item()
     err_eager = (eager.double() - exact).abs().max().item()
     scale = exact.abs().max().item()
-    assert err <= 4 * err_eager + 1e-6 * scale, (what, err, err_eager, scale)
+    # a gradient that is 0 in real arithmetic (a convolution's bias before BatchNorm,
+    # which removes the mean) is rounding noise in eager and stax alike: 1e-3 absolute
+    floor = 1e-3 if scale < 1e-6 else 1e-6 * scale
+    assert err <= 4 * err_eager + floor, (what, err, err_eager, scale)
 
 
 def _bn_training(conv, shapes, device):
@@ -304,8 +307,8 @@ def _model_training(name, shapes, device, dim, heads=None, loss=False):
     from models import make_model
     torch.manual_seed(0)
     kw = {"dim": dim} if heads is None else {"dim": dim, "n_heads": heads}
-    if name == "gpt2":
-        kw["max_seq"] = 1024
+    if name in ("gpt2", "gpt2_sdpa", "llama"):
+        kw["max_seq"] = 1024   # the causal mask / rotary tables cover every sequence
     ref = make_model(name, **kw).to(device).train()
     mine = copy.deepcopy(ref)
     head = torch.nn.Linear(dim, 97).to(device)   # a vocabulary of 97 for the loss
@@ -349,9 +352,35 @@ def test_models_training_interpreted(counts, interpreted_triton, name):
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
-@pytest.mark.parametrize("name,loss", [("gpt2", False), ("gpt2_sdpa", False),
-                                       ("llama", False), ("gpt2", True)],
-                         ids=["gpt2", "gpt2_sdpa", "llama", "gpt2-cross_entropy"])
+@pytest.mark.parametrize("name,loss", [("gpt2", False), ("llama", False), ("gpt2", True)],
+                         ids=["gpt2", "llama", "gpt2-cross_entropy"])
 def test_models_training_cuda(counts, name, loss):
     _model_training(name, _TRAIN_SHAPES, "cuda", 512, heads=8, loss=loss)
     assert counts == {"static": 0, "dynamic": 2}
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_sdpa_training_cuda_is_per_size_with_its_reason(counts):
+    """CUDA's memory-efficient attention pads its logsumexp to `32*ceil(T/32)`, a size
+    that is no polynomial of symbols: the training graph is compiled per size (every
+    variant native, route triton) and says why (seen on the H200: `32*CeilToInt(
+    IntTrueDiv(s27, 32))`). Values and gradients against eager at each size."""
+    import copy
+    from models import make_model
+    torch.manual_seed(0)
+    ref = make_model("gpt2_sdpa", dim=512, n_heads=8, max_seq=1024).cuda().train()
+    mine = copy.deepcopy(ref)
+    cf = torch.compile(mine, backend="stax", dynamic=True)
+    for b, t in [(4, 64), (2, 17), (3, 40)]:
+        x = torch.randn(b, t, 512, device="cuda")
+        xr, xm = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        out_r, out_m = ref(xr), cf(xm)
+        _close(out_m, out_r.detach())
+        g = torch.randn_like(out_r)
+        out_r.backward(g)
+        out_m.backward(g)
+        _close(xm.grad, xr.grad)
+    reps = B.reports()
+    assert reps and all(r.route == "triton" and r.fallback_reason is None for r in reps)
+    why = " ".join(str(getattr(r.specializer, "not_dynamic_reason", "")) for r in reps)
+    assert "not a polynomial" in why and "efficient_attention" in why, why
