@@ -59,6 +59,7 @@ under reduce-overhead) has a runner per static variant, captured like any static
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -246,10 +247,16 @@ def _dense(t: torch.Tensor) -> bool:
         return t.is_contiguous()
 
 
+@functools.lru_cache(maxsize=1)
+def cuda_available() -> bool:
+    """torch.cuda.is_available(), asked once: the runners ask on every call."""
+    return torch.cuda.is_available()
+
+
 def capturing() -> bool:
     """Whether the current stream is capturing a CUDA graph (False on a build or a
     machine without CUDA, where torch's query raises)."""
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    return cuda_available() and torch.cuda.is_current_stream_capturing()
 
 
 class _AutoDeclined(Exception):
@@ -364,7 +371,7 @@ class CudaGraphRunner:
 
     # ------------------------------------------------------------------ calls
     def __call__(self, args):
-        if self._lock is None or self.reason is not None or not torch.cuda.is_available():
+        if self._lock is None or self.reason is not None or not cuda_available():
             return self._run(args)   # nothing replayed: no static buffers to share
         with self._lock:  # the static buffers are one caller's at a time
             # the raw handle is an int (cheap); a Stream object only on a switch

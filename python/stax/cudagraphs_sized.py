@@ -36,7 +36,7 @@ from __future__ import annotations
 import collections
 import types
 
-from stax.cudagraphs import CudaGraphRunner, OutputLedger, capturing, copy_outputs_requested
+from stax.cudagraphs import CudaGraphRunner, OutputLedger, capturing
 
 __all__ = ["SizedCudaGraphs", "MAX_CAPTURED_SIZES"]
 
@@ -57,7 +57,7 @@ class SizedCudaGraphs:
         self.graph = graph
         self.kind = kind
         self.auto = auto
-        self.copy_outputs = copy_outputs_requested(copy_outputs) if not auto else True
+        self.copy_outputs = copy_outputs   # the runners decide (auto always copies)
         self.max_sizes = max_sizes
         self._factory = runner_factory
         self.ledger = OutputLedger()

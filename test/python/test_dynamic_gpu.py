@@ -17,8 +17,11 @@ one dynamic variant, route `triton`; one dynamic build per graph, no static comp
 """
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
+import torch.nn.functional as F
 import torch.fx.experimental._config as fx_config
 
 import stax.backend as B
@@ -124,10 +127,24 @@ def _inference(model, shapes, width, device, dtype=torch.float32, oblivious=True
             calls = _check_call(calls)
 
 
+def _compare_backward(ref, mine, xr, xm, out_r, out_m, g, params=True):
+    """Eager's and the compiled model's forward results compared, both backwarded with
+    `g`, then the input gradients and (with `params`) every parameter gradient."""
+    _close(out_m, out_r.detach())
+    out_r.backward(g)
+    out_m.backward(g)
+    _close(xm.grad, xr.grad)
+    for (name, pr), (_, pm) in zip(ref.named_parameters(), mine.named_parameters()):
+        if not params:
+            break
+        assert pm.grad is not None, name
+        _close(pm.grad, pr.grad)
+        pr.grad = pm.grad = None
+
+
 def _training(model, batches, width, device):
     torch.manual_seed(1)
     ref = model.to(device)
-    import copy
     mine = copy.deepcopy(ref)
     cf = torch.compile(mine, backend="stax", dynamic=True)
     calls = 0
@@ -137,15 +154,7 @@ def _training(model, batches, width, device):
             xr = x.clone().requires_grad_(True)
             xm = x.clone().requires_grad_(True)
             out_r, out_m = ref(xr), cf(xm)
-            _close(out_m, out_r.detach())
-            g = torch.randn_like(out_r)
-            out_r.backward(g)
-            out_m.backward(g)
-            _close(xm.grad, xr.grad)
-            for (name, pr), (_, pm) in zip(ref.named_parameters(), mine.named_parameters()):
-                assert pm.grad is not None, name
-                _close(pm.grad, pr.grad)
-                pr.grad = pm.grad = None
+            _compare_backward(ref, mine, xr, xm, out_r, out_m, torch.randn_like(out_r))
             calls = _check_call(calls)
     r = _dynamic_report()
     assert [g.kind for g in r.graphs] == ["forward", "backward"]
@@ -243,7 +252,6 @@ def _bn_training(conv, shapes, device):
     """Train-mode BatchNorm over a symbolic batch: its backward's 1.0 / (N*H*W) (a float
     of sizes) and a convolution with its backward through PyTorch, in the one compile;
     outputs, gradients and running statistics against eager at every size."""
-    import copy
     torch.manual_seed(0)
     if conv:
         ref = torch.nn.Sequential(torch.nn.Conv2d(16, 64, 3, padding=1),
@@ -303,7 +311,6 @@ def _model_training(name, shapes, device, dim, heads=None, loss=False):
     """Model `name` of models.py in training with dynamic batch and sequence: one forward
     and one backward compile (route triton every call), output (or cross-entropy loss),
     input and parameter gradients against eager at every (batch, sequence)."""
-    import copy
     from models import make_model
     torch.manual_seed(0)
     kw = {"dim": dim} if heads is None else {"dim": dim, "n_heads": heads}
@@ -327,18 +334,11 @@ def _model_training(name, shapes, device, dim, heads=None, loss=False):
         else:
             out_r, out_m = ref(xr), cf(xm)
             g = torch.randn_like(out_r)
-        _close(out_m, out_r.detach())
-        out_r.backward(g)
-        out_m.backward(g)
-        _close(xm.grad, xr.grad)
-        for (pname, pr), (_, pm) in zip(ref.named_parameters(), mine.named_parameters()):
-            _close(pm.grad, pr.grad)
-            pr.grad = pm.grad = None
+        _compare_backward(ref, mine, xr, xm, out_r, out_m, g)
         calls = _check_call(calls)
     assert [g.kind for g in _dynamic_report().graphs] == ["forward", "backward"]
 
 
-import torch.nn.functional as F  # noqa: E402
 
 # batches >= 2 (Dynamo specializes a batch of 1 into a graph of its own), primes, and
 # sizes above the first
@@ -365,7 +365,6 @@ def test_sdpa_training_cuda_is_per_size_with_its_reason(counts):
     that is no polynomial of symbols: the training graph is compiled per size (every
     variant native, route triton) and says why (seen on the H200: `32*CeilToInt(
     IntTrueDiv(s27, 32))`). Values and gradients against eager at each size."""
-    import copy
     from models import make_model
     torch.manual_seed(0)
     ref = make_model("gpt2_sdpa", dim=512, n_heads=8, max_seq=1024).cuda().train()
@@ -375,11 +374,8 @@ def test_sdpa_training_cuda_is_per_size_with_its_reason(counts):
         x = torch.randn(b, t, 512, device="cuda")
         xr, xm = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
         out_r, out_m = ref(xr), cf(xm)
-        _close(out_m, out_r.detach())
-        g = torch.randn_like(out_r)
-        out_r.backward(g)
-        out_m.backward(g)
-        _close(xm.grad, xr.grad)
+        _compare_backward(ref, mine, xr, xm, out_r, out_m, torch.randn_like(out_r),
+                          params=False)
     reps = B.reports()
     assert reps and all(r.route == "triton" and r.fallback_reason is None for r in reps)
     why = " ".join(str(getattr(r.specializer, "not_dynamic_reason", "")) for r in reps)

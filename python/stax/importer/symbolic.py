@@ -213,15 +213,13 @@ def ratio(s, what="a size ratio") -> SizeRatio:
     expr = s.node.expr
     # floats to exact rationals first, so no division below rounds
     expr = expr.xreplace({f: sympy.Rational(str(f)) for f in expr.atoms(sympy.Float)})
-    divs = tuple(getattr(tf, n) for n in ("FloatTrueDiv", "IntTrueDiv") if hasattr(tf, n))
-    casts = tuple(getattr(tf, n) for n in ("ToFloat",) if hasattr(tf, n))
-    for _ in range(16):   # nested divisions: innermost first, until none is left
-        inner = [e for e in expr.atoms(*divs, *casts)
-                 if not any(a.has(*divs, *casts) for a in e.args)]
-        if not inner:
-            break
-        expr = expr.xreplace({e: (e.args[0] / e.args[1] if isinstance(e, divs) else e.args[0])
-                              for e in inner})
+    # torch's division and cast functions as sympy's own (replace rebuilds bottom-up, so
+    # nested ones go too)
+    for name in ("FloatTrueDiv", "IntTrueDiv"):
+        if hasattr(tf, name):
+            expr = expr.replace(getattr(tf, name), lambda a, b: a / b)
+    if hasattr(tf, "ToFloat"):
+        expr = expr.replace(tf.ToFloat, lambda a: a)
     num, den = sympy.fraction(sympy.cancel(sympy.together(expr)))
     out = []
     for part in (num, den):
