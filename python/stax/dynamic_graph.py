@@ -167,7 +167,9 @@ class DynamicGraph:
         self.calls = 0
         self._keepalive = keepalive
         self.length_guards: list = []   # _LengthGuard: slices of static dims (set by _build)
-        self.host_scalars = [c.index for c in checks if c.host_scalar]
+        # the static wrapper's rule (wrapper._cpu_input_on_gpu): a 0-d CPU input of a GPU
+        # graph is accepted on either device and copied to the device per call
+        self.host_scalars = frozenset(c.index for c in checks if c.host_scalar)
 
     # -- guards
     def bind(self, args) -> dict:
