@@ -139,6 +139,36 @@ def test_var_std_small(dtype, dim, keepdim, correction):
     _assert_close(out, ref, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("width", [1, 5, 768], ids=["w1", "w5", "w768"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_mean_of_rows_holding_inf(width, dtype):
+    """The mean of a row holding +inf is +inf (-inf: -inf; both: nan). The two-pass
+    moments once gave nan for every such row (m1 + mean(x - m1) with inf - inf). Found by
+    the fuzzer as var_mean over a dim of size 1 (program 16570049741), where eager returns
+    the element. Over longer rows eager's Welford result depends on where the inf sits
+    (an inf first gives nan, last gives inf), so those rows are held to the float64 mean."""
+    x = torch.randn(256, width).to(dtype)
+    x[0, 0] = float("inf")
+    x[1, -1] = float("-inf")
+    x[2, 0], x[2, -1] = float("inf"), float("-inf")
+    x[3, 0] = float("nan")
+
+    def f(x):
+        var, mean = torch.var_mean(x, dim=1, correction=1, keepdim=True)
+        ln = torch.ops.aten.native_layer_norm(x, [width], None, None, 1e-5)
+        return var, mean, ln[0], ln[1]
+
+    out, ref = _compile_run(f, x)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    _assert_close([o[4:] for o in out], [r[4:] for r in ref], rtol=tol, atol=tol)
+    exact = x[:4].double().mean(1, keepdim=True)
+    for got in (out[1][:4], out[3][:4]):
+        torch.testing.assert_close(got.double(), exact, equal_nan=True)
+    if width == 1:
+        # n = 1: eager's var_mean returns the element (its layer_norm's mean: nan)
+        _assert_close(out[:2], ref[:2], rtol=0, atol=0)
+
+
 def test_var_bf16_large_accumulates_in_f32():
     x = (torch.rand(2, 1 << 20) + 100).to(torch.bfloat16)
     out, ref = _compile_run(lambda x: torch.var(x, dim=1, correction=1), x)

@@ -272,7 +272,8 @@ def _moments(b, x, dims):
     clamped at 0). Both sums of the second pass run in one sweep, so it costs no extra
     pass over the data, and the rounding error of m1 cancels: a long row of equal
     values has mean exactly that value (a plain f32 mean of 70001 equal values was off
-    by 1e-4 relative, which layer_norm's rstd amplified to 4e-4 in the output)."""
+    by 1e-4 relative, which layer_norm's rstd amplified to 4e-4 in the output). A row
+    with an infinite m1 keeps m1 as its mean, as eager's does."""
     shape = _vshape(x)
     empty = any(shape[d] == 0 for d in dims)   # a symbolic dim is never 0 here
     full = list(range(len(shape)))
@@ -282,7 +283,10 @@ def _moments(b, x, dims):
     if empty:
         return m1, sq, xc
     corr = b.mean(xc, dims, True)
-    mean = b.binary("add", m1, corr)
+    # a row holding +-inf has m1 = +-inf and xc = inf - inf = nan; eager's mean is m1
+    # there, so the correction applies only where m1 is finite
+    finite = b.compare("lt", b.unary("abs", m1), b.scalar_like(m1, float("inf")))
+    mean = b.select(finite, b.binary("add", m1, corr), m1)
     var = b.binary("maximum", b.binary("sub", sq, b.binary("mul", corr, corr)),
                    b.scalar_like(sq, 0.0))
     return mean, var, b.binary("sub", xc, b.broadcast(corr, shape, full))
