@@ -67,7 +67,7 @@ import weakref
 
 import torch
 
-from stax.aliasing import clone_exact
+from stax.runtime.layout import clone_all_exact
 
 __all__ = ["CudaGraphRunner", "UNCAPTURABLE_OPS", "static_reason", "auto_capture_blocker",
            "OutputLedger",
@@ -534,14 +534,13 @@ class CudaGraphRunner:
                 s.copy_(a)
         self._graph.replay()
         self.replays += 1
-        out = []
-        for o, hit in zip(self._outs, self._out_is_arg):
-            if hit is not None:
-                out.append(args[hit])
-            elif self.clone_outputs and isinstance(o, torch.Tensor):
-                out.append(clone_exact(o))  # Dynamo's strides and offset, not clone()'s
-            else:
-                out.append(o)
+        # copies keep Dynamo's strides and offsets (not clone()'s) and which outputs
+        # share a storage
+        mine = self._outs
+        if self.clone_outputs:
+            mine = clone_all_exact([o if hit is None else None
+                                    for o, hit in zip(self._outs, self._out_is_arg)])
+        out = [args[hit] if hit is not None else o for o, hit in zip(mine, self._out_is_arg)]
         if not self.clone_outputs:
             if self._plan is None:
                 self._plan = self._hand_out_plan()

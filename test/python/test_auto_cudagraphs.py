@@ -97,6 +97,32 @@ def test_a_small_graph_is_captured_and_its_outputs_are_fresh():
     assert len({o.data_ptr() for o in outs}) == len(outs)
 
 
+def _aliased_outputs(x):
+    # found by the fuzzer on the H200 (program 3103009348): v9 and v8 are one tensor
+    y = torch.log_softmax(x, -1)
+    z = torch.logsumexp(y, [1, 2], keepdim=True).mT
+    w = z.mul_(-2.0)
+    return w, z, y, y[:, 1:]
+
+
+@needs_cuda
+@pytest.mark.parametrize("shape", [(1, 1, 1), (256, 4, 512)], ids=["1x1x1", "256x4x512"])
+def test_captured_outputs_that_alias_each_other_still_do(shape):
+    """The copies a captured graph hands out keep which outputs share a storage (each
+    output was copied on its own, so w and z stopped aliasing from the first replay)."""
+    f = torch.compile(_aliased_outputs, backend="stax", fullgraph=True, dynamic=False)
+    for _ in range(4):
+        x = torch.randn(shape, device="cuda")
+        got, want = f(x), _aliased_outputs(x)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+            assert (g.stride(), g.storage_offset()) == (w.stride(), w.storage_offset())
+        sp = [t.untyped_storage().data_ptr() for t in got]
+        assert sp[0] == sp[1] and sp[2] == sp[3] and sp[0] != sp[2] and x.data_ptr() not in sp
+    (status,) = B.last_report().cudagraphs
+    assert "captured in a CUDA graph (auto" in status, status
+
+
 @needs_cuda
 def test_one_kernel_and_large_inputs_are_not_captured():
     f = torch.compile(lambda a, b: a + b, backend="stax", fullgraph=True, dynamic=False)

@@ -54,6 +54,23 @@ def test_copy_outputs_choice(monkeypatch):
         copy_outputs_requested()
 
 
+def test_copies_keep_which_outputs_share_a_storage():
+    from stax.runtime.layout import clone_all_exact
+    base = torch.randn(6, 8)
+    alone = torch.randn(4, 5).t()[1:]
+    outs = [base, base[2:].t(), None, alone, 3]
+    got = clone_all_exact(outs)
+    assert got[2] is None and got[4] == 3
+    for g, o in zip(got[:2] + got[3:4], outs[:2] + outs[3:4]):
+        assert torch.equal(g, o) and g.stride() == o.stride()
+        assert g.storage_offset() == o.storage_offset()
+    ptrs = [t.untyped_storage().data_ptr() for t in (got[0], got[1], got[3])]
+    assert ptrs[0] == ptrs[1] != ptrs[2]
+    assert base.untyped_storage().data_ptr() not in ptrs
+    got[0][3, 0] = 7.0   # one storage: a write through one shows through the other
+    assert got[1][0, 1] == 7.0 and base[3, 0] != 7.0
+
+
 class _CpuPrimitives:
     """CPU stand-ins for the two CUDA primitives: a separate storage (no shared memory
     on the CPU build) and a record of each invalidation instead of the access error."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["extent", "non_overlapping", "fresh_copy", "clone_exact", "RUNTIME_GLOBALS"]
+__all__ = ["extent", "non_overlapping", "fresh_copy", "clone_exact", "clone_all_exact",
+           "RUNTIME_GLOBALS"]
 
 
 def extent(shape, strides, offset: int) -> int:
@@ -91,6 +92,35 @@ def clone_exact(t: torch.Tensor) -> torch.Tensor:
     if offset == 0 and _dense(shape, strides):
         return t.clone(memory_format=torch.preserve_format)
     return fresh_copy(t, shape, strides, offset)
+
+
+def clone_all_exact(tensors: list) -> list:
+    """`clone_exact` of each tensor, except that tensors sharing a storage get one fresh
+    copy of that storage between them (each keeps its size, strides and offset on it), so
+    outputs that alias each other still do after the copy. Non-tensors pass through."""
+    by_storage: dict = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            by_storage.setdefault(t.untyped_storage().data_ptr(), []).append(t)
+    copies: dict = {}
+    out = []
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            out.append(t)
+            continue
+        key = t.untyped_storage().data_ptr()
+        if len(by_storage[key]) == 1:
+            out.append(clone_exact(t))
+            continue
+        if key not in copies:
+            src = t.untyped_storage()
+            copies[key] = torch.empty((src.nbytes(),), dtype=torch.uint8,
+                                      device=t.device).untyped_storage()
+            copies[key].copy_(src)
+        fresh = torch.empty((0,), dtype=t.dtype, device=t.device)
+        fresh.set_(copies[key], t.storage_offset(), t.size(), t.stride())
+        out.append(fresh)
+    return out
 
 
 def _scatter_to_storage(flat, shape, strides, offset, src):
