@@ -339,6 +339,22 @@ def test_dynamic_resizes_the_shared_leading_dim_and_keeps_broadcasting():
         assert p.seed != prog.seed
 
 
+def test_dynamic_keeps_indices_into_a_resized_dim_in_range():
+    """An index input drawn for the resized leading dim is narrowed with it (on the GPU an
+    index out of range is a device-side assert: it lost the CUDA context, and the fuzzer
+    blamed stax's next call, H200 seeds 3200-3203)."""
+    from stax.fuzz.dynamic import resized_programs
+    prog = Program([InputSpec("x0", (9,), "float32"),
+                    InputSpec("x1", (3,), "int64", kind="index", high=9),
+                    InputSpec("x2", (4,), "int64", kind="index", high=4)],
+                   [Stmt("v1", "torch.index_select(x0, 0, x1)", ["x0", "x1"])], ["v1"], seed=3)
+    for p in resized_programs(prog):
+        n = p.inputs[0].shape[0]
+        assert p.inputs[1].high == min(9, n) and p.inputs[2].high == 4
+        x0, x1, _ = make_inputs(p, "cpu")
+        torch.index_select(x0, 0, x1)   # in range at every size
+
+
 def _dynamic_prog():
     return Program([InputSpec("x0", (16, 512), "float32")],
                    [Stmt("v1", "torch.softmax(x0, -1) * 2", ["x0"])], ["v1"], seed=9)
