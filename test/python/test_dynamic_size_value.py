@@ -76,7 +76,6 @@ CASES = {
                                           torch.randn(n))),
     "var_std": (var_std, lambda n: (torch.randn(n, 6, n % 5 + 3) + 2,)),
     "sum_over_size": (sum_over_size, lambda n: (torch.randn(4, n, 8),)),
-    # the Triton runtime-size reductions take the reduced dims innermost or outermost:
     # pooling over a sequence laid out last
     "gap_last": (lambda x: (x.mean(-1), x.sum(-1) / x.size(-1)),
                  lambda n: (torch.randn(3, 24, n),)),
@@ -98,7 +97,7 @@ def test_wide_layer_norm_and_batch_cpu(counts):
     assert counts == {"static": 0, "dynamic": 1}
 
 
-@pytest.mark.parametrize("case", ["gap_last", "layer_norm", "var_std"])
+@pytest.mark.parametrize("case", ["gap", "gap_last", "layer_norm", "var_std"])
 def test_triton_mean_over_dynamic_dim(case, counts, interpreted_triton):
     fn, make = CASES[case]
     _inference(fn, make, [1, 2, 7, 37], "triton")
