@@ -10,7 +10,7 @@ uses is bound.
 
 from stax._mlir import ir
 from stax.dialects.schedule import schedule_errors
-from stax.dialects.symbolic import dims_of, free_symbols, parse, type_error
+from stax.dialects.symbolic import derived_parts, dims_of, free_symbols, parse, type_error
 
 # Structural ops. IRDL cannot express an operand or result list whose types differ
 # (a variadic group is one constraint variable, so every element must have the SAME
@@ -149,6 +149,12 @@ def _is_symbol(expr: str) -> bool:
     return len(p) == 1 and p[0][1] == 1 and len(p[0][0]) == 1 and p[0][0][0][1] == 1
 
 
+def _derived_bound(sym: str, bound: dict) -> bool:
+    """A derived symbol (a floor division) is bound where its numerator's symbols are."""
+    parts = derived_parts(sym)
+    return parts is not None and all(s in bound for s in free_symbols(parts[0]))
+
+
 def _symbolic_dims(t):
     """The dims of a tensor type that has `?` dims, else None (cheap for static types)."""
     if not isinstance(t, ir.RankedTensorType):
@@ -186,7 +192,7 @@ def _verify_symbols(func) -> list:
             fail(f"type {a.type}: {err}")
             continue
         for d in _symbolic_dims(a.type) or ():
-            if isinstance(d, str) and _is_symbol(d):
+            if isinstance(d, str) and _is_symbol(d) and derived_parts(d) is None:
                 bound.setdefault(d, f"argument #{i}")
         attrs = ir.DictAttr(arg_attrs[i]) if i < len(arg_attrs) else None
         if attrs is None or "stax.symbol" not in attrs:
@@ -202,6 +208,10 @@ def _verify_symbols(func) -> list:
             ok = False
         if not ok:
             fail(f"attribute 'stax.symbol' = \"{sym}\" must name one symbol, e.g. \"s0\"")
+        elif derived_parts(sym) is not None:
+            fail(f"attribute 'stax.symbol' = \"{sym}\" names a derived symbol (a floor "
+                 f"division of {derived_parts(sym)[0]}), which its numerator's symbols "
+                 "define; bind those instead")
         elif not (isinstance(a.type, ir.IndexType) or (isinstance(a.type, ir.IntegerType)
                                                        and ir.IntegerType(a.type).width > 1)):
             fail(f"binds symbol \"{sym}\" but has type {a.type}; a size is index or i64")
@@ -229,7 +239,7 @@ def _verify_symbols(func) -> list:
                 for s in sorted(free_symbols(d)):
                     if name == FALLBACK:
                         bound.setdefault(s, "a fallback result")
-                    elif s not in bound:
+                    elif s not in bound and not _derived_bound(s, bound):
                         errors.append(
                             f"{_where(op.location)}: error: '{name}' op result #{j} type "
                             f"{r.type} uses symbol '{s}', which nothing in @{fname} binds (an "

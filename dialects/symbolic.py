@@ -11,7 +11,14 @@ ONE normal form, the one sympy's `str` prints (terms in descending lex order of 
 exponents over the symbols sorted by name, the constant last). An expression that is
 not written in normal form is an error, so two dims are equal exactly when their
 strings are, and passes compare dims as plain Python values (`dims_of`).
-Non-polynomial sizes (`//`, `Mod`, `Max`) are not supported yet (docs/dynamic-shapes.md).
+A floor division of a polynomial by a positive integer (`(s0 - 1)//2 + 1`, a strided
+convolution's output; `32*ceil(s0/32)`, CUDA attention's padded logsumexp) is written
+with a *derived symbol* standing for the quotient: `fdiv2_s0M1` is `(s0 - 1)//2`
+(`derived_name`, `derived_parts`). Its name spells the numerator's normal form (`+` as
+`P`, `-` as `M`, `*` as `T`, spaces dropped; Dynamo's symbols are lowercase), so the
+name is the definition: a derived symbol is bound wherever its numerator's symbols are,
+and its value at run time is `derived_value`. Other non-polynomial sizes (`Mod`, `Max`)
+are not supported yet (docs/dynamic-shapes.md).
 
 This module knows no dialect: `stax_dialect` defines the attribute and calls
 `type_error` / `dims_of` from its verifiers; `passes/fuse.py` compares `dims_of`.
@@ -26,7 +33,8 @@ from stax._mlir import ir
 
 __all__ = ["SIZES_ATTR", "ExprError", "DimError", "normalize", "parse", "poly_str",
            "dims_of", "type_error", "fmt_dims", "dim_product", "dim_sum", "dims_equal",
-           "sizes_type", "free_symbols"]
+           "sizes_type", "free_symbols", "derived_name", "derived_parts", "derived_value",
+           "base_symbols"]
 
 SIZES_ATTR = "stax.sizes"  # the encoding's attribute name (`#stax.sizes<[...]>`)
 
@@ -188,6 +196,61 @@ def normalize(text: str) -> str:
 
 def free_symbols(text: str) -> set:
     return {s for m, _ in parse(text) for s, _ in m}
+
+
+# ----------------------------------------------------------------------------- derived symbols
+
+_DERIVED = re.compile(r"^fdiv([1-9][0-9]*)_([a-z0-9PMT]+)$")
+_SPELL = {"+": "P", "-": "M", "*": "T"}
+_UNSPELL = {v: k for k, v in _SPELL.items()}
+
+
+def derived_name(numerator: str, divisor: int) -> str:
+    """The derived symbol for `numerator // divisor` (numerator: a polynomial of plain
+    symbols; divisor: a positive int). Raises ExprError for anything else."""
+    if not isinstance(divisor, int) or divisor < 1:
+        raise ExprError(f"a floor division by {divisor!r}; only a positive integer divisor "
+                        "has a derived symbol")
+    text = normalize(numerator)
+    for sym in free_symbols(text):
+        if not re.fullmatch(r"[a-z][a-z0-9]*", sym):
+            raise ExprError(f"the numerator {text} of a floor division names '{sym}'; only "
+                            "Dynamo's plain symbols (s0, u1) may appear there")
+    return f"fdiv{divisor}_" + "".join(_SPELL.get(c, c) for c in text if c != " ")
+
+
+def derived_parts(name: str) -> tuple | None:
+    """(numerator, divisor) of a derived symbol's name, or None for a plain symbol."""
+    m = _DERIVED.match(name)
+    if m is None:
+        return None
+    body = "".join(_UNSPELL.get(c, c) for c in m.group(2))
+    try:
+        return normalize(body), int(m.group(1))
+    except ExprError:
+        return None
+
+
+def derived_value(name: str, env) -> int:
+    """A derived symbol's value from its numerator's symbols' values in `env`."""
+    numerator, divisor = derived_parts(name)
+    total = 0
+    for mono, c in parse(numerator):
+        term = c
+        for s, e in mono:
+            term *= env[s] ** e
+        total += term
+    return total // divisor
+
+
+def base_symbols(text: str) -> set:
+    """The plain symbols a size expression depends on: its free symbols, with each
+    derived symbol replaced by its numerator's symbols."""
+    out = set()
+    for s in free_symbols(text):
+        parts = derived_parts(s)
+        out |= free_symbols(parts[0]) if parts is not None else {s}
+    return out
 
 
 # ----------------------------------------------------------------------------- types

@@ -302,17 +302,22 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                 symbols.setdefault(c.symbol, (c.index, None))
             else:
                 for d, e in enumerate(c.dims):
-                    if isinstance(e, str) and e.isidentifier():
+                    if isinstance(e, str) and e.isidentifier() and \
+                            symbolic.derived_parts(e) is None:
                         symbols.setdefault(e, (c.index, d))
         used = set()
         for c in checks:
             for e in (c.dims or []) + (c.strides or []):
                 if isinstance(e, str):
                     used |= symbolic.free_symbols(e)
-        for e in slots.outputs.values():
+        for e in list(slots.outputs.values()) + \
+                [e for st in steps for dims in st.out_dims for e in dims]:
             if isinstance(e, str):
                 used |= symbolic.free_symbols(e)
-        unbound = sorted(used - set(symbols))
+        for k in kernels:
+            used |= set(getattr(k, "symbols", ()))
+        derived = sorted(s for s in used if symbolic.derived_parts(s) is not None)
+        unbound = sorted({b for s in used for b in symbolic.base_symbols(s)} - set(symbols))
         if unbound:
             raise CannotStayDynamic(f"symbols {unbound} are no argument's dim or SymInt")
         strided = [c.name for c in checks if c.strides is not None]
@@ -329,6 +334,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                          (ctx, module), kind=kind, arg_order=slots.kept, n_args=n_args,
                          target=config.target)
         g.n_values = next_slot - len(block.arguments)  # slots beyond args and constants
+        g.derived = tuple(derived)
         g.length_guards = length_guards
         g.fallback_ops = fallback_ops
         g.launches_per_call += len(fallback_ops)

@@ -55,6 +55,11 @@ def _evaluate(d, env) -> int:
     return total
 
 
+def _derived_value(name: str, env) -> int:
+    from stax.dialects import symbolic
+    return symbolic.derived_value(name, env)
+
+
 def symbolic_fmt(dims) -> str:
     from stax.dialects import symbolic
     return symbolic.fmt_dims(dims)
@@ -170,6 +175,9 @@ class DynamicGraph:
         # the static wrapper's rule (wrapper._cpu_input_on_gpu): a 0-d CPU input of a GPU
         # graph is accepted on either device and copied to the device per call
         self.host_scalars = frozenset(c.index for c in checks if c.host_scalar)
+        #: derived symbols (floor divisions, dialects.symbolic.derived_name) the graph's
+        #: types use: computed from the bound symbols after binding, never bound from a dim
+        self.derived: tuple = ()
 
     # -- guards
     def bind(self, args) -> dict:
@@ -207,8 +215,11 @@ class DynamicGraph:
             if a.dim() != len(c.dims):
                 raise _fail(c, "rank", len(c.dims), a.dim())
             for d, expr in enumerate(c.dims):
-                if isinstance(expr, str) and expr.isidentifier() and expr not in env:
+                if isinstance(expr, str) and expr.isidentifier() and expr not in env and \
+                        expr not in self.derived:
                     env[expr], where[expr] = int(a.shape[d]), (c, f"dim {d}")
+        for name in self.derived:   # floor divisions of the symbols just bound
+            env[name] = _derived_value(name, env)
         for c in self.checks:
             a = args[c.index]
             if c.kind == "size":   # a saved size such as s0*s1: what the symbols say
@@ -234,6 +245,8 @@ class DynamicGraph:
                                 f"{symbolic_fmt(c.strides)})", list(a.stride()))
         _check_length_guards(self.length_guards, env, where)
         for s, v in env.items():
+            if s in self.derived:
+                continue
             lo, hi = self.ranges.get(s, (None, None))
             if (lo is not None and v < lo) or (hi is not None and v > hi):
                 c, what = where[s]

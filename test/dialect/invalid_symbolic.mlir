@@ -287,3 +287,21 @@ func.func @not_array() {
   %0 = "stax.full"() {value = 1.0 : f32} : () -> tensor<?xf32, #stax.sizes<3>>
   return
 }
+
+// -----
+
+// A derived symbol (a floor division) is bound only where its numerator's symbols are:
+// s1 comes from nowhere here.
+func.func @derived_unbound(%a: tensor<?xf32, #stax.sizes<["s0"]>>) {
+  // expected-error @+1 {{'stax.full' op result #0 type tensor<?xf32, #stax.sizes<["fdiv2_s1"]>> uses symbol 'fdiv2_s1', which nothing in @derived_unbound binds}}
+  %0 = "stax.full"() {value = 1.0 : f32} : () -> tensor<?xf32, #stax.sizes<["fdiv2_s1"]>>
+  return
+}
+
+// -----
+
+// An argument cannot bind a derived symbol: its numerator's symbols define it.
+// expected-error @+1 {{'func.func' op argument #0 of @derived_argument attribute 'stax.symbol' = "fdiv2_s0" names a derived symbol (a floor division of s0), which its numerator's symbols define; bind those instead}}
+func.func @derived_argument(%n: index {stax.symbol = "fdiv2_s0"}) {
+  return
+}

@@ -90,3 +90,19 @@ func.func @slice_to_symbolic_length(%x: tensor<?x128x128xf32, #stax.sizes<["s0",
   %r = "stax.slice"(%c) {start = array<i64: 2>, limit = array<i64: 128>, step = array<i64: 3>} : (tensor<128xf32>) -> tensor<?xf32, #stax.sizes<["s1 - 1"]>>
   return %m, %r : tensor<?x?x?xf32, #stax.sizes<["s0", "s1", "s1"]>>, tensor<?xf32, #stax.sizes<["s1 - 1"]>>
 }
+
+// A floor division of a polynomial by an integer is a derived symbol whose name spells
+// it: fdiv2_s0M1 is (s0 - 1)//2 (a stride-2 convolution's output is fdiv2_s0M1 + 1),
+// fdiv32_s1P31 is ceil(s1/32). It is bound where its numerator's symbols are: here by
+// the arguments' dims s0 and s1, so the full's result type verifies without a fallback.
+// CHECK-LABEL: func.func @derived_floor_division
+// CHECK: "stax_graph.fallback"{{.*}} -> tensor<2x?xf32, #stax.sizes<[2, "fdiv2_s0M1 + 1"]>>
+// CHECK: "stax.neg"{{.*}} -> tensor<2x?xf32, #stax.sizes<[2, "fdiv2_s0M1 + 1"]>>
+// CHECK: "stax.full"() {{.*}} -> tensor<?xf32, #stax.sizes<["32*fdiv32_s1P31"]>>
+func.func @derived_floor_division(%x: tensor<2x?xf32, #stax.sizes<[2, "s0"]>>, %y: tensor<?xf32, #stax.sizes<["s1"]>>)
+    -> (tensor<2x?xf32, #stax.sizes<[2, "fdiv2_s0M1 + 1"]>>, tensor<?xf32, #stax.sizes<["32*fdiv32_s1P31"]>>) {
+  %c = "stax_graph.fallback"(%x) {target = "aten.max_pool1d.default", call = "{\"args\": [{\"$operand\": 0}, [3], [2], [1]], \"kwargs\": {}}"} : (tensor<2x?xf32, #stax.sizes<[2, "s0"]>>) -> tensor<2x?xf32, #stax.sizes<[2, "fdiv2_s0M1 + 1"]>>
+  %r = "stax.neg"(%c) : (tensor<2x?xf32, #stax.sizes<[2, "fdiv2_s0M1 + 1"]>>) -> tensor<2x?xf32, #stax.sizes<[2, "fdiv2_s0M1 + 1"]>>
+  %f = "stax.full"() {value = 0.0 : f32} : () -> tensor<?xf32, #stax.sizes<["32*fdiv32_s1P31"]>>
+  return %r, %f : tensor<2x?xf32, #stax.sizes<[2, "fdiv2_s0M1 + 1"]>>, tensor<?xf32, #stax.sizes<["32*fdiv32_s1P31"]>>
+}

@@ -352,31 +352,11 @@ def test_models_training_interpreted(counts, interpreted_triton, name):
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
-@pytest.mark.parametrize("name,loss", [("gpt2", False), ("llama", False), ("gpt2", True)],
-                         ids=["gpt2", "llama", "gpt2-cross_entropy"])
+@pytest.mark.parametrize("name,loss", [("gpt2", False), ("llama", False), ("gpt2", True),
+                                       ("gpt2_sdpa", False)],
+                         ids=["gpt2", "llama", "gpt2-cross_entropy", "gpt2_sdpa"])
 def test_models_training_cuda(counts, name, loss):
+    """gpt2_sdpa: CUDA's memory-efficient attention pads its logsumexp to 32*ceil(T/32),
+    a derived symbol (test_dynamic_floor_division); it was compiled per size before."""
     _model_training(name, _TRAIN_SHAPES, "cuda", 512, heads=8, loss=loss)
     assert counts == {"static": 0, "dynamic": 2}
-
-
-@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
-def test_sdpa_training_cuda_is_per_size_with_its_reason(counts):
-    """CUDA's memory-efficient attention pads its logsumexp to `32*ceil(T/32)`, a size
-    that is no polynomial of symbols: the training graph is compiled per size (every
-    variant native, route triton) and says why (seen on the H200: `32*CeilToInt(
-    IntTrueDiv(s27, 32))`). Values and gradients against eager at each size."""
-    from models import make_model
-    torch.manual_seed(0)
-    ref = make_model("gpt2_sdpa", dim=512, n_heads=8, max_seq=1024).cuda().train()
-    mine = copy.deepcopy(ref)
-    cf = torch.compile(mine, backend="stax", dynamic=True)
-    for b, t in [(4, 64), (2, 17), (3, 40)]:
-        x = torch.randn(b, t, 512, device="cuda")
-        xr, xm = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-        out_r, out_m = ref(xr), cf(xm)
-        _compare_backward(ref, mine, xr, xm, out_r, out_m, torch.randn_like(out_r),
-                          params=False)
-    reps = B.reports()
-    assert reps and all(r.route == "triton" and r.fallback_reason is None for r in reps)
-    why = " ".join(str(getattr(r.specializer, "not_dynamic_reason", "")) for r in reps)
-    assert "not a polynomial" in why and "efficient_attention" in why, why

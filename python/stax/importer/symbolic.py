@@ -150,13 +150,52 @@ def dim(s, what="a size"):
     try:
         d = symbolic.normalize(str(expr))
     except symbolic.ExprError:
-        expr = _resolve_min_max(expr, s.node.shape_env)
+        expr = _derive_floor_divisions(_resolve_min_max(expr, s.node.shape_env))
     try:
         d = symbolic.normalize(str(expr))
     except symbolic.ExprError as e:
         raise _unsupported(f"{what} has the size {expr}, which is not a polynomial of "
-                           f"symbols ({e}); symbolic IR takes +, -, * and ** only") from None
+                           f"symbols ({e}); symbolic IR takes +, -, * and ** (and a floor "
+                           "division of a polynomial by an integer) only") from None
     return int(d) if d.lstrip("-").isdigit() else d
+
+
+def _derive_floor_divisions(expr):
+    """`expr` with each floor division of a polynomial by a positive integer (torch's
+    FloorDiv, and CeilToInt(IntTrueDiv(p, k)) as FloorDiv(p + k - 1, k)) replaced by its
+    derived symbol (dialects.symbolic.derived_name). Unchanged where none applies; the
+    caller reports what is still no polynomial."""
+    import sympy
+    try:
+        from torch.utils._sympy import functions as tf
+    except ImportError:
+        return expr
+
+    def derived(num, den):
+        if not (isinstance(den, sympy.Integer) and int(den) > 0):
+            return None
+        try:
+            return sympy.Symbol(symbolic.derived_name(str(sympy.expand(num)), int(den)))
+        except symbolic.ExprError:
+            return None
+
+    for _ in range(8):   # nested divisions: innermost first, until nothing changes
+        reps = {}
+        for sub in expr.atoms(*[getattr(tf, n) for n in ("FloorDiv", "CeilToInt")
+                                if hasattr(tf, n)]):
+            if type(sub).__name__ == "FloorDiv":
+                new = derived(*sub.args)
+            elif hasattr(tf, "IntTrueDiv") and isinstance(sub.args[0], tf.IntTrueDiv):
+                num, den = sub.args[0].args
+                new = derived(num + den - 1, den) if isinstance(den, sympy.Integer) else None
+            else:
+                new = None
+            if new is not None:
+                reps[sub] = new
+        if not reps:
+            return expr
+        expr = expr.xreplace(reps)
+    return expr
 
 
 def _resolve_min_max(expr, shape_env):
@@ -220,6 +259,7 @@ def ratio(s, what="a size ratio") -> SizeRatio:
             expr = expr.replace(getattr(tf, name), lambda a, b: a / b)
     if hasattr(tf, "ToFloat"):
         expr = expr.replace(tf.ToFloat, lambda a: a)
+    expr = _derive_floor_divisions(expr)   # a strided convolution's output size
     num, den = sympy.fraction(sympy.cancel(sympy.together(expr)))
     out = []
     for part in (num, den):

@@ -1,0 +1,162 @@
+"""Sizes that are floor divisions of symbols compile once (dialects.symbolic's derived
+symbols): a stride-2 convolution over dynamic spatial dims gives `(H - 1)//2 + 1`, CUDA's
+memory-efficient attention pads its logsumexp to `32*ceil(T/32)`. Before, both sent the
+graph per size ("not a polynomial of symbols").
+
+- the derived symbol's name, parts and value; the importer's rewrite of torch's FloorDiv
+  and CeilToInt(IntTrueDiv) (the two spellings of one ceiling give one symbol);
+- CPU: a stride-2 convolution, ReLU and a global average pool at 6 spatial sizes,
+  inference; conv + BatchNorm + ReLU in training (outputs, input and parameter gradients,
+  running statistics against a float64 oracle): one compile, route stax-cpu every call;
+- the Triton route (TTIR interpreted) of the inference case;
+- a derived size checked by the guards (a backward's saved activation of the wrong size).
+The GPU side (gpt2_sdpa in training on cuda) is in test_dynamic_gpu.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import stax.backend as B
+from stax.dialects import symbolic
+from stax.dynamic_compile import DynamicShapes
+from stax.errors import StaxGuardError
+from test_dynamic_gpu import _close_to_oracle, counts, interpreted_triton  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("stax_strict")
+
+# (batch, H, W): batches >= 2 and spatial sizes >= 2 (Dynamo specializes 0 and 1),
+# primes, sizes above the first; H != W at the first call (duck sizing would tie them)
+SHAPES = [(4, 32, 24), (3, 17, 23), (2, 5, 64), (6, 64, 9), (5, 31, 7), (4, 32, 24)]
+
+
+def test_derived_symbols():
+    n = symbolic.derived_name("s53 - s27", 2)
+    assert n == "fdiv2_Ms27Ps53"
+    assert symbolic.derived_parts(n) == ("-s27 + s53", 2)
+    assert symbolic.derived_value(n, {"s27": 3, "s53": 18}) == 7
+    assert symbolic.derived_value(symbolic.derived_name("s0 - 5", 2), {"s0": 2}) == -2
+    assert symbolic.derived_parts("s0") is None
+    assert symbolic.base_symbols(f"32*{symbolic.derived_name('s1 + 31', 32)} + s0") == \
+        {"s0", "s1"}
+    with pytest.raises(symbolic.ExprError, match="positive integer divisor"):
+        symbolic.derived_name("s0", 0)
+
+
+def test_importer_writes_floor_divisions_as_derived_symbols():
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from stax.importer import symbolic as isym
+    env = ShapeEnv()
+    s = env.create_symintnode(env.create_symbol(37, ConstantSource("x")), hint=37)
+    name = str(s.node.expr)
+    ceil = isym.dim(32 * math.ceil(s / 32))
+    assert ceil == isym.dim(32 * ((s + 31) // 32)) == f"32*fdiv32_{name}P31"
+    assert isym.dim((s - 1) // 2 + 1) == f"fdiv2_{name}M1 + 1"
+    r = isym.ratio(1.0 / ((s - 1) // 2 + 1))   # BatchNorm's 1/(N*H*W) after a stride
+    assert (r.num, r.den) == (1, f"fdiv2_{name}M1 + 1")
+
+
+class StridedNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 16, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x)) * 2
+        return y, y.mean((2, 3))   # the pool divides by a derived size
+
+
+def _inference(shapes, route):
+    torch.manual_seed(0)
+    net = StridedNet()
+    cf = torch.compile(net, backend="stax", dynamic=True)
+    with torch.no_grad():
+        for k, (b, h, w) in enumerate(shapes):
+            x = torch.randn(b, 3, h, w)
+            for got, ref in zip(cf(x), net(x)):
+                assert got.shape == ref.shape and got.stride() == ref.stride()
+                torch.testing.assert_close(got, ref, rtol=2e-4, atol=2e-4)
+            (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+            (v,) = rep.variants
+            assert v.dynamic and v.calls == k + 1, rep.summary()
+            assert rep.route == route and rep.fallback_reason is None, rep.summary()
+
+
+def test_strided_conv_inference_cpu(counts):
+    _inference(SHAPES, "stax-cpu")
+    assert counts == {"static": 0, "dynamic": 1}
+
+
+def test_strided_conv_inference_triton(counts, interpreted_triton):
+    _inference(SHAPES[:4], "triton")
+    assert counts == {"static": 0, "dynamic": 1}
+    assert interpreted_triton["sized"] > 0
+
+
+def _strided_bn():
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, stride=2, padding=1),
+                               torch.nn.BatchNorm2d(16), torch.nn.ReLU())
+
+
+def test_strided_conv_bn_training_cpu(counts):
+    torch.manual_seed(0)
+    ref = _strided_bn()
+    mine, m64 = copy.deepcopy(ref), copy.deepcopy(ref).double()
+    cf = torch.compile(mine, backend="stax", dynamic=True)
+    for b, h, w in SHAPES:
+        x = torch.randn(b, 3, h, w)
+        xr, xm = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        x64 = x.double().requires_grad_(True)
+        out_r, out_m, out64 = ref(xr), cf(xm), m64(x64)
+        _close_to_oracle(out_m, out_r.detach(), out64.detach(), "output")
+        g = torch.randn_like(out_r)
+        out_r.backward(g)
+        out_m.backward(g)
+        out64.backward(g.double())
+        _close_to_oracle(xm.grad, xr.grad, x64.grad, "input grad")
+        for (name, pr), (_, pm), p64 in zip(ref.named_parameters(), mine.named_parameters(),
+                                           m64.parameters()):
+            _close_to_oracle(pm.grad, pr.grad, p64.grad, f"{name}.grad")
+            pr.grad = pm.grad = p64.grad = None
+    for name in ("running_mean", "running_var"):
+        _close_to_oracle(getattr(mine[1], name), getattr(ref[1], name),
+                         getattr(m64[1], name), name)
+    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert [g.kind for g in rep.graphs] == ["forward", "backward"]
+    assert all(g.route == "stax-cpu" for g in rep.graphs), rep.summary()
+    assert counts == {"static": 0, "dynamic": 2}
+
+
+def test_a_derived_size_is_guarded():
+    """The backward takes the forward's saved activations of [N, 16, (H-1)//2 + 1, ...]:
+    one of another size is refused, naming the argument, the dim and its expression,
+    before anything runs."""
+    torch.manual_seed(0)
+    net = _strided_bn()
+    cf = torch.compile(net, backend="stax", dynamic=True)
+    cf(torch.randn(4, 3, 32, 24, requires_grad=True)).sum().backward()
+    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    fwd, bwd = rep.graphs
+    assert bwd.kind == "backward" and bwd.derived, bwd.derived
+    seen = []
+    real_bind = bwd.bind
+    bwd.bind = lambda args: seen.append(list(args)) or real_bind(args)
+    cf(torch.randn(3, 3, 17, 23, requires_grad=True)).sum().backward()
+    (args,) = seen
+    env = real_bind(args)
+    for name in bwd.derived:
+        assert env[name] == symbolic.derived_value(name, env)
+    c = next(c for c in bwd.checks if c.kind == "tensor" and
+             any(isinstance(d, str) and "fdiv" in d for d in c.dims))
+    d = next(k for k, e in enumerate(c.dims) if isinstance(e, str) and "fdiv" in e)
+    bad = list(args)
+    shape = list(args[c.index].shape)
+    shape[d] += 1
+    bad[c.index] = torch.randn(shape, dtype=args[c.index].dtype)
+    with pytest.raises(StaxGuardError, match=rf"dim {d}: expected \d+ \(.*fdiv2_"):
+        real_bind(bad)
