@@ -40,7 +40,7 @@ loads and stores, and the JIT compile; it re-exports the names callers read here
 from dataclasses import dataclass
 
 from stax._mlir import ExecutionEngine, PassManager, ir
-from stax.dialects.schedule import dims_used, has_schedule, read_schedule
+from stax.dialects.schedule import dims_used, has_schedule, read_schedule, stride_along
 # the one shared index analysis (not a pass): used when the kernel has no schedule for
 # these strides, and to compose an index through a view
 from stax.passes import kernel_schedule
@@ -469,7 +469,7 @@ class _KernelLowering(ReductionMixin, OpsMixin):
             em.push()
             em.vars[qt] = Var(qt, qmain, lane=True)
             em.lane_var = qt
-            self.tile_cache = {}
+            self._preload_tiles(p, q, pt, qt, idx)
             for i in range(TP):
                 self.tile_row = (i, pt)
                 ix = list(idx)
@@ -510,32 +510,133 @@ class _KernelLowering(ReductionMixin, OpsMixin):
             em.pop()
             em.emit("}")
 
+    def _preload_tiles(self, p, q, pt, qt, idx):
+        """At the top of a tile, the transposed tiles of its branch-guarded reads (under
+        a concat's or pad's scf.if: the read has a `where`). Such a read is otherwise
+        loaded inside the branch of the row that first uses it, where the later rows
+        (each its own scf.if) cannot see it: loaded again per row. Loaded here, at the
+        tile's scope, every row's branch extracts its row from the one tile.
+
+        Reads of one tile (one input at one offset) share it. It is loaded as it is
+        where one of them has no condition or the offset is in bounds over the whole
+        domain; otherwise their conditions guard it (an scf.if yielding the tile where
+        one of the reads happens, zeros where none does): a tiled kernel has no
+        boundary that can fail along p or q (cpu_tiling.one_lane_reason), so each
+        condition is the whole tile's. A tile whose condition still moves within the
+        tile keeps its per-row loads."""
+        if self.sched is None:
+            return
+        em = self.em
+        S = list(self.sched.domain)
+        self.tile_row = (0, pt)
+        ix = list(idx)
+        ix[p], ix[q] = Aff.var(pt), Aff.var(qt)
+        self._at_domain(ix)
+        tiles = {}   # key -> [arg, base, lane step, [(the read's `where`, safe)]]
+        for r in self.sched.reads:
+            if r.map is None:
+                continue
+            e = r.offset.results[0]
+            lane_step = stride_along(r.offset, q)
+            if stride_along(r.offset, p) != 1 or lane_step in (None, 0, 1):
+                continue
+            arg = self.inputs[r.input]
+            base = em.from_affine(e, self.dims)
+            lo, hi = kernel_schedule.expr_range(e, S)
+            t = tiles.setdefault(("tile", arg.name, base), [arg, base, lane_step, []])
+            t[3].append((r.where, r.where is None or (0 <= lo and hi < arg.extent)))
+        for key, (arg, base, lane_step, reads) in tiles.items():
+            if all(w is None for w, _ in reads) or em.lookup(key) is not None:
+                continue   # no branch reads it: loaded by row 0 at the tile's scope
+            if any(safe for _, safe in reads):
+                em.remember(key, self._load_tile(arg, base, lane_step))
+                continue
+            guard = self._tile_guard([w for w, _ in reads], pt, qt, S)
+            if guard is None:
+                continue
+            mty = f"vector<{em.W}x{em.W}x{arg.dtype.mem}>"
+            t = em.fresh()
+            em.emit(f"{t} = scf.if {guard} -> ({mty}) {{")
+            em.push()
+            em.emit(f"scf.yield {self._load_tile(arg, base, lane_step)} : {mty}")
+            em.pop()
+            em.emit("} else {")
+            em.push()
+            zero = em.const(0.0 if arg.dtype.is_float else 0, arg.dtype.mem)
+            z = em.op(f"vector.broadcast {zero} : {arg.dtype.mem} to {mty}", mty)
+            em.emit(f"scf.yield {z} : {mty}")
+            em.pop()
+            em.emit("}")
+            em.remember(key, t)
+
+    def _tile_guard(self, wheres, pt, qt, S):
+        """An i1 SSA value: does one of the reads with these conditions (`where` maps,
+        each result >= 0) happen in the current tile? None where a condition moves
+        within the tile (on its p or q variable)."""
+        em = self.em
+        anys = []
+        for where in wheres:
+            alls = []
+            for w in where.results:
+                if kernel_schedule.expr_range(w, S)[0] >= 0:
+                    continue   # holds everywhere
+                a = em.from_affine(w, self.dims)
+                if a.coeff(pt) or a.coeff(qt):
+                    return None
+                alls.append(em.op(f"arith.cmpi sge, {em.index(a)}, "
+                                  f"{em.const(0, 'index')} : index", "i1"))
+            if not alls:
+                return em.const(1, "i1")
+            c = alls[0]
+            for x in alls[1:]:
+                c = em.op(f"arith.andi {c}, {x} : i1", "i1")
+            anys.append(c)
+        c = anys[0]
+        for x in anys[1:]:
+            c = em.op(f"arith.ori {c}, {x} : i1", "i1")
+        return c
+
+    def _load_tile(self, arg: _Arg, base: Aff, lane_step: int) -> str:
+        """The W x W tile at `base` (its row 0, lane 0) of a read contiguous along p that
+        moves `lane_step` per lane: W vector loads along p, transposed in registers."""
+        em = self.em
+        W = em.W
+        mem = arg.dtype.mem
+        vty, mty = f"vector<{W}x{mem}>", f"vector<{W}x{W}x{mem}>"
+        b = em.index(base)
+        zero = em.const(0.0 if arg.dtype.is_float else 0, mem)
+        m = em.op(f"vector.broadcast {zero} : {mem} to {mty}", mty)
+        for j in range(W):
+            a = b if j == 0 else em.op(
+                f"arith.addi {b}, {em.const(j * lane_step, 'index')} : index", "index")
+            col = em.op(f"vector.load {arg.name}[{a}] : {arg.memref}, {vty}", vty)
+            m = em.op(f"vector.insert {col}, {m} [{j}] : {vty} into {mty}", mty)
+        return em.op(f"vector.transpose {m}, [1, 0] : {mty} to {mty}", mty)
+
     def _tile_load(self, arg: _Arg, off: Aff, lane_step: int) -> Val:
         """Row i of the tile of a read contiguous along p (coefficient 1 on the tile's p
         variable) that moves `lane_step` per lane along q: the tile's TQ vectors along p,
-        loaded once per tile and transposed in registers, then row i extracted."""
+        loaded once per tile and transposed in registers, then row i extracted.
+
+        The transposed tile and its rows are memoized in the emitter's scopes, as every
+        other value: a tile loaded inside a concat's or pad's scf.if branch is not
+        visible to a later row's evaluation outside that branch (`_preload_tiles` loads
+        a guarded read's tile at the tile's scope, so its rows share one)."""
         em = self.em
         i, pt = self.tile_row
         W = em.W
         base = off + Aff(-i)
-        key = (arg.name, base)
-        mem = arg.dtype.mem
-        vty, mty = f"vector<{W}x{mem}>", f"vector<{W}x{W}x{mem}>"
-        if key not in self.tile_cache:
-            b = em.index(base)
-            zero = em.const(0.0 if arg.dtype.is_float else 0, mem)
-            m = em.op(f"vector.broadcast {zero} : {mem} to {mty}", mty)
-            for j in range(W):
-                a = b if j == 0 else em.op(
-                    f"arith.addi {b}, {em.const(j * lane_step, 'index')} : index", "index")
-                col = em.op(f"vector.load {arg.name}[{a}] : {arg.memref}, {vty}", vty)
-                m = em.op(f"vector.insert {col}, {m} [{j}] : {vty} into {mty}", mty)
-            tr = em.op(f"vector.transpose {m}, [1, 0] : {mty} to {mty}", mty)
-            self.tile_cache[key] = (tr, {})
-        tr, rows = self.tile_cache[key]
-        if i not in rows:
-            rows[i] = em.op(f"vector.extract {tr}[{i}] : {vty} from {mty}", vty)
-        return self._from_mem(rows[i], arg.dtype, True)
+        key = ("tile", arg.name, base)
+        vty, mty = f"vector<{W}x{arg.dtype.mem}>", f"vector<{W}x{W}x{arg.dtype.mem}>"
+        tr = em.lookup(key)
+        if tr is None:
+            tr = self._load_tile(arg, base, lane_step)
+            em.remember(key, tr)
+        row = em.lookup(key + (i,))
+        if row is None:
+            row = em.op(f"vector.extract {tr}[{i}] : {vty} from {mty}", vty)
+            em.remember(key + (i,), row)
+        return self._from_mem(row, arg.dtype, True)
 
     # --------------------------------------------------------------- evaluation
     def _eval(self, v, idx) -> Val:
