@@ -223,6 +223,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
         next_slot = len(block.arguments)
         steps, kernels, library_calls, outputs = [], [], [], []
         fallback_ops = []   # stax_graph.fallback ops PyTorch runs (_library_runner)
+        result_dims = []    # every top-level result's dims (the symbols they use)
         for op in block.operations:
             op = op.operation
             name = op.name
@@ -236,6 +237,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
             for r, s in zip(op.results, outs):
                 slot_of[r] = s
             res_dims = [list(symbolic.dims_of(r.type)) for r in op.results]
+            result_dims.extend(res_dims)
             if name in KERNEL_OPS:
                 kname = ir.StringAttr(op.attributes["name"]).value
                 try:
@@ -310,8 +312,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
             for e in (c.dims or []) + (c.strides or []):
                 if isinstance(e, str):
                     used |= symbolic.free_symbols(e)
-        for e in list(slots.outputs.values()) + \
-                [e for st in steps for dims in st.out_dims for e in dims]:
+        for e in list(slots.outputs.values()) + [e for dims in result_dims for e in dims]:
             if isinstance(e, str):
                 used |= symbolic.free_symbols(e)
         for k in kernels:

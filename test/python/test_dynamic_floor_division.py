@@ -92,6 +92,24 @@ def test_strided_conv_inference_cpu(counts):
     assert counts == {"static": 0, "dynamic": 1}
 
 
+def test_a_derived_size_only_a_library_op_gives(counts):
+    """The derived size appears in no kernel, only in the convolution's result (as in the
+    CUDA attention forward's logsumexp): it is still computed for the result's check."""
+    torch.manual_seed(0)
+    w = torch.randn(8, 3, 3, 3)
+    fn = lambda x: (F.conv2d(x, w, stride=2, padding=1), x * 2)   # noqa: E731
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    with torch.no_grad():
+        for b, h, wd in SHAPES:
+            x = torch.randn(b, 3, h, wd)
+            for got, ref in zip(cf(x), fn(x)):
+                assert got.shape == ref.shape and got.stride() == ref.stride()
+                torch.testing.assert_close(got, ref, rtol=2e-4, atol=2e-4)
+    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert rep.route == "stax-cpu" and rep.graphs[0].derived, rep.summary()
+    assert counts == {"static": 0, "dynamic": 1}
+
+
 def test_strided_conv_inference_triton(counts, interpreted_triton):
     _inference(SHAPES[:4], "triton")
     assert counts == {"static": 0, "dynamic": 1}
