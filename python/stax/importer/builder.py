@@ -102,8 +102,21 @@ class _Builder:
                          {"dims": ir.DenseI64ArrayAttr.get(list(dims))})
 
     def reshape(self, v: ir.Value, shape) -> ir.Value:
-        if _vshape(v) == list(shape):
+        src = _vshape(v)
+        if src == list(shape):
             return v
+        if any(isinstance(d, str) for d in list(src) + list(shape)):
+            dims = isym.dims(shape, "a reshape's shape")
+            if isym.symbolic.dim_product(src) != isym.symbolic.dim_product(dims):
+                # `view(2*s0, -1)` of [s0, s1] is [2*s0, s1//2], right only for an even
+                # s1 (Dynamo's guard): the polynomials cannot show the counts equal
+                node = getattr(self, "node", None)
+                where = f"node {node.name} ({node.target}): " if node is not None else ""
+                raise UnsupportedGraph(
+                    f"{where}a reshape of {isym.symbolic.fmt_dims(src)} to "
+                    f"{isym.symbolic.fmt_dims(dims)}, whose element counts are not the same "
+                    "polynomial: a size that is not a polynomial of symbols (a floor "
+                    "division that only divisibility makes exact)")
         return self.emit("reshape", [v], [self.tt(shape, _vdtype(v))])
 
     def operand(self, x, shape, dtype) -> ir.Value:
