@@ -201,9 +201,11 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                         f"{symbolic.fmt_dims(spec.shape)}); kernels with runtime sizes "
                         "take contiguous tensors only")
                 val = placeholders[i].meta.get("val")
+                # (a "meta" 0-d tensor is a library op's host result, such as CUDA
+                # attention's philox seed and offset, which the backward takes)
                 host = (isinstance(val, torch.Tensor) and val.dim() == 0 and
-                        val.device.type == "cpu" and dynamic_kernels.DEVICES[config.target]
-                        != "cpu")
+                        val.device.type in ("cpu", "meta") and
+                        dynamic_kernels.DEVICES[config.target] != "cpu")
                 checks.append(_ArgCheck(arg, spec.name, "tensor", dims=list(spec.shape),
                                         dtype=spec.dtype,
                                         strides=None if contiguous else list(spec.strides),
@@ -217,6 +219,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
         name_kernels(func_op)
 
         block = _block(func_op)
+        _pass_host_scalars_through(block, slots.kept, checks)
         slot_of: dict = {}
         for j, a in enumerate(block.arguments):
             slot_of[a] = j
@@ -340,6 +343,18 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
         g.fallback_ops = fallback_ops
         g.launches_per_call += len(fallback_ops)
         return g
+
+
+def _pass_host_scalars_through(block, kept, checks) -> None:
+    """A host scalar that only library ops read (CUDA attention's philox seed and offset,
+    which its backward takes on the CPU) is handed to them as it comes, not copied to the
+    device: `pass_through`."""
+    from stax.dialects.stax_dialect import FALLBACK
+    by_arg = {c.index: c for c in checks if c.kind == "tensor" and c.host_scalar}
+    for j, a in enumerate(block.arguments):
+        c = by_arg.get(kept[j]) if j < len(kept) else None
+        if c is not None and all(u.owner.name == FALLBACK for u in a.uses):
+            c.pass_through = True
 
 
 def _sized_cudagraphs(graph, config, report):

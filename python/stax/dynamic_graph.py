@@ -88,6 +88,9 @@ class _ArgCheck:
     #: a 0-d CPU tensor of a GPU graph (a Python float Dynamo passes as a tensor, such as
     #: RMSNorm's eps in training): taken on the CPU, copied to the device per call
     host_scalar: bool = False
+    #: a host scalar only library ops read: handed to them on whichever device it comes
+    #: (CUDA attention's backward takes its philox seed and offset on the CPU)
+    pass_through: bool = False
 
 
 def _symbol_ranges(example_inputs) -> dict[str, tuple[int, int | None]]:
@@ -174,7 +177,9 @@ class DynamicGraph:
         self.length_guards: list = []   # _LengthGuard: slices of static dims (set by _build)
         # the static wrapper's rule (wrapper._cpu_input_on_gpu): a 0-d CPU input of a GPU
         # graph is accepted on either device and copied to the device per call
-        self.host_scalars = frozenset(c.index for c in checks if c.host_scalar)
+        self.host_scalars = frozenset(c.index for c in checks
+                                      if c.host_scalar and not c.pass_through)
+        self._host_args = frozenset(c.index for c in checks if c.host_scalar)
         #: derived symbols (floor divisions, dialects.symbolic.derived_name) the graph's
         #: types use: computed from the bound symbols after binding, never bound from a dim
         self.derived: tuple = ()
@@ -268,7 +273,7 @@ class DynamicGraph:
         # every tensor is made on the arguments' device (bind checked they share one)
         host = self.host_scalars
         dev = next((a.device for i, a in enumerate(args)
-                    if isinstance(a, torch.Tensor) and i not in host),
+                    if isinstance(a, torch.Tensor) and i not in self._host_args),
                    torch.device(self.device))
         if host:
             args = list(args)

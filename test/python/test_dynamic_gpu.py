@@ -27,6 +27,7 @@ import torch.fx.experimental._config as fx_config
 import stax.backend as B
 from stax import driver, dynamic_compile, dynamic_kernels
 from stax.dynamic_compile import DynamicShapes
+from stax.errors import StaxGuardError
 from stax.runtime.triton_sized import SizedTritonKernel
 from stax.targets import triton as stt
 from ttir_interp import run_kernel, run_ttir
@@ -360,3 +361,31 @@ def test_models_training_cuda(counts, name, loss):
     a derived symbol (test_dynamic_floor_division); it was compiled per size before."""
     _model_training(name, _TRAIN_SHAPES, "cuda", 512, heads=8, loss=loss)
     assert counts == {"static": 0, "dynamic": 2}
+
+
+def test_host_scalars_copied_or_passed_through(monkeypatch):
+    """A 0-d host tensor of a GPU graph: copied to the device when a kernel may read it
+    (RMSNorm's eps), handed over as it comes when only library ops read it (CUDA
+    attention's philox seed and offset, which its backward takes on the CPU: the H200
+    raised 'argument 14 device: expected cuda, got cpu' before). Checked on the meta
+    device standing for the GPU."""
+    from stax.dynamic_graph import DynamicGraph, _ArgCheck, _Step
+    monkeypatch.setitem(dynamic_kernels.DEVICES, "triton", "meta")
+    checks = [_ArgCheck(0, "x", "tensor", dims=["s0"], dtype=torch.float32),
+              _ArgCheck(1, "eps", "tensor", dims=[], dtype=torch.float32, host_scalar=True),
+              _ArgCheck(2, "seed", "tensor", dims=[], dtype=torch.int64, host_scalar=True,
+                        pass_through=True)]
+    seen = []
+
+    def library(ins, env):
+        seen.append([t.device.type for t in ins])
+        return [ins[0]]
+    g = DynamicGraph("g", checks, [], [_Step("library", [0, 1, 2], [3], library)],
+                     [("tensor", 3, None)], {"s0": (0, 0)}, {}, [], [], [], None,
+                     target="triton")
+    g.n_values = 1
+    x = torch.empty(5, device="meta")
+    (out,) = g([x, torch.tensor(1e-5), torch.tensor(7)])
+    assert out.device.type == "meta" and seen == [["meta", "meta", "cpu"]]
+    with pytest.raises(StaxGuardError, match="argument 2 .*a host scalar"):
+        g([x, torch.tensor(1e-5), torch.tensor([7])])
