@@ -201,10 +201,10 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                         f"{symbolic.fmt_dims(spec.shape)}); kernels with runtime sizes "
                         "take contiguous tensors only")
                 val = placeholders[i].meta.get("val")
-                # (a "meta" 0-d tensor is a library op's host result, such as CUDA
-                # attention's philox seed and offset, which the backward takes)
+                # every 0-d tensor, whatever its fake device says, as the static wrapper
+                # (wrapper._cpu_input_on_gpu): CUDA attention's philox seed and offset
+                # are CPU tensors at run time where the backward's fake ones are not
                 host = (isinstance(val, torch.Tensor) and val.dim() == 0 and
-                        val.device.type in ("cpu", "meta") and
                         dynamic_kernels.DEVICES[config.target] != "cpu")
                 checks.append(_ArgCheck(arg, spec.name, "tensor", dims=list(spec.shape),
                                         dtype=spec.dtype,
