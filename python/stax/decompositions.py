@@ -20,6 +20,19 @@ decomposition table is consulted.
 - `threshold_backward`: torch's decomposition `where(self <= t, 0, grad)` (and its meta)
   has grad's dtype; eager's TensorIterator kernel promotes (int64 grad, float32 input ->
   float32).
+- `native_layer_norm_backward` on the CPU: torch's decomposition computes the input
+  gradient as CUDA's kernel does, centered, `rstd / N * (N g - sum(g) - xhat sum(g xhat))`
+  (g = dy w, xhat = (x - mean) rstd); eager's CPU kernel (layer_norm_kernel.cpp,
+  `layer_norm_backward_frame`) uncentered, `a dy w + b x + c` with `ds = sum(dy x w)`,
+  `db = sum(dy w)`, `a = rstd`, `b = (db mean - ds) a^3 / N`, `c = -b mean - db a / N`.
+  They agree on finite values but not on where an infinite weight (or grad) gives NaN:
+  with `w[k] = inf` the centered form is NaN where `sign(xhat[j]) != sign(xhat[k])`,
+  eager where `sign(x[j]) == sign(mean)` (the whole row where `sign(x[k]) == sign(mean)`:
+  `db mean - ds` is inf - inf). stax-fuzz 16571049781. The CPU form here, with eager's
+  b and c where they are not finite and otherwise `db mean - ds` summed centered
+  (`sum(dy w (mean - x))`: eager's difference of two sums cancels where the mean is far
+  from 0, at 1000 8x the error); other devices keep torch's (it is CUDA's); the weight
+  and bias gradients are torch's.
 """
 from __future__ import annotations
 
@@ -109,9 +122,72 @@ def _threshold_backward(grad_output, self, threshold):
     return torch.where(self <= threshold, 0, grad_output).to(dtype)
 
 
+def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight,
+                                bias, output_mask):
+    from torch._decomp import decompositions as td
+    from torch._prims_common import get_computation_dtype
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+    torch_decomp = td.native_layer_norm_backward
+    axis = input.dim() - len(normalized_shape)
+    n = 1
+    for s in input.shape[axis:]:
+        n = n * s
+    m = 1
+    for s in input.shape[:axis]:
+        m = m * s
+    if (input.device.type != "cpu" or not output_mask[0] or statically_known_true(m == 0)
+            or statically_known_true(n == 0)):
+        return torch_decomp(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                            output_mask)
+    # the weight and bias gradients as torch computes them; the input gradient as eager's
+    # CPU kernel does (module docstring), in its op-math dtype
+    _, d_weight, d_bias = torch_decomp(grad_out, input, normalized_shape, mean, rstd,
+                                       weight, bias, [False, *output_mask[1:]])
+    cd = get_computation_dtype(input.dtype)
+    inner = list(range(axis, input.dim()))
+    dy = grad_out.to(cd, memory_format=torch.contiguous_format)
+    x = input.to(cd, memory_format=torch.contiguous_format)
+    mean = td._unsqueeze_to_dim(mean, x.dim()).to(cd)
+    a = td._unsqueeze_to_dim(rstd, x.dim()).to(cd)
+    w = weight.to(cd) if weight is not None else None
+    g = dy * w if w is not None else dy
+    # eager's ds and db; ds only decides b and c where they are not finite (an inf or NaN
+    # in the row's g, then every element of the row is inf or NaN as in eager), so it is
+    # sum(g x) (eager's (dy x) w differs in rounding only)
+    ds = torch.sum(g * x, inner, True)
+    db = torch.sum(g, inner, True)
+    # elsewhere db * mean - ds as sum(g * (mean - x)): summed centered it has none of the
+    # cancellation of the difference of two sums (rows whose mean is far from 0). (`mean
+    # - x`, not torch's `x - mean`: shared with the weight gradient's xhat, that would
+    # be a full-size intermediate.)
+    dm = torch.sum(g * (mean - x), inner, True)
+    if isinstance(n, int):
+        scale = 1.0 / n
+        b = (db * mean - ds) * a * a * a * scale
+        c = -b * mean - db * a * scale
+        b_c = dm * a * a * a * scale
+        c_c = -b_c * mean - db * a * scale
+    else:  # a symbolic row length: divided by it (a stax.size_value)
+        b = (db * mean - ds) * a * a * a / n
+        c = -b * mean - db * a / n
+        b_c = dm * a * a * a / n
+        c_c = -b_c * mean - db * a / n
+    # b and c both finite: (b - b) + (c - c) is 0, else NaN (isfinite's bitwise_and has
+    # no symbolic import rule: a dynamic training graph would compile per size)
+    finite = (b - b) + (c - c) == 0
+    b = torch.where(finite, b_c, b)
+    c = torch.where(finite, c_c, c)
+    d_input = a * dy
+    if w is not None:
+        d_input = d_input * w
+    d_input = (d_input + b * x + c).to(input.dtype)
+    return d_input, d_weight, d_bias
+
+
 @functools.lru_cache(maxsize=1)
 def _table() -> dict:
-    out = {aten.threshold_backward.default: _threshold_backward}
+    out = {aten.threshold_backward.default: _threshold_backward,
+           aten.native_layer_norm_backward.default: _native_layer_norm_backward}
     for exact, prefix in ((False, "upsample_nearest"), (True, "_upsample_nearest_exact")):
         for k in (1, 2, 3):
             packet = getattr(aten, f"{prefix}{k}d")

@@ -474,3 +474,91 @@ def test_atan2_of_relu_of_negative_zero():
     out, ref = _compile_run(fn, x, fallback_ops=[])
     torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-6)
     assert out[0].item() == ref[0].item() < -3.14   # -pi (f32), not -0.0
+
+
+# ------------------------------------------------------- 8. layer_norm backward, inf weights
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape,norm", [((512, 65), (65,)), ((4, 3, 16), (3, 16))],
+                         ids=["512x65", "4x3x16"])
+@pytest.mark.parametrize("affine", ["inf_weight", "inf_grad"])
+def test_layer_norm_backward_nan_inf_as_eager_cpu(dtype, shape, norm, affine):
+    """The input gradient where a weight (or an output gradient) is +-inf: NaN and inf
+    where eager's CPU kernel has them. torch's decomposition (centered, CUDA's form) gave
+    inf where eager (uncentered: a dy w + b x + c) gives NaN (stax-fuzz --backward seed
+    16571, program 16571049781). Values, shapes, strides, forward and backward."""
+    g = torch.Generator().manual_seed(16571)
+    x0 = torch.randn(shape, generator=g).to(dtype)
+    n = x0[0].numel()
+    w0 = torch.randn(norm, generator=g).to(dtype)
+    b0 = (torch.randn(norm, generator=g) * 0.3 + 100).to(dtype)
+    dy = torch.randn(shape, generator=g).to(dtype)
+    if affine == "inf_weight":
+        w0.view(-1)[n - 1] = float("inf")   # one per row (+inf and -inf: db is NaN)
+    else:  # no weight; an infinite incoming gradient in some rows
+        w0 = None
+        dy.view(-1, n)[1::3, n // 2] = float("inf")
+        dy.view(-1, n)[2::5, 0] = float("-inf")
+
+    def fn(x, w, b):
+        return F.layer_norm(x, norm, w, b)
+
+    results = []
+    for f in (torch.compile(fn, backend="stax", fullgraph=True), fn):
+        torch._dynamo.reset()
+        B.clear()
+        xs = [t.clone().requires_grad_() if t is not None else None for t in (x0, w0, b0)]
+        y = f(*xs)
+        grads = torch.autograd.grad(y, [t for t in xs if t is not None], dy)
+        if f is not fn:
+            r = B.last_report()
+            assert r is not None and r.route == "stax-cpu", r and r.summary()
+        results.append((y.detach(), *grads))
+    for o, r in zip(*results, strict=True):
+        assert o.stride() == r.stride(), (o.stride(), r.stride())
+        assert torch.equal(o.isnan(), r.isnan())
+        assert torch.equal(o.isinf(), r.isinf()) and torch.equal(o[o.isinf()], r[r.isinf()])
+    # the input gradient has both NaN and inf (rows without an inf gradient are finite)
+    gx_ref = results[1][1]
+    assert gx_ref.isnan().any() and gx_ref.isinf().any()
+    assert affine == "inf_weight" or gx_ref.isfinite().any()
+    if dtype != torch.bfloat16:
+        _assert_close(results[0], results[1], rtol=1e-4, atol=1e-4)
+        return
+    _assert_close(results[0][:2], results[1][:2], rtol=2e-2, atol=2e-2)
+    # eager's CPU kernel sums the weight and bias gradients over the rows in bfloat16
+    # (stax in float32, nearer a float64 reference)
+    for o, r in zip(results[0][2:], results[1][2:]):
+        big = r.float().nan_to_num(0.0, 0.0, 0.0).abs().max().item()
+        _assert_close(o, r, rtol=2e-2, atol=5e-2 * max(1.0, big))
+
+
+@pytest.mark.parametrize("offset", [0.0, 100.0, 1e3])
+def test_layer_norm_backward_finite_far_from_zero(offset):
+    # finite rows whose mean is far from 0: the input gradient (eager's uncentered form,
+    # its b from a centered sum) no further from a float64 reference than eager's;
+    # eager's own b (db * mean - ds) cancels (at 1000 its error is 8x the centered form's)
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.randn(256, 96, generator=g) * 0.5 + offset
+    w0, b0 = torch.randn(96, generator=g), torch.randn(96, generator=g)
+    dy = torch.randn(256, 96, generator=g)
+
+    def fn(x, w, b):
+        return F.layer_norm(x, (96,), w, b)
+
+    torch._dynamo.reset()
+    B.clear()
+    outs = []
+    for f, dt in ((torch.compile(fn, backend="stax", fullgraph=True), torch.float32),
+                  (fn, torch.float32), (fn, torch.float64)):
+        xs = [t.to(dt).requires_grad_() for t in (x0, w0, b0)]
+        y = f(*xs)
+        outs.append((y.detach(), *torch.autograd.grad(y, xs, dy.to(dt))))
+    assert B.last_report().route == "stax-cpu"
+    for s, e, r in zip(*outs, strict=True):
+        assert s.dtype == e.dtype and s.shape == e.shape and s.stride() == e.stride()
+        err_s = (s.double() - r).abs().max().item()
+        err_e = (e.double() - r).abs().max().item()
+        assert err_s <= 2 * err_e + 1e-6 * r.abs().max().item(), (err_s, err_e)
+    dx_s, dx_e, dx_r = (o[1].double() for o in outs)
+    assert (dx_s - dx_r).abs().max() <= max((dx_e - dx_r).abs().max(), 1e-5)
