@@ -462,18 +462,27 @@ def _library_runner(op, out_dims):
     """A top-level stax_graph.fallback run through its ATen overload (the sizes come from
     its operands): the list of its results (`out_dims`: each result's dims), each
     result's shape checked against its type. The op's Python results that the graph
-    does not hold (None, as convolution_backward gives for an output_mask False) are
-    skipped, as the importer skipped them."""
+    does not hold (None, as convolution_backward gives for an output_mask False, or a
+    result nobody reads) are skipped, as the importer skipped them (its
+    `result_positions`)."""
     import json
     from stax._mlir import ir
     from stax.compiled_graph import _resolve_overload
     target = ir.StringAttr(op.attributes["target"]).value
     fn = _resolve_overload(target)
     call = json.loads(ir.StringAttr(op.attributes["call"]).value)
+    # the positions of the op's results the graph holds (the importer drops those nobody
+    # reads: max_pool's indices at inference)
+    positions = (list(ir.DenseI64ArrayAttr(op.attributes["result_positions"]))
+                 if "result_positions" in op.attributes else None)
 
     def run(ins, env):
         got = fn(*_decode_call(call["args"], ins), **_decode_call(call["kwargs"], ins))
-        got = [t for t in (got if isinstance(got, (tuple, list)) else [got]) if t is not None]
+        if positions is not None:
+            got = [got[p] for p in positions]
+        else:
+            got = [t for t in (got if isinstance(got, (tuple, list)) else [got])
+                   if t is not None]
         if len(got) != len(out_dims):
             raise StaxGuardError(f"stax dynamic graph: {target} returned {len(got)} tensors "
                                  f"where the graph expects {len(out_dims)} (a bug: please "

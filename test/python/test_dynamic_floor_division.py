@@ -9,7 +9,10 @@ graph per size ("not a polynomial of symbols").
   inference; conv + BatchNorm + ReLU in training (outputs, input and parameter gradients,
   running statistics against a float64 oracle): one compile, route stax-cpu every call;
 - the Triton route (TTIR interpreted) of the inference case;
-- a derived size checked by the guards (a backward's saved activation of the wrong size).
+- a derived size checked by the guards (a backward's saved activation of the wrong size);
+- a CNN with max, average and global pooling (library ops like the convolution; a pool
+  after a strided conv is one floor division, `fdiv4_s1M2 + 1`): inference and training
+  on the CPU, inference on the Triton route, one compile.
 The GPU side (gpt2_sdpa in training on cuda) is in test_dynamic_gpu.
 """
 from __future__ import annotations
@@ -178,3 +181,76 @@ def test_a_derived_size_is_guarded():
     bad[c.index] = torch.randn(shape, dtype=args[c.index].dtype)
     with pytest.raises(StaxGuardError, match=rf"dim {d}: expected \d+ \(.*fdiv2_"):
         real_bind(bad)
+
+
+class SmallCNN(torch.nn.Module):
+    """conv, max pool (its indices saved for the backward), a strided conv with
+    BatchNorm, average pooling and a global one, then a linear head: every spatial size
+    after the first conv is a floor division."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.bn = torch.nn.BatchNorm2d(16)
+        self.fc = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        y = F.max_pool2d(torch.relu(self.c1(x)), 2)
+        y = F.avg_pool2d(torch.relu(self.bn(self.c2(y))), 2, ceil_mode=True)
+        return self.fc(F.adaptive_avg_pool2d(y, 1).flatten(1))
+
+
+# spatial sizes >= 10 (the last map is 2x2 or more: Dynamo guards a size of 1 apart),
+# odd and even, H != W at the first call
+CNN_SHAPES = [(4, 32, 24), (3, 17, 23), (2, 12, 64), (6, 64, 11), (5, 31, 15), (4, 32, 24)]
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+def test_cnn_with_pooling_compiles_once_cpu(counts, train):
+    torch.manual_seed(0)
+    ref = SmallCNN().train(train)
+    mine, m64 = copy.deepcopy(ref), copy.deepcopy(ref).double()
+    cf = torch.compile(mine, backend="stax", dynamic=True)
+    for b, h, w in CNN_SHAPES:
+        x = torch.randn(b, 3, h, w)
+        if not train:
+            with torch.no_grad():
+                got, want = cf(x), ref(x)
+            assert got.shape == want.shape and got.stride() == want.stride()
+            torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
+            continue
+        xr, xm = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        x64 = x.double().requires_grad_(True)
+        out_r, out_m, out64 = ref(xr), cf(xm), m64(x64)
+        _close_to_oracle(out_m, out_r.detach(), out64.detach(), "output")
+        g = torch.randn_like(out_r)
+        out_r.backward(g)
+        out_m.backward(g)
+        out64.backward(g.double())
+        _close_to_oracle(xm.grad, xr.grad, x64.grad, "input grad")
+        for (name, pr), (_, pm), p64 in zip(ref.named_parameters(), mine.named_parameters(),
+                                           m64.parameters()):
+            _close_to_oracle(pm.grad, pr.grad, p64.grad, f"{name}.grad")
+            pr.grad = pm.grad = p64.grad = None
+    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert rep.route == "stax-cpu" and rep.fallback_reason is None, rep.summary()
+    assert all(g.route == "stax-cpu" for g in rep.graphs), rep.summary()
+    pools = {t for g in rep.graphs for t in g.fallback_ops if "pool" in t}
+    assert "aten.max_pool2d_with_indices.default" in pools, pools
+    assert counts == {"static": 0, "dynamic": 2 if train else 1}
+
+
+def test_cnn_with_pooling_triton(counts, interpreted_triton):
+    torch.manual_seed(0)
+    net = SmallCNN().eval()
+    cf = torch.compile(net, backend="stax", dynamic=True)
+    with torch.no_grad():
+        for b, h, w in CNN_SHAPES[:4]:
+            x = torch.randn(b, 3, h, w)
+            got, want = cf(x), net(x)
+            assert got.shape == want.shape and got.stride() == want.stride()
+            torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
+    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert rep.route == "triton" and all(g.route == "triton" for g in rep.graphs)
+    assert counts == {"static": 0, "dynamic": 1} and interpreted_triton["sized"] > 0

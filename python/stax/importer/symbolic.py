@@ -113,11 +113,19 @@ _SDPA_LIBRARY_OPS = {getattr(aten, n).default for n in (
     "_scaled_dot_product_efficient_attention_backward") if hasattr(aten, n)}
 SYMBOLIC_OPS |= _SDPA_LIBRARY_OPS
 
+#: pooling, which the static importer also hands to PyTorch: output sizes are floor
+#: divisions of the input's (derived symbols, `fdiv2_s1M2 + 1`)
+_POOL_LIBRARY_OPS = {getattr(aten, n).default for n in (
+    "max_pool2d_with_indices", "max_pool2d_with_indices_backward",
+    "avg_pool2d", "avg_pool2d_backward",
+    "_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward") if hasattr(aten, n)}
+SYMBOLIC_OPS |= _POOL_LIBRARY_OPS
+
 #: ops the symbolic importer emits as stax_graph.fallback (PyTorch runs them, as the
 #: static importer does): their results' sizes come from their operands' at run time,
 #: and no argument of theirs may be a size
 SYMBOLIC_LIBRARY_OPS = {aten.convolution.default, aten.convolution_backward.default,
-                        *_SDPA_LIBRARY_OPS}
+                        *_SDPA_LIBRARY_OPS, *_POOL_LIBRARY_OPS}
 
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
@@ -154,7 +162,7 @@ def dim(s, what="a size"):
     try:
         d = symbolic.normalize(str(expr))
     except symbolic.ExprError as e:
-        raise _unsupported(f"{what} has the size {expr}, which is not a polynomial of "
+        raise _unsupported(f"{what} has the size {s.node.expr}, which is not a polynomial of "
                            f"symbols ({e}); symbolic IR takes +, -, * and ** (and a floor "
                            "division of a polynomial by an integer) only") from None
     return int(d) if d.lstrip("-").isdigit() else d
@@ -174,8 +182,18 @@ def _derive_floor_divisions(expr):
     def derived(num, den):
         if not (isinstance(den, sympy.Integer) and int(den) > 0):
             return None
+        num = sympy.expand(num)
+        inner = [x for x in num.free_symbols if symbolic.derived_parts(x.name)]
+        if inner:
+            # floor((floor(a/m) + c)/n) = floor((a + c*m)/(m*n)) for integers a, c and
+            # m, n > 0: a pool after a strided conv is one floor division of the input
+            rest = sympy.expand(num - inner[0])
+            if len(inner) != 1 or not rest.is_Integer:
+                return None
+            a, m = symbolic.derived_parts(inner[0].name)
+            return derived(sympy.sympify(a) + int(rest) * m, sympy.Integer(m * int(den)))
         try:
-            return sympy.Symbol(symbolic.derived_name(str(sympy.expand(num)), int(den)))
+            return sympy.Symbol(symbolic.derived_name(str(num), int(den)))
         except symbolic.ExprError:
             return None
 
