@@ -21,7 +21,7 @@ from typing import Any
 
 from stax._mlir import ext, ir
 from stax.dialects.symbolic import (SIZES_ATTR, dim_product, dim_sum, dims_of, fmt_dims,
-                                    parse, type_error)
+                                    parse, slice_length, type_error)
 
 __all__ = ["Stax", "load_into", "OPS", "UNARY_OPS", "BINARY_OPS", "COMPARE_OPS",
            "REDUCE_OPS", "ARG_REDUCE_OPS", "VIEW_OPS", "irdl_text"]
@@ -421,13 +421,15 @@ class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
         di, dr = _D(ti), _D(tr)
         for d, (a, b, s) in enumerate(zip(start, limit, step)):
             if isinstance(di[d], str):
-                # static bounds cannot be proved in range of a symbolic size; the whole
-                # dim is [0:INT64_MAX:1] (torch's "to the end")
-                if (a, b, s) != (0, _INT64_MAX, 1):
+                # a static limit cannot be proved in range of a symbolic size: a symbolic
+                # dim is sliced to its end ([start:INT64_MAX:step], torch's "to the
+                # end"), whose length is symbolic.slice_length: every index it reads is
+                # below the size at every size
+                if b != _INT64_MAX or a < 0 or s < 1:
                     return _fail(self, f"dim {d}: slice [{a}:{b}:{s}] of symbolic size "
-                                       f"{di[d]} is not supported (only the whole dim, "
-                                       f"[0:{_INT64_MAX}:1])")
-                want.append(di[d])
+                                       f"{di[d]} is not supported (only [start:{_INT64_MAX}:"
+                                       "step] to the end, start >= 0, step >= 1)")
+                want.append(slice_length(di[d], a, s))
                 continue
             if s <= 0 or not 0 <= a <= b <= di[d]:
                 return _fail(self, f"dim {d}: slice [{a}:{b}:{s}] is out of range for size "

@@ -34,7 +34,7 @@ from stax._mlir import ir
 __all__ = ["SIZES_ATTR", "ExprError", "DimError", "normalize", "parse", "poly_str",
            "dims_of", "type_error", "fmt_dims", "dim_product", "dim_sum", "dims_equal",
            "sizes_type", "free_symbols", "derived_name", "derived_parts", "derived_value",
-           "base_symbols"]
+           "base_symbols", "slice_length"]
 
 SIZES_ATTR = "stax.sizes"  # the encoding's attribute name (`#stax.sizes<[...]>`)
 
@@ -241,6 +241,20 @@ def derived_value(name: str, env) -> int:
             term *= env[s] ** e
         total += term
     return total // divisor
+
+
+def slice_length(n, start: int, step: int):
+    """The length of `[start::step]` of a dim of size `n` (an int or an expression):
+    `n - start` for a step of 1, else the derived symbol of `(n - start + step - 1) //
+    step`. Raises ExprError for a negative start or a step below 1."""
+    if start < 0 or step < 1:
+        raise ExprError(f"a slice from {start} by {step}; a start >= 0 and a step >= 1 "
+                        "are needed")
+    if isinstance(n, int):
+        return max(0, (n - start + step - 1) // step)
+    if step == 1:
+        return dim_sum([n, -start])
+    return derived_name(dim_sum([n, step - 1 - start]), step)
 
 
 def base_symbols(text: str) -> set:

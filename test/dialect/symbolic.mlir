@@ -106,3 +106,14 @@ func.func @derived_floor_division(%x: tensor<2x?xf32, #stax.sizes<[2, "s0"]>>, %
   %f = "stax.full"() {value = 0.0 : f32} : () -> tensor<?xf32, #stax.sizes<["32*fdiv32_s1P31"]>>
   return %r, %f : tensor<2x?xf32, #stax.sizes<[2, "fdiv2_s0M1 + 1"]>>, tensor<?xf32, #stax.sizes<["32*fdiv32_s1P31"]>>
 }
+
+// A symbolic dim is sliced to its end from a static start by a static step: the length
+// is s0 - 1 for [1::1] and the derived symbol fdiv2_s0P1 ((s0 + 1)//2) for [0::2].
+// CHECK-LABEL: func.func @slice_symbolic_dim_to_its_end
+// CHECK: "stax.slice"{{.*}}start = array<i64: 1, 0>, step = array<i64: 1, 1>{{.*}} -> tensor<?x4xf32, #stax.sizes<["s0 - 1", 4]>>
+// CHECK: "stax.slice"{{.*}}step = array<i64: 2, 1>{{.*}} -> tensor<?x4xf32, #stax.sizes<["fdiv2_s0P1", 4]>>
+func.func @slice_symbolic_dim_to_its_end(%x: tensor<?x4xf32, #stax.sizes<["s0", 4]>>) -> (tensor<?x4xf32, #stax.sizes<["s0 - 1", 4]>>, tensor<?x4xf32, #stax.sizes<["fdiv2_s0P1", 4]>>) {
+  %a = "stax.slice"(%x) {start = array<i64: 1, 0>, limit = array<i64: 9223372036854775807, 4>, step = array<i64: 1, 1>} : (tensor<?x4xf32, #stax.sizes<["s0", 4]>>) -> tensor<?x4xf32, #stax.sizes<["s0 - 1", 4]>>
+  %b = "stax.slice"(%x) {start = array<i64: 0, 0>, limit = array<i64: 9223372036854775807, 4>, step = array<i64: 2, 1>} : (tensor<?x4xf32, #stax.sizes<["s0", 4]>>) -> tensor<?x4xf32, #stax.sizes<["fdiv2_s0P1", 4]>>
+  return %a, %b : tensor<?x4xf32, #stax.sizes<["s0 - 1", 4]>>, tensor<?x4xf32, #stax.sizes<["fdiv2_s0P1", 4]>>
+}

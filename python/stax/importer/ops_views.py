@@ -8,6 +8,7 @@ import torch
 from stax._mlir import ir
 from stax.aliasing import storage_source
 from stax.dialects.symbolic import dim_sum
+from stax.importer.builder import _INT64_MAX
 from stax.importer.common import _norm_dim, _out, _val, _vdtype, _vshape
 from stax.importer.specs import UnsupportedGraph, _Fallback
 from stax.importer.table import _reg
@@ -128,9 +129,21 @@ def _slice_symbolic(b, node, a, x, shape, dim):
                            "static step are needed)")
     n = shape[dim]
     if isinstance(n, str):
-        if start in (None, 0) and step == 1 and (end is None or end == n or
-                                                 (isinstance(end, int) and end >= 1 << 62)):
+        whole = end is None or end == n or (isinstance(end, int) and end >= 1 << 62)
+        if start in (None, 0) and step == 1 and whole:
             return x
+        if whole and (start or 0) >= 0:
+            # x[start::step] of a symbolic dim to its end: its length (a derived symbol
+            # for a step above 1) counts the elements up to the dim's end, so every read
+            # is in bounds at every size; eager's length must be the same expression
+            from stax.dialects.symbolic import slice_length
+            length = slice_length(n, start or 0, step)
+            eager = dims(_val(node).shape, where)[dim]
+            if eager != length:
+                raise _unsupported(f"{where}: a slice [{start}::{step}] of the symbolic dim "
+                                   f"{dim} (size {n}) has eager's length {eager}, which is "
+                                   f"not {length} as written")
+            return b.slice(x, dim, start or 0, _INT64_MAX, step, length=length)
         raise _unsupported(f"{where}: a slice [{start}:{end}:{step}] of part of the symbolic "
                            f"dim {dim} (size {n}) cannot be imported symbolically: its bounds "
                            "cannot be checked against a runtime size")
