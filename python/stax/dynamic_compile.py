@@ -268,6 +268,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                                         "graph (constants, fallbacks and collectives take "
                                         "static shapes)")
         results = []
+        group_of_root, root_of_group = {}, {}   # output storages (below)
         ret_iter = iter(outputs)
         producer = {r: op.operation for op in block.operations for r in op.operation.results}
         specs = list(imported.outputs)
@@ -295,11 +296,25 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                 results.append(("tensor", slot_of[v], None))   # no restriding copy
                 continue
             strides = list(spec.strides) if spec.strides else None
-            if _view_root(v, producer, VIEW_OPS) in list(block.arguments):
+            root = _view_root(v, producer, VIEW_OPS)
+            if root in list(block.arguments):
                 # a fresh tensor in eager that the IR reads straight from an argument
                 # (`trunc` of an int, a reshape of x): copied, never returned aliased
                 results.append(("fresh", slot_of[v], strides))
                 continue
+            # outputs share a storage exactly when eager's do (its `group`): a second
+            # output over a root an earlier one returns, in another group or none (`v1`
+            # and `v1.clone()`, one value in the IR), is a copy; outputs eager keeps in
+            # one storage that the graph computes apart cannot be made to share one here
+            group = spec.alias.group if spec.alias is not None else None
+            if group is not None and root_of_group.setdefault(group, root) != root:
+                raise CannotStayDynamic(
+                    f"output {spec.index} shares a storage with another output in eager, "
+                    "but the compiled graph computes them apart")
+            if root in group_of_root and (group is None or group_of_root[root] != group):
+                results.append(("fresh", slot_of[v], strides))
+                continue
+            group_of_root.setdefault(root, group)
             results.append(("tensor", slot_of[v], strides))
         symbols = {}
         for c in checks:

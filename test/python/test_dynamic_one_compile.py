@@ -348,3 +348,27 @@ def test_output_read_straight_from_an_input_is_a_fresh_tensor(counts):
             assert a.stride() == b.stride()
             torch.testing.assert_close(a, b, rtol=0, atol=0)
     assert counts["dynamic"] == 1 and counts["static"] == 0
+
+
+def test_outputs_share_a_storage_exactly_when_eager_does(counts):
+    """`v1` and `v1.clone()` are one value in the IR: the clone is a copy, not the same
+    tensor (stax-fuzz --dynamic seed 2740, program 2740008261, returned them sharing a
+    storage); a view of an output keeps sharing it, as in eager."""
+    def f(x):
+        y = torch.all(x > 0, 0, keepdim=True)
+        z = x * 2
+        return y.clone(), y, z, z.view(-1), z.clone(), z[1:]
+
+    def shares(ts):
+        ptr = [t.untyped_storage().data_ptr() for t in ts]
+        return [[a == b for b in ptr] for a in ptr]
+
+    cf = torch.compile(f, backend="stax", dynamic=True)
+    for n in (3, 131, 7, 600):
+        x = torch.randn(n, 4)
+        got, want = cf(x), f(x)
+        assert shares(got) == shares(want)
+        for a, b in zip(got, want):
+            assert a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert counts["dynamic"] == 1 and counts["static"] == 0
