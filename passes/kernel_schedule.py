@@ -185,6 +185,14 @@ def _split_sum(x, c, sizes):
     return None
 
 
+def without_unit_dims(e, sizes):
+    """`e` with every dim of size 1 replaced by 0 (its only value)."""
+    m = ir.AffineMap.get(len(sizes), 0, [ir.AffineConstantExpr.get(0) if n == 1 else
+                                         ir.AffineDimExpr.get(i)
+                                         for i, n in enumerate(sizes)])
+    return e.compose(m)
+
+
 def simplify(e, sizes):
     """`e` over dims of these sizes, simplified: MLIR's `simplify_affine_expr` and the
     bound facts it lacks, to a fixed point."""

@@ -562,3 +562,23 @@ def test_layer_norm_backward_finite_far_from_zero(offset):
         assert err_s <= 2 * err_e + 1e-6 * r.abs().max().item(), (err_s, err_e)
     dx_s, dx_e, dx_r = (o[1].double() for o in outs)
     assert (dx_s - dx_r).abs().max() <= max((dx_e - dx_r).abs().max(), 1e-5)
+
+
+@pytest.mark.parametrize("shape,dim", [((2, 2, 1), 0), ((4, 3, 1), 0), ((2, 2, 1), 1),
+                                       ((256, 520, 1), 0), ((3, 1, 600, 1), 2)],
+                         ids=["2x2x1-d0", "4x3x1-d0", "2x2x1-d1", "256x520x1-d0", "3x1x600x1-d2"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_amax_backward_with_a_trailing_unit_dim(shape, dim, dtype):
+    """amax's backward (the tie count, a reduction, fused with the scatter) read its
+    reshaped [3, 1] operand at `d1 + d2` in the schedule and `d1` in the generator (d2 has
+    size 1): an internal KernelLoweringError. stax-fuzz --backward seed 2730, program
+    2730008193."""
+    x = torch.randn(shape).to(dtype)
+    x.view(-1)[::7] = 0.5   # ties, so the count matters
+    xr, xm = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    out, ref = _compile_run(lambda t: t.amax(dim), xm)[0], xr.amax(dim)
+    _assert_close(out, ref, exact=True)
+    g = torch.randn_like(ref)
+    out.backward(g)
+    ref.backward(g)
+    _assert_close(xm.grad, xr.grad, rtol=1e-3, atol=1e-3)

@@ -218,9 +218,12 @@ class _KernelLowering(TiledMixin, ReductionMixin, OpsMixin):
                         f"schedule's offset {r.offset} is not the strides' {off}")
                 return self.em.from_affine(r.offset.results[0], self.dims)
         # No read has this map as written, e.g. a size-1 dim the generator's index holds
-        # as 0 and the schedule's map as its dim: the same address is the same read.
+        # as 0 and the schedule's map as its dim (`d1 + d2` over a domain whose d2 has
+        # size 1): the same address, with the unit dims at 0, is the same read.
+        want = str(kernel_schedule.simplify(kernel_schedule.without_unit_dims(off, S), S))
         for r in reads:
-            if str(kernel_schedule.simplify(r.offset.results[0], S)) == str(off):
+            got = kernel_schedule.without_unit_dims(r.offset.results[0], S)
+            if str(kernel_schedule.simplify(got, S)) == want:
                 return self.em.from_affine(off, self.dims)
         raise KernelLoweringError(f"internal error: kernel {self.name} reads input {i} at "
                                   f"({', '.join(index)}) (offset {off}), which its schedule "
