@@ -397,7 +397,9 @@ _INT64_MAX = (1 << 63) - 1
 
 class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
     """Strided slice: per dim, indices start, start+step, ... < limit. A symbolic input
-    dim is taken whole ([0:INT64_MAX:1]). A static input dim may be sliced to a
+    dim is sliced to its end ([start:INT64_MAX:step], start >= 0, step >= 1) and its
+    result length is `symbolic.slice_length` (a derived symbol for a step above 1), so
+    every index is in range at every size. A static input dim may be sliced to a
     symbolic length (result dim `?`, e.g. `s1` for `bias[:T]`): the result holds the
     first `length` indices of [start:limit:step], and the runtime guarantees that they
     fit (length <= ceil((limit - start) / step)); the dynamic graph guards it."""
