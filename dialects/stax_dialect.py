@@ -397,9 +397,10 @@ _INT64_MAX = (1 << 63) - 1
 
 class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
     """Strided slice: per dim, indices start, start+step, ... < limit. A symbolic input
-    dim is sliced to its end ([start:INT64_MAX:step], start >= 0, step >= 1) and its
-    result length is `symbolic.slice_length` (a derived symbol for a step above 1), so
-    every index is in range at every size. A static input dim may be sliced to a
+    dim is sliced to its end ([start:INT64_MAX:step], start >= 0, step >= 1), or to k
+    before it ([start:-k:step], torch's negative end), and its result length is
+    `symbolic.slice_length` of that end (a derived symbol for a step above 1), so every
+    index is in range at every size. A static input dim may be sliced to a
     symbolic length (result dim `?`, e.g. `s1` for `bias[:T]`): the result holds the
     first `length` indices of [start:limit:step], and the runtime guarantees that they
     fit (length <= ceil((limit - start) / step)); the dynamic graph guards it."""
@@ -427,11 +428,13 @@ class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
                 # dim is sliced to its end ([start:INT64_MAX:step], torch's "to the
                 # end"), whose length is symbolic.slice_length: every index it reads is
                 # below the size at every size
-                if b != _INT64_MAX or a < 0 or s < 1:
+                if not (b == _INT64_MAX or b < 0) or a < 0 or s < 1:
                     return _fail(self, f"dim {d}: slice [{a}:{b}:{s}] of symbolic size "
                                        f"{di[d]} is not supported (only [start:{_INT64_MAX}:"
-                                       "step] to the end, start >= 0, step >= 1)")
-                want.append(slice_length(di[d], a, s))
+                                       "step] to the end or [start:-k:step] to k before it, "
+                                       "start >= 0, step >= 1)")
+                end = di[d] if b == _INT64_MAX else dim_sum([di[d], b])
+                want.append(slice_length(end, a, s))
                 continue
             if s <= 0 or not 0 <= a <= b <= di[d]:
                 return _fail(self, f"dim {d}: slice [{a}:{b}:{s}] is out of range for size "

@@ -117,3 +117,14 @@ func.func @slice_symbolic_dim_to_its_end(%x: tensor<?x4xf32, #stax.sizes<["s0", 
   %b = "stax.slice"(%x) {start = array<i64: 0, 0>, limit = array<i64: 9223372036854775807, 4>, step = array<i64: 2, 1>} : (tensor<?x4xf32, #stax.sizes<["s0", 4]>>) -> tensor<?x4xf32, #stax.sizes<["fdiv2_s0P1", 4]>>
   return %a, %b : tensor<?x4xf32, #stax.sizes<["s0 - 1", 4]>>, tensor<?x4xf32, #stax.sizes<["fdiv2_s0P1", 4]>>
 }
+
+// ... or to k before its end (torch's negative end, `x[:-1]`, `x[1:-1:2]`): the length
+// is that of the slice to s0 - k.
+// CHECK-LABEL: func.func @slice_symbolic_dim_before_its_end
+// CHECK: "stax.slice"{{.*}}limit = array<i64: -1, 4>{{.*}} -> tensor<?x4xf32, #stax.sizes<["s0 - 1", 4]>>
+// CHECK: "stax.slice"{{.*}}limit = array<i64: -1, 4>, start = array<i64: 1, 0>, step = array<i64: 2, 1>{{.*}} -> tensor<?x4xf32, #stax.sizes<["fdiv2_s0M1", 4]>>
+func.func @slice_symbolic_dim_before_its_end(%x: tensor<?x4xf32, #stax.sizes<["s0", 4]>>) -> (tensor<?x4xf32, #stax.sizes<["s0 - 1", 4]>>, tensor<?x4xf32, #stax.sizes<["fdiv2_s0M1", 4]>>) {
+  %a = "stax.slice"(%x) {start = array<i64: 0, 0>, limit = array<i64: -1, 4>, step = array<i64: 1, 1>} : (tensor<?x4xf32, #stax.sizes<["s0", 4]>>) -> tensor<?x4xf32, #stax.sizes<["s0 - 1", 4]>>
+  %b = "stax.slice"(%x) {start = array<i64: 1, 0>, limit = array<i64: -1, 4>, step = array<i64: 2, 1>} : (tensor<?x4xf32, #stax.sizes<["s0", 4]>>) -> tensor<?x4xf32, #stax.sizes<["fdiv2_s0M1", 4]>>
+  return %a, %b : tensor<?x4xf32, #stax.sizes<["s0 - 1", 4]>>, tensor<?x4xf32, #stax.sizes<["fdiv2_s0M1", 4]>>
+}

@@ -262,6 +262,9 @@ STEP_SLICES = {
     "from_1": lambda x: x[:, 1:] - 1,
     "reduce_every_other": lambda x: x[:, ::2].sum(1) + x.amax(1),
     "last_dim": lambda x: x[..., 1::2].float().softmax(-1),
+    # to k before the end (a shifted LM loss's logits[:, :-1])
+    "before_end": lambda x: x[:, :-1] - 1,
+    "before_end_sum": lambda x: x[:, :-3].sum(1),
 }
 
 

@@ -132,18 +132,20 @@ def _slice_symbolic(b, node, a, x, shape, dim):
         whole = end is None or end == n or (isinstance(end, int) and end >= 1 << 62)
         if start in (None, 0) and step == 1 and whole:
             return x
-        if whole and (start or 0) >= 0:
-            # x[start::step] of a symbolic dim to its end: its length (a derived symbol
-            # for a step above 1) counts the elements up to the dim's end, so every read
-            # is in bounds at every size; eager's length must be the same expression
+        before_end = isinstance(end, int) and end < 0   # x[:, :-1]: k before the end
+        if (whole or before_end) and (start or 0) >= 0:
+            # x[start::step] of a symbolic dim to its end (or to k before it): its length
+            # (a derived symbol for a step above 1) counts the elements up to there, so
+            # every read is in bounds at every size; eager's length must be the same
             from stax.dialects.symbolic import slice_length
-            length = slice_length(n, start or 0, step)
+            length = slice_length(dim_sum([n, end]) if before_end else n, start or 0, step)
             eager = dims(_val(node).shape, where)[dim]
             if eager != length:
                 raise _unsupported(f"{where}: a slice [{start}::{step}] of the symbolic dim "
                                    f"{dim} (size {n}) has eager's length {eager}, which is "
                                    f"not {length} as written")
-            return b.slice(x, dim, start or 0, _INT64_MAX, step, length=length)
+            return b.slice(x, dim, start or 0, end if before_end else _INT64_MAX, step,
+                           length=length)
         raise _unsupported(f"{where}: a slice [{start}:{end}:{step}] of part of the symbolic "
                            f"dim {dim} (size {n}) cannot be imported symbolically: its bounds "
                            "cannot be checked against a runtime size")
