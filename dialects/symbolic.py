@@ -33,7 +33,7 @@ from stax._mlir import ir
 
 __all__ = ["SIZES_ATTR", "ExprError", "DimError", "normalize", "parse", "poly_str",
            "dims_of", "type_error", "fmt_dims", "dim_product", "dim_sum", "dims_equal",
-           "sizes_type", "free_symbols", "derived_name", "derived_parts", "derived_value",
+           "sizes_type", "free_symbols", "derived_name", "derived_parts", "derived_value", "evaluate",
            "base_symbols", "slice_length"]
 
 SIZES_ATTR = "stax.sizes"  # the encoding's attribute name (`#stax.sizes<[...]>`)
@@ -231,16 +231,21 @@ def derived_parts(name: str) -> tuple | None:
         return None
 
 
-def derived_value(name: str, env) -> int:
-    """A derived symbol's value from its numerator's symbols' values in `env`."""
-    numerator, divisor = derived_parts(name)
+def evaluate(text: str, env) -> int:
+    """A size expression's value at the symbols' values in `env` (symbol -> int)."""
     total = 0
-    for mono, c in parse(numerator):
+    for mono, c in parse(text):
         term = c
         for s, e in mono:
             term *= env[s] ** e
         total += term
-    return total // divisor
+    return total
+
+
+def derived_value(name: str, env) -> int:
+    """A derived symbol's value from its numerator's symbols' values in `env`."""
+    numerator, divisor = derived_parts(name)
+    return evaluate(numerator, env) // divisor
 
 
 def slice_length(n, start: int, step: int):

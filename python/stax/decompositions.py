@@ -161,17 +161,13 @@ def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, w
     # - x`, not torch's `x - mean`: shared with the weight gradient's xhat, that would
     # be a full-size intermediate.)
     dm = torch.sum(g * (mean - x), inner, True)
-    if isinstance(n, int):
-        scale = 1.0 / n
-        b = (db * mean - ds) * a * a * a * scale
-        c = -b * mean - db * a * scale
-        b_c = dm * a * a * a * scale
-        c_c = -b_c * mean - db * a * scale
-    else:  # a symbolic row length: divided by it (a stax.size_value)
-        b = (db * mean - ds) * a * a * a / n
-        c = -b * mean - db * a / n
-        b_c = dm * a * a * a / n
-        c_c = -b_c * mean - db * a / n
+    # / n: times 1/n for a static row length, a division by a symbolic one (a
+    # stax.size_value)
+    per_n = (lambda t: t * (1.0 / n)) if isinstance(n, int) else (lambda t: t / n)
+    b = per_n((db * mean - ds) * a * a * a)
+    c = -b * mean - per_n(db * a)
+    b_c = per_n(dm * a * a * a)
+    c_c = -b_c * mean - per_n(db * a)
     # b and c both finite: (b - b) + (c - c) is 0, else NaN (isfinite's bitwise_and has
     # no symbolic import rule: a dynamic training graph would compile per size)
     finite = (b - b) + (c - c) == 0

@@ -33,10 +33,10 @@ def _torch_dtype(element_type) -> torch.dtype:
     return _DTYPES[s]
 
 
-@functools.lru_cache(maxsize=4096)
-def _parsed(expr: str) -> tuple:
-    from stax.dialects import symbolic
-    return tuple(symbolic.parse(expr))
+@functools.lru_cache(maxsize=None)
+def _symbolic():
+    from stax.dialects import symbolic   # (imported on first use: it loads MLIR)
+    return symbolic
 
 
 def _evaluate(d, env) -> int:
@@ -46,18 +46,11 @@ def _evaluate(d, env) -> int:
     v = env.get(d)
     if v is not None:
         return v   # a bare symbol
-    total = 0
-    for mono, c in _parsed(d):
-        term = c
-        for s, e in mono:
-            term *= env[s] ** e
-        total += term
-    return total
+    return _symbolic().evaluate(d, env)
 
 
 def _derived_value(name: str, env) -> int:
-    from stax.dialects import symbolic
-    return symbolic.derived_value(name, env)
+    return _symbolic().derived_value(name, env)
 
 
 def symbolic_fmt(dims) -> str:

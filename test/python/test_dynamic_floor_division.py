@@ -28,7 +28,8 @@ import stax.backend as B
 from stax.dialects import symbolic
 from stax.dynamic_compile import DynamicShapes
 from stax.errors import StaxGuardError
-from test_dynamic_gpu import _close_to_oracle, counts, interpreted_triton  # noqa: F401
+from test_dynamic_gpu import (_close_to_oracle, counts, interpreted_triton,  # noqa: F401
+                              train_step_against_oracle)
 
 pytestmark = pytest.mark.usefixtures("stax_strict")
 
@@ -130,20 +131,7 @@ def test_strided_conv_bn_training_cpu(counts):
     mine, m64 = copy.deepcopy(ref), copy.deepcopy(ref).double()
     cf = torch.compile(mine, backend="stax", dynamic=True)
     for b, h, w in SHAPES:
-        x = torch.randn(b, 3, h, w)
-        xr, xm = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-        x64 = x.double().requires_grad_(True)
-        out_r, out_m, out64 = ref(xr), cf(xm), m64(x64)
-        _close_to_oracle(out_m, out_r.detach(), out64.detach(), "output")
-        g = torch.randn_like(out_r)
-        out_r.backward(g)
-        out_m.backward(g)
-        out64.backward(g.double())
-        _close_to_oracle(xm.grad, xr.grad, x64.grad, "input grad")
-        for (name, pr), (_, pm), p64 in zip(ref.named_parameters(), mine.named_parameters(),
-                                           m64.parameters()):
-            _close_to_oracle(pm.grad, pr.grad, p64.grad, f"{name}.grad")
-            pr.grad = pm.grad = p64.grad = None
+        train_step_against_oracle(ref, mine, m64, cf, torch.randn(b, 3, h, w))
     for name in ("running_mean", "running_var"):
         _close_to_oracle(getattr(mine[1], name), getattr(ref[1], name),
                          getattr(m64[1], name), name)
@@ -220,19 +208,7 @@ def test_cnn_with_pooling_compiles_once_cpu(counts, train):
             assert got.shape == want.shape and got.stride() == want.stride()
             torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
             continue
-        xr, xm = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-        x64 = x.double().requires_grad_(True)
-        out_r, out_m, out64 = ref(xr), cf(xm), m64(x64)
-        _close_to_oracle(out_m, out_r.detach(), out64.detach(), "output")
-        g = torch.randn_like(out_r)
-        out_r.backward(g)
-        out_m.backward(g)
-        out64.backward(g.double())
-        _close_to_oracle(xm.grad, xr.grad, x64.grad, "input grad")
-        for (name, pr), (_, pm), p64 in zip(ref.named_parameters(), mine.named_parameters(),
-                                           m64.parameters()):
-            _close_to_oracle(pm.grad, pr.grad, p64.grad, f"{name}.grad")
-            pr.grad = pm.grad = p64.grad = None
+        train_step_against_oracle(ref, mine, m64, cf, x)
     (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
     assert rep.route == "stax-cpu" and rep.fallback_reason is None, rep.summary()
     assert all(g.route == "stax-cpu" for g in rep.graphs), rep.summary()

@@ -249,6 +249,25 @@ def _close_to_oracle(got, eager, exact, what):
     assert err <= 4 * err_eager + floor, (what, err, err_eager, scale)
 
 
+def train_step_against_oracle(ref, mine, m64, compiled, x):
+    """One forward and backward of eager `ref`, `compiled` (over `mine`, a copy of ref)
+    and the float64 copy `m64` at input x: output, input and parameter gradients held to
+    the oracle (`_close_to_oracle`); the gradients are cleared after."""
+    xr, xm = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    x64 = x.double().requires_grad_(True)
+    out_r, out_m, out64 = ref(xr), compiled(xm), m64(x64)
+    _close_to_oracle(out_m, out_r.detach(), out64.detach(), "output")
+    g = torch.randn_like(out_r)
+    out_r.backward(g)
+    out_m.backward(g)
+    out64.backward(g.double())
+    _close_to_oracle(xm.grad, xr.grad, x64.grad, "input grad")
+    for (name, pr), (_, pm), p64 in zip(ref.named_parameters(), mine.named_parameters(),
+                                       m64.parameters()):
+        _close_to_oracle(pm.grad, pr.grad, p64.grad, f"{name}.grad")
+        pr.grad = pm.grad = p64.grad = None
+
+
 def _bn_training(conv, shapes, device):
     """Train-mode BatchNorm over a symbolic batch: its backward's 1.0 / (N*H*W) (a float
     of sizes) and a convolution with its backward through PyTorch, in the one compile;
@@ -267,20 +286,7 @@ def _bn_training(conv, shapes, device):
     cf = torch.compile(mine, backend="stax", dynamic=True)
     calls = 0
     for shape in shapes:
-        x = torch.randn(*shape, device=device)
-        xr, xm = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-        x64 = x.double().requires_grad_(True)
-        out_r, out_m, out64 = ref(xr), cf(xm), m64(x64)
-        _close_to_oracle(out_m, out_r.detach(), out64.detach(), "output")
-        g = torch.randn_like(out_r)
-        out_r.backward(g)
-        out_m.backward(g)
-        out64.backward(g.double())
-        _close_to_oracle(xm.grad, xr.grad, x64.grad, "input grad")
-        for (name, pr), (_, pm), p64 in zip(ref.named_parameters(), mine.named_parameters(),
-                                           m64.parameters()):
-            _close_to_oracle(pm.grad, pr.grad, p64.grad, f"{name}.grad")
-            pr.grad = pm.grad = p64.grad = None
+        train_step_against_oracle(ref, mine, m64, cf, torch.randn(*shape, device=device))
         calls = _check_call(calls)
     for name in ("running_mean", "running_var"):
         _close_to_oracle(getattr(mine[1], name), getattr(ref[1], name),
