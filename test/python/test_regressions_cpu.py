@@ -582,3 +582,23 @@ def test_amax_backward_with_a_trailing_unit_dim(shape, dim, dtype):
     out.backward(g)
     ref.backward(g)
     _assert_close(xm.grad, xr.grad, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 1), (512, 1), (3, 7, 1, 1)])
+def test_layer_norm_backward_over_one_element_is_zero(shape):
+    """A layer_norm over one element outputs its bias whatever the input: the input
+    gradient is 0. The CPU backward's a*dy*w and c's (dy*w)*a
+    rounded apart, leaving 6e-5 with rstd = 1/sqrt(eps) and inputs near 100
+    (stax-fuzz --dynamic --backward seed 21978, program 21978065941)."""
+    norm = list(shape[-1:]) if shape[-1] == 1 and len(shape) != 4 else [1, 1]
+    x = (torch.randn(shape) + 100).requires_grad_(True)
+    w, b = torch.randn(norm), torch.randn(norm)
+    out, ref = _compile_run(lambda t: F.layer_norm(t, norm, w, b), x)
+    _assert_close(out, ref)
+    g = torch.randn_like(ref)
+    (got,) = torch.autograd.grad(out, x, g)
+    (want,) = torch.autograd.grad(ref, x, g)
+    # the exact gradient is 0; eager's is 0 up to its own rounding (up to 1e-4 here),
+    # stax's exactly 0, so never farther from the exact value than eager
+    assert got.shape == want.shape and got.stride() == want.stride()
+    assert torch.equal(got, torch.zeros_like(got)), got.abs().max()
