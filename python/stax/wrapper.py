@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from stax.aliasing import emit_outputs
-from stax.arena import ARENA_MAX_BUFFER_BYTES, ARENA_MAX_BYTES
+from stax.arena_plan import ArenaAlloc, plan_arena
 from stax.compiled_graph import COLLECTIVE_CALL, CompiledGraph, _base_globals
 from stax.dialects.collective import COLLECTIVE, collective_summary
 from stax.dialects.layout import (COPY_ATTR, VIEW_OFFSET_ATTR, arg_layouts,
@@ -37,6 +37,11 @@ from stax.provenance import SourceMap
 from stax.real_tensors import real_tensors
 from stax.routes import ALIGN, CPU_ROUTE, TRITON_ROUTE
 from stax.wrapper_fallback import _emit_fallback, _tensor_type
+
+
+#: a CPU x @ w.t() whose result is larger than this is `torch.mm(x, w.t(), out=)` into a
+#: buffer the arena may hold, not `linear` (whose fresh result faults its pages in)
+LINEAR_MAX_RESULT_BYTES = 128 << 10
 
 
 def _dense_to_tensor(attr, shape, dtype) -> torch.Tensor:
@@ -339,15 +344,14 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 "stax-assign-layouts before the wrapper is generated")
         return layouts[value.result_number]
 
-    # buffers the arena may hold (stax.arena): var -> (its line, bytes); views of them
-    arena_allocs: dict[str, tuple[int, int]] = {}
+    # buffers the arena may hold (stax.arena_plan): var -> its allocation; views of them
+    arena_allocs: dict[str, ArenaAlloc] = {}
     arena_views: dict[str, tuple[int, str]] = {}
 
     def alloc(value, var, strides):
         shape, dtype = _tensor_type(value)
-        nbytes = dtype.itemsize * (1 + sum((n - 1) * st for n, st in zip(shape, strides))
-                                   if all(shape) else 0)
-        arena_allocs[var] = (len(em.lines), nbytes)
+        arena_allocs[var] = ArenaAlloc(len(em.lines), _nbytes(value, strides), tuple(shape),
+                                       tuple(strides), _dtype_src(dtype))
         em.emit(f"{var} = empty_strided({shape!r}, {tuple(strides)!r}, "
                 f"dtype={_dtype_src(dtype)}, device={'_dev' if gpu else repr('cpu')})")
         root_aligned[var] = True  # allocator blocks are (at least) 512-byte aligned
@@ -498,8 +502,10 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             r = op.operation.results[0]
             st = result_strides(r)
             var = em.new_var()
-            # (the CPU only for now: the GPU figures were measured with torch.mm(out=))
-            weight = None if gpu else _transposed_weight(a, b, st, vals)
+            # (the CPU only for now: the GPU figures were measured with torch.mm(out=));
+            # a large result goes to torch.mm(out=) too, so the arena may hold it
+            weight = None if gpu or _nbytes(r, st) > LINEAR_MAX_RESULT_BYTES else \
+                _transposed_weight(a, b, st, vals)
             em.lines += srcmap.comment(op)
             if weight is not None:
                 # x @ w.t() of a contiguous [N, K] w: torch's linear makes the same mm
@@ -593,9 +599,9 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     for var in _drop_dead_views(em.lines, exprs):
         arena_views.pop(var, None)
     # (no arena around collectives: their buffers are in flight until wait_tensor)
-    arena = _plan_arena(arena_allocs, arena_views,
-                        {vals[v].root for v in ret_vals if v in vals},
-                        bool(fallback_ops) or collectives > 0)
+    arena = plan_arena(em.lines, arena_allocs, arena_views,
+                       {vals[v].root for v in ret_vals if v in vals},
+                       bool(fallback_ops) or collectives > 0, gpu)
     if arena:
         em.emit(f"_arena.give({'_s, ' if gpu else ''}_bufs)")
     struct, count = output_structure(gm)
@@ -625,16 +631,16 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     arena_lines = []
     if arena:
         # the arena's buffers: built by `_arena_build` once per free set, taken per call
-        built = [em.lines[i] for i in sorted(arena.values())]
-        em.lines = [ln for i, ln in enumerate(em.lines) if i not in set(arena.values())]
-        names_ = ", ".join(arena) + ("," if len(arena) == 1 else "")
-        em.lines += ["", "def _arena_build():"] + built + [f"    return ({names_})", "",
+        build, moved = _arena_build_lines(arena, arena_allocs, arena_views, em, gpu)
+        em.lines = [ln for i, ln in enumerate(em.lines) if i not in moved]
+        names_ = ", ".join(arena.names) + ("," if len(arena.names) == 1 else "")
+        em.lines += ["", "def _arena_build():"] + build + [f"    return ({names_})", "",
                      f"_arena = _BufferArena(_arena_build, gpu={gpu})"]
         arena_lines = [f"    _bufs = _arena.take({'_s' if gpu else ''})",
                        f"    {names_} = _bufs"]
-        notes.append(f"intermediates in a reused arena ({len(arena)} buffers and views, "
-                     f"{sum(arena_allocs[v][1] for v in arena if v in arena_allocs)} bytes; "
-                     "stax.arena)")
+        notes.append(f"intermediates in a reused arena ({len(arena.slot_of)} buffers in "
+                     f"{len(arena.slot_bytes)} slots of {arena.held_bytes} bytes, "
+                     f"{len(arena.views)} views; stax.arena)")
     em.lines = [ln for ln in em.lines if ln is not None]  # the dead views' lines
     em.lines[align_guard_at:align_guard_at] = align_lines + stream_lines + arena_lines
     # the guards alone: `check(args)` every one in Python (naming a failing argument),
@@ -668,6 +674,13 @@ def _copy_reason(src: _Val, shape):
     return ir.StringAttr.get(f"reshape of a non-viewable layout: {list(src.shape)} with "
                              f"strides {list(src.strides)} (a fallback result) has no view "
                              f"of shape {list(shape)}")
+
+
+def _nbytes(value, strides) -> int:
+    """Bytes of a buffer of `value`'s type laid out with `strides` (its extent)."""
+    shape, dtype = _tensor_type(value)
+    return dtype.itemsize * (1 + sum((n - 1) * st for n, st in zip(shape, strides))
+                             if all(shape) else 0)
 
 
 def _transposed_weight(a, b, out_strides, vals) -> str | None:
@@ -723,23 +736,23 @@ def _drop_dead_views(lines: list, extra_uses) -> list[str]:
     return dropped
 
 
-def _plan_arena(allocs: dict, views: dict, output_roots: set, eager_ops: bool) -> dict:
-    """The buffers the arena holds: var -> the wrapper line that makes it. Every
-    allocated intermediate that no output is or views, with the fixed views of them,
-    unless the graph calls eager ops (`eager_ops`: a fallback op or a collective); a
-    buffer above ARENA_MAX_BUFFER_BYTES, or beyond ARENA_MAX_BYTES in all, is allocated
-    per call (see stax.arena for why)."""
-    if eager_ops:
-        return {}
-    bufs, total = {}, 0
-    for v, (line, nbytes) in allocs.items():
-        if v in output_roots or nbytes > ARENA_MAX_BUFFER_BYTES or \
-                total + nbytes > ARENA_MAX_BYTES:
-            continue
-        bufs[v] = line
-        total += nbytes
-    bufs.update({v: line for v, (line, root) in views.items() if root in bufs})
-    return bufs
+def _arena_build_lines(arena, allocs: dict, views: dict, em, gpu: bool):
+    """The body of `_arena_build` (one uint8 slot per shared slot, each buffer built on
+    its slot, then the fixed views) and the wrapper lines it replaces."""
+    device = "_dev" if gpu else repr("cpu")
+    slot_vars = [em.new_var() for _ in arena.slot_bytes]
+    lines = [f"    {sv} = empty_strided(({n},), (1,), dtype=torch.uint8, device={device})"
+             for sv, n in zip(slot_vars, arena.slot_bytes)]
+    for v, s in arena.slot_of.items():
+        a = allocs[v]
+        lines.append(f"    {v} = _slot_tensor({slot_vars[s]}, {a.shape!r}, {a.strides!r}, "
+                     f"{a.dtype_src})")
+    moved = {allocs[v].line for v in arena.slot_of}
+    for v in arena.views:
+        line = views[v][0]
+        lines.append(em.lines[line])
+        moved.add(line)
+    return lines, moved
 
 
 def _kernel_name(kop, idx: int) -> str:

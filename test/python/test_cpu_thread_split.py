@@ -44,13 +44,19 @@ def three_threads():
 def parts(monkeypatch):
     """kernel name -> set of (part, nparts) it was called with."""
     seen: dict[str, set] = {}
-    real = L.CpuKernel._packed
+    real, real_split = L.CpuKernel._packed, L.CpuKernel._run_split
 
     def spy(self, slot, part, nparts):
         seen.setdefault(self.name, set()).add((part, nparts))
         return real(self, slot, part, nparts)
 
+    def split_spy(self, slot, nparts):
+        # on the OpenMP team the parts are numbered in native code: all of 0..nparts-1
+        seen.setdefault(self.name, set()).update((p, nparts) for p in range(nparts))
+        return real_split(self, slot, nparts)
+
     monkeypatch.setattr(L.CpuKernel, "_packed", spy)
+    monkeypatch.setattr(L.CpuKernel, "_run_split", split_spy)
     return seen
 
 

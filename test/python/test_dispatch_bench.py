@@ -134,9 +134,11 @@ def test_launch_path_bit_identical_to_the_old_one(bench_env, monkeypatch, name):
         torch.compile(fn, backend="stax", fullgraph=True)(x)
         (graph,) = [g for c in B.compiled_callables for g in c.stax_graphs]
         seen = []
-        real = llvm.CpuKernel._packed
+        real, real_split = llvm.CpuKernel._packed, llvm.CpuKernel._run_split
         monkeypatch.setattr(llvm.CpuKernel, "_packed", lambda self, slot, p, n: (
             seen.append((self.name, p, n)), real(self, slot, p, n))[1])
+        monkeypatch.setattr(llvm.CpuKernel, "_run_split", lambda self, slot, n: (
+            seen.append((self.name, None, n)), real_split(self, slot, n))[1])
         log = dispatch.record_graph_call(graph, [x])
         kernels = [(fn_, a) for label, fn_, a, _ in log if label.startswith("k")]
         assert kernels

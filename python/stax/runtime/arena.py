@@ -18,11 +18,16 @@ What makes that safe (the wrapper only puts a buffer here when all of it holds):
   same buffers. A call on another stream takes another set;
 - during a CUDA graph capture a set is allocated fresh (from the graph's pool) and not
   kept: the captured graph owns that memory.
-Only small buffers go here: one above `ARENA_MAX_BUFFER_BYTES` (env
-`STAX_ARENA_MAX_BUFFER_BYTES`, default 1 MiB), or beyond `ARENA_MAX_BYTES` per graph in
-all (env `STAX_ARENA_MAX_BYTES`, default 4 MiB), is allocated per call as eager does:
-the kernels that touch a large buffer, not its allocation, bound its time, and holding
-large buffers between calls would cost memory that eager frees.
+Buffers whose lifetimes do not overlap within a call share one slot (`stax.arena_plan`
+packs them at compile time; `slot_tensor` builds each on its slot), so a set holds about
+the graph's peak of live intermediates. Limits (`arena_limits`): a buffer above the
+per-buffer limit, or one that would take a set past the total, is allocated per call as
+eager does. On the CPU (defaults 32 MiB a buffer, 128 MiB a set; env
+`STAX_ARENA_MAX_BUFFER_BYTES`, `STAX_ARENA_MAX_BYTES`) a fresh buffer of a few MiB is
+fresh pages from the OS each call, and faulting them in cost a GPT-2 block's GELU kernel
+twice its own time; on the GPU (defaults 1 MiB and 4 MiB) the caching allocator already
+makes allocation cheap, and memory held per graph would add to the peak that eager and
+the allocator share across graphs.
 
 Runtime code: needs torch only.
 """
@@ -32,10 +37,31 @@ import os
 
 import torch
 
-__all__ = ["BufferArena", "ARENA_MAX_BYTES", "ARENA_MAX_BUFFER_BYTES"]
+__all__ = ["BufferArena", "ARENA_MAX_BYTES", "ARENA_MAX_BUFFER_BYTES", "arena_limits",
+           "slot_tensor"]
 
-ARENA_MAX_BYTES = int(os.environ.get("STAX_ARENA_MAX_BYTES", 4 << 20))
-ARENA_MAX_BUFFER_BYTES = int(os.environ.get("STAX_ARENA_MAX_BUFFER_BYTES", 1 << 20))
+#: (total per set, per buffer) by device kind; the env vars override both kinds
+_DEFAULT_LIMITS = {False: (128 << 20, 32 << 20), True: (4 << 20, 1 << 20)}
+ARENA_MAX_BYTES = os.environ.get("STAX_ARENA_MAX_BYTES")
+ARENA_MAX_BUFFER_BYTES = os.environ.get("STAX_ARENA_MAX_BUFFER_BYTES")
+
+
+def arena_limits(gpu: bool) -> tuple[int, int]:
+    """(bytes a set may hold, bytes one buffer may have) for a graph on the GPU or not.
+    Read at each compile, so a test (or a user) may change the module's values."""
+    total, per_buffer = _DEFAULT_LIMITS[bool(gpu)]
+    if ARENA_MAX_BYTES is not None:
+        total = int(ARENA_MAX_BYTES)
+    if ARENA_MAX_BUFFER_BYTES is not None:
+        per_buffer = int(ARENA_MAX_BUFFER_BYTES)
+    return total, per_buffer
+
+
+def slot_tensor(slot: torch.Tensor, shape, strides, dtype) -> torch.Tensor:
+    """A `dtype` tensor of (shape, strides) at the start of `slot` (a uint8 buffer at
+    least as large): the arena's buffers share slots, each at offset 0 of its slot."""
+    return torch.empty((0,), dtype=dtype, device=slot.device).set_(
+        slot.untyped_storage(), 0, shape, strides)
 
 #: sets kept per free list: more concurrent calls than this allocate their own
 _KEEP = 4

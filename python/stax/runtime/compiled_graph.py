@@ -12,7 +12,7 @@ import tempfile
 import torch
 
 from stax.runtime.layout import RUNTIME_GLOBALS, fresh_copy, non_overlapping
-from stax.runtime.arena import BufferArena
+from stax.runtime.arena import BufferArena, slot_tensor
 from stax.runtime.guards import FastTensorGuards, _stride_ok, guard_count, guard_failure
 from stax.runtime.script_objects import object_class_name
 
@@ -338,7 +338,7 @@ def _base_globals(guards, graph_id, device="cpu") -> dict:
     return {"torch": torch, "Tensor": torch.Tensor, "empty_strided": torch.empty_strided,
             "as_strided": torch.as_strided, "_stride_ok": _stride_ok,
             "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count,
-            "_dev": dev, **gpu, "_BufferArena": BufferArena,
+            "_dev": dev, **gpu, "_BufferArena": BufferArena, "_slot_tensor": slot_tensor,
             "_linear": torch.nn.functional.linear,
             "_FastTensorGuards": FastTensorGuards, "_object_class_name": object_class_name,
             **RUNTIME_GLOBALS,

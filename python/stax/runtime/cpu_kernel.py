@@ -8,6 +8,8 @@ import ctypes
 
 import torch
 
+from stax.runtime.cpu_parallel import team
+
 __all__ = ["CpuKernel", "SizedCpuKernel", "cpu_parallelism", "PARALLEL_MIN_ELEMENTS", "load_cpu_kernels",
            "kernel_text", "KernelLoadError"]
 
@@ -52,13 +54,19 @@ class _ArgSlot:
     packed argument arrays (pointers to those pointers, then part and nparts) that the
     JIT entry takes, built once per (part, nparts) and reused."""
 
-    __slots__ = ("ptrs", "n_args", "parts", "whole")
+    __slots__ = ("ptrs", "n_args", "parts", "whole", "job")
 
     def __init__(self, n_args):
         self.ptrs = (ctypes.c_void_p * max(n_args, 1))()
         self.n_args = n_args
         self.parts = {}
         self.whole = None  # the address of packed(0, 1), set on the slot's first call
+        self.job = None    # the OpenMP team's job of this slot (cpu_parallel), once split
+
+    @property
+    def n_values(self) -> int:
+        """How many argument values precede (part, nparts) in the packed arguments."""
+        return self.n_args
 
     def packed(self, part, nparts):
         key = (part, nparts)
@@ -100,6 +108,7 @@ class CpuKernel:
         if not addr:
             raise KernelLoadError(f"JIT did not produce symbol {name}")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
+        self._addr = addr
         self.n_args = n_args
         self._all = slice(0, n_args)
         self._slots = [_ArgSlot(n_args)]
@@ -134,6 +143,19 @@ class CpuKernel:
                 whole = slot.whole = ctypes.addressof(self._packed(slot, 0, 1))
             self._fn(whole)
             return
+        self._run_split(slot, nparts)
+
+    def _run_split(self, slot, nparts):
+        """Run the parts 0..nparts-1 at once: on torch's OpenMP team where the process
+        has one (stax.runtime.cpu_parallel says why), else on the thread pool."""
+        omp = team()
+        if omp is not None:
+            job = slot.job
+            if job is None:
+                job = slot.job = omp.job(self._addr, ctypes.addressof(slot.packed(0, 1)),
+                                         slot.n_values)
+            omp.run(job, nparts)
+            return
         pool = _worker_pool(nparts - 1)
         futures = [pool.submit(self._fn, self._packed(slot, p, nparts))
                    for p in range(1, nparts)]
@@ -149,6 +171,10 @@ class _SizedArgSlot(_ArgSlot):
     part and nparts."""
 
     __slots__ = ("sizes", "n_sizes")
+
+    @property
+    def n_values(self) -> int:
+        return self.n_args + self.n_sizes
 
     def __init__(self, n_args, n_sizes):
         super().__init__(n_args)
