@@ -7,6 +7,7 @@ and hold fewer bytes than their buffers' sum.
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import pytest
@@ -113,3 +114,30 @@ def test_shared_slots_give_eager_values_call_after_call(batch, width):
     storages = {b.untyped_storage().data_ptr() for b in bufs}
     assert len(storages) == int(m.group(2))
     assert got.untyped_storage().data_ptr() not in storages
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("batch,width", [(256, 512), (7, 96)])
+def test_shared_slots_on_one_stream_give_eager_values(monkeypatch, batch, width):
+    """On the GPU a slot is reused by kernels enqueued on one stream after every read of
+    its previous buffer; the limits raised so that the large buffers share slots too."""
+    monkeypatch.setattr(A, "ARENA_MAX_BUFFER_BYTES", 64 << 20)
+    monkeypatch.setattr(A, "ARENA_MAX_BYTES", 256 << 20)
+    torch.manual_seed(0)
+    dev = "cuda"
+    w1 = torch.randn(width, 4 * width, device=dev) / width ** .5
+    w2 = torch.randn(4 * width, width, device=dev) / 16
+    backend = functools.partial(B.stax, options={"stax.auto_cudagraphs": False})
+    f = torch.compile(_mlp_chain, backend=backend, fullgraph=True, dynamic=False)
+    xs = [torch.randn(batch, width, device=dev) for _ in range(6)]
+    outs = [f(x, w1, w2) for x in xs]     # enqueued back to back, synchronized once
+    torch.cuda.synchronize()
+    for x, got in zip(xs, outs):
+        want = _mlp_chain(x, w1, w2)
+        assert got.shape == want.shape and got.stride() == want.stride()
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    (cg,) = B.last_report().graphs
+    assert cg.route == "triton" and "_slot_tensor(" in cg.source
+    (note,) = [n for n in cg.notes if n.startswith("intermediates in a reused arena")]
+    m = re.search(r"\((\d+) buffers in (\d+) slots", note)
+    assert int(m.group(2)) < int(m.group(1)), note
