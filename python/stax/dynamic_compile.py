@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from typing import Any
 
 import torch
@@ -272,17 +273,20 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
         ret_iter = iter(outputs)
         producer = {r: op.operation for op in block.operations for r in op.operation.results}
         specs = list(imported.outputs)
+        # outputs per eager storage group
+        sharing = Counter(s.alias.group for s in specs
+                          if s.alias is not None and s.alias.group is not None)
         for j in sorted(slots.outputs):   # the sizes left out of the imported outputs
             specs.insert(j, ("size", slots.outputs[j]))
         for spec in specs:
             if isinstance(spec, tuple):
-                results.append(("size", spec[1], None))
+                results.append(("size", spec[1], None, None, True))
                 continue
             if spec.kind == "none":
-                results.append(("none", None, None))
+                results.append(("none", None, None, None, True))
                 continue
             if spec.kind == "input":   # the input itself
-                results.append(("tensor", spec.index, None))
+                results.append(("tensor", spec.index, None, None, True))
                 continue
             v = next(ret_iter)
             base = spec.alias.input if spec.alias is not None else None
@@ -293,29 +297,31 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                     raise CannotStayDynamic(
                         f"output {spec.index} is a view of input {base} in eager, but the "
                         "compiled graph computes it (a copy)")
-                results.append(("tensor", slot_of[v], None))   # no restriding copy
+                results.append(("tensor", slot_of[v], None, None, True))   # no restriding copy
                 continue
             strides = list(spec.strides) if spec.strides else None
+            offset = spec.storage_offset
+            group = spec.alias.group if spec.alias is not None else None
+            alone = group is None or sharing[group] == 1
             root = _view_root(v, producer, VIEW_OPS)
             if root in list(block.arguments):
                 # a fresh tensor in eager that the IR reads straight from an argument
                 # (`trunc` of an int, a reshape of x): copied, never returned aliased
-                results.append(("fresh", slot_of[v], strides))
+                results.append(("fresh", slot_of[v], strides, offset, True))
                 continue
             # outputs share a storage exactly when eager's do (its `group`): a second
             # output over a root an earlier one returns, in another group or none (`v1`
             # and `v1.clone()`, one value in the IR), is a copy; outputs eager keeps in
             # one storage that the graph computes apart cannot be made to share one here
-            group = spec.alias.group if spec.alias is not None else None
             if group is not None and root_of_group.setdefault(group, root) != root:
                 raise CannotStayDynamic(
                     f"output {spec.index} shares a storage with another output in eager, "
                     "but the compiled graph computes them apart")
             if root in group_of_root and (group is None or group_of_root[root] != group):
-                results.append(("fresh", slot_of[v], strides))
+                results.append(("fresh", slot_of[v], strides, offset, True))
                 continue
             group_of_root.setdefault(root, group)
-            results.append(("tensor", slot_of[v], strides))
+            results.append(("tensor", slot_of[v], strides, offset, alone))
         symbols = {}
         for c in checks:
             if c.kind == "symbol":

@@ -157,7 +157,9 @@ class DynamicGraph:
         self.checks = checks
         self.constants = constants
         self.steps = steps
-        self.outputs = outputs          # (kind, slot or input index, stride dims)
+        #: (kind, slot or input index, stride dims, storage offset, alone: no other
+        #: output shares its storage)
+        self.outputs = outputs
         self.symbols = symbols          # symbol -> (argument index, dim or None)
         self.ranges = ranges
         self.kernels = kernels
@@ -288,7 +290,10 @@ class DynamicGraph:
             for i, t in zip(st.outs, outs):
                 slots[i] = t
         result = []
-        for kind, ref, strides in self.outputs:
+        # one copy per (tensor, layout): outputs that are one tensor (`v.mul_(2)` and `v`)
+        # and need eager's strides share one copy, as eager's share one storage
+        relaid: dict = {}
+        for kind, ref, strides, offset, alone in self.outputs:
             if kind == "none":
                 result.append(None)
                 continue
@@ -299,21 +304,34 @@ class DynamicGraph:
             if not isinstance(t, torch.Tensor):
                 result.append(t)   # a SymInt input returned (its int)
                 continue
+            want_offset = _evaluate(offset, env) if offset is not None else 0
             if kind == "fresh":
                 want = ([_evaluate(s, env) for s in strides] if strides is not None
                         else torch.empty(t.shape).stride())
-                fresh = torch.empty_strided(t.shape, want, dtype=t.dtype, device=t.device)
-                fresh.copy_(t)
-                result.append(fresh)
+                result.append(_copy_laid_out(t, want, want_offset))
                 continue
             if strides is not None and t.dim():
                 want = [_evaluate(s, env) for s in strides]
-                if any(sz > 1 and a != b for sz, a, b in zip(t.shape, t.stride(), want)):
-                    fresh = torch.empty_strided(t.shape, want, dtype=t.dtype, device=t.device)
-                    fresh.copy_(t)
-                    t = fresh
+                # (the storage offset only of an output no other shares a storage with:
+                # a copy of one of two would break the sharing)
+                if any(sz > 1 and a != b for sz, a, b in zip(t.shape, t.stride(), want)) or \
+                        (alone and t.storage_offset() != want_offset):
+                    key = (id(t), tuple(want), want_offset)
+                    if key not in relaid:
+                        relaid[key] = _copy_laid_out(t, want, want_offset)
+                    t = relaid[key]
             result.append(t)
         return result
+
+
+def _copy_laid_out(t: torch.Tensor, strides, offset: int) -> torch.Tensor:
+    """A copy of `t` in a fresh storage with these strides and storage offset (eager's:
+    `x.clone().unbind(3)[2]` is at offset 2 of its clone)."""
+    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, strides)) if t.numel() else 0
+    buf = torch.empty(offset + extent, dtype=t.dtype, device=t.device)
+    out = buf.as_strided(t.shape, strides, offset)
+    out.copy_(t)
+    return out
 
 
 def _view_runner(name, op, out_dims):

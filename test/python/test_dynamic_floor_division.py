@@ -193,6 +193,20 @@ class SmallCNN(torch.nn.Module):
 # odd and even, H != W at the first call
 CNN_SHAPES = [(4, 32, 24), (3, 17, 23), (2, 12, 64), (6, 64, 11), (5, 31, 15), (4, 32, 24)]
 
+# torch before 2.13 (the H200's 2.11) guards the parity of a pooled size in
+# max_pool2d's meta function (`div_rtn`): Dynamo itself recompiles per parity class of
+# H and W, and each of its graphs is one dynamic stax compile
+_PARITY_GUARDS = torch.torch_version.TorchVersion(torch.__version__) < (2, 13)
+
+
+def _pooling_reports(per_frame: int, counts) -> list:
+    """The dynamic reports of the CNN: one Dynamo frame (several under parity guards),
+    each compiled once by stax for every size, never per size."""
+    reps = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert reps and (len(reps) <= 4 if _PARITY_GUARDS else len(reps) == 1), len(reps)
+    assert counts == {"static": 0, "dynamic": per_frame * len(reps)}, counts
+    return reps
+
 
 @pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
 def test_cnn_with_pooling_compiles_once_cpu(counts, train):
@@ -209,12 +223,11 @@ def test_cnn_with_pooling_compiles_once_cpu(counts, train):
             torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
             continue
         train_step_against_oracle(ref, mine, m64, cf, x)
-    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
-    assert rep.route == "stax-cpu" and rep.fallback_reason is None, rep.summary()
-    assert all(g.route == "stax-cpu" for g in rep.graphs), rep.summary()
-    pools = {t for g in rep.graphs for t in g.fallback_ops if "pool" in t}
-    assert "aten.max_pool2d_with_indices.default" in pools, pools
-    assert counts == {"static": 0, "dynamic": 2 if train else 1}
+    for rep in _pooling_reports(2 if train else 1, counts):
+        assert rep.route == "stax-cpu" and rep.fallback_reason is None, rep.summary()
+        assert all(g.route == "stax-cpu" for g in rep.graphs), rep.summary()
+        pools = {t for g in rep.graphs for t in g.fallback_ops if "pool" in t}
+        assert "aten.max_pool2d_with_indices.default" in pools, pools
 
 
 def test_cnn_with_pooling_triton(counts, interpreted_triton):
@@ -227,9 +240,9 @@ def test_cnn_with_pooling_triton(counts, interpreted_triton):
             got, want = cf(x), net(x)
             assert got.shape == want.shape and got.stride() == want.stride()
             torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
-    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
-    assert rep.route == "triton" and all(g.route == "triton" for g in rep.graphs)
-    assert counts == {"static": 0, "dynamic": 1} and interpreted_triton["sized"] > 0
+    for rep in _pooling_reports(1, counts):
+        assert rep.route == "triton" and all(g.route == "triton" for g in rep.graphs)
+    assert interpreted_triton["sized"] > 0
 
 
 STEP_SLICES = {

@@ -93,8 +93,16 @@ def _pass_buffers(ir: str, kernels_only: bool = False) -> Counter:
 
 
 def _wrapper_buffers(src: str) -> Counter:
+    """(shape, strides) of every buffer the wrapper allocates: per call
+    (`empty_strided`) or on an arena slot (`_slot_tensor`); the slots themselves (uint8
+    bytes shared by buffers, stax.arena_plan) are not buffers of any value."""
+    slots = set(re.findall(r"_slot_tensor\((v\d+),", src))
     out = Counter()
-    for m in re.finditer(r"empty_strided\(\(([-\d,\s]*)\),\s*\(([-\d,\s]*)\)", src):
+    for m in re.finditer(r"(?:(v\d+) = )?empty_strided\(\(([-\d,\s]*)\),\s*\(([-\d,\s]*)\)",
+                         src):
+        if m.group(1) not in slots:
+            out[(_ints(m.group(2)), _ints(m.group(3)))] += 1
+    for m in re.finditer(r"_slot_tensor\(v\d+, \(([-\d,\s]*)\),\s*\(([-\d,\s]*)\)", src):
         out[(_ints(m.group(1)), _ints(m.group(2)))] += 1
     return out
 
