@@ -104,8 +104,8 @@ def build_report(results, state, prov, cmdline, warm, env_notes) -> str:
     L.append("- one-time backend warm-up (trivial function, not charged to any case): " +
              ", ".join(f"{b} {s:.2f} s" for b, s in warm.items()))
     L.append("- all three run in one process with the same torch thread count; stax "
-             "splits large kernels over torch.get_num_threads() parts (its own thread "
-             "pool) and runs matmuls through torch (library calls)")
+             "splits large kernels over torch.get_num_threads() parts (on torch's OpenMP "
+             "team) and runs matmuls through torch (library calls)")
     L.append("\n## Results\n")
     L.append("A time is reported only for a variant that passed every check (outputs vs a "
              "float64 run, tolerance from eager's own error, on the first call and before "

@@ -387,7 +387,7 @@ def test_host_scalars_copied_or_passed_through(monkeypatch):
         seen.append([t.device.type for t in ins])
         return [ins[0]]
     g = DynamicGraph("g", checks, [], [_Step("library", [0, 1, 2], [3], library)],
-                     [("tensor", 3, None)], {"s0": (0, 0)}, {}, [], [], [], None,
+                     [("tensor", 3, None, None, True)], {"s0": (0, 0)}, {}, [], [], [], None,
                      target="triton")
     g.n_values = 1
     x = torch.empty(5, device="meta")

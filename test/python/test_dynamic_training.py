@@ -191,7 +191,7 @@ def test_block_training_batch_and_sequence(counts, monkeypatch):
     assert len(r.variants[0].sizes) == 2   # batch and sequence: two symbols
     # the forward saves batch*sequence (a size expression) for the backward's views:
     # computed from the symbols, and checked by the backward against them
-    assert any(kind == "size" for kind, _, _ in fw.outputs)
+    assert any(out[0] == "size" for out in fw.outputs)
     assert any(c.kind == "size" for c in bw.checks)
     # every saved tensor has the strides of aot_autograd's fake tensor (what the
     # backward was traced against), and the saved transposed weight is a view of it
