@@ -419,3 +419,43 @@ def test_one_tensor_returned_twice_in_training_stays_one_storage(counts):
         for g, w in zip(grads, want_grads):
             torch.testing.assert_close(g, w, rtol=0, atol=0)
     assert counts["static"] == 0
+
+
+def _pick_feature(x):            # x[..., 1] and x[..., 0] of a static feature dim
+    return (x * 3 + 1)[..., 1] + x[..., 0]
+
+
+def _unbind_heads(x):            # qkv.unflatten(-1, (3, D)).unbind(-2): selects, static dim
+    q, k, v = x.unflatten(-1, (3, -1)).unbind(-2)
+    return torch.softmax(q @ k.transpose(-1, -2) * 0.25, -1) @ v
+
+
+@pytest.mark.parametrize("fn,train", [(_pick_feature, False), (_unbind_heads, False),
+                                      (_unbind_heads, True)],
+                         ids=["pick_feature", "unbind_heads", "unbind_heads_training"])
+def test_select_along_a_static_dim_compiles_once(counts, fn, train):
+    """`x[..., 1]` and `unbind` along a static dim of a tensor with dynamic batch and
+    sequence dims: one dynamic compile (forward and backward in training), eager's
+    values, strides and gradients at every size."""
+    cf = torch.compile(fn, backend="stax")
+    for b, t in [(2, 5), (3, 17), (5, 9), (4, 64), (7, 512), (2, 5)]:
+        x = torch.randn(b, t, 48, requires_grad=train)
+        torch._dynamo.mark_dynamic(x, 0)
+        torch._dynamo.mark_dynamic(x, 1)
+        got, want = cf(x), fn(x)
+        _close(got, want)
+        if train:
+            (g,), (w,) = (torch.autograd.grad(o.sum(), x) for o in (got, want))
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    assert counts["static"] == 0 and counts["dynamic"] == (2 if train else 1), counts
+
+
+def test_select_of_a_symbolic_dim_says_why_it_is_per_size(counts):
+    """`x[:, -1]` of a dynamic T reads at T - 1, a start the slice verifier cannot check
+    yet: per size, and the report says so."""
+    fn = lambda x: x[:, -1] * 2  # noqa: E731
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    for t in (5, 9, 33):
+        x = torch.randn(3, t, 8)
+        _close(cf(x), fn(x))
+    assert "selects index -1 of the symbolic dim 1" in stax.explain(cf)

@@ -167,6 +167,13 @@ def _select(b, node, a):
     x = b.v(a["self"])
     shape = _vshape(x)
     dim = _norm_dim(a["dim"], len(shape))
+    if b.symbolic and (isinstance(shape[dim], str) or not isinstance(a["index"], int)):
+        # (x[:, -1] of a symbolic T reads at s0 - 1: a start the slice verifier cannot
+        # check against a runtime size yet)
+        from stax.importer.symbolic import _unsupported
+        raise _unsupported(f"node {node.name} ({node.target}) selects index {a['index']} "
+                           f"of the symbolic dim {dim} (size {shape[dim]}); only a select "
+                           "along a static dim at a static index imports symbolically")
     i = a["index"] % shape[dim]
     return b.reshape(b.slice(x, dim, i, i + 1), _out(node)[0])
 

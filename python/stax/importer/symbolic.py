@@ -90,6 +90,7 @@ SYMBOLIC_OPS |= _names(
 #    convolution and its backward as library calls (SYMBOLIC_LIBRARY_OPS)
 SYMBOLIC_OPS |= {
     aten.split_with_sizes.default, aten.split.Tensor, aten.slice.Tensor, aten.cat.default,
+    aten.select.int, aten.select_copy.int,   # along a static dim (the handler checks)
     aten.arange.default, aten.arange.start, aten.arange.start_step,
     aten.logical_and.default, aten.logical_or.default, aten.logical_xor.default,
     aten.logical_not.default, aten.bitwise_not.default,
