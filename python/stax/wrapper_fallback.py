@@ -113,7 +113,24 @@ def _emit_fallback(op, em, vals, define, fallback_ops, collective=False, device=
     # each operand with eager's strides (the op sees what it sees in eager)
     layouts = (json.loads(ir.StringAttr(attrs["operand_layouts"]).value)
                if "operand_layouts" in attrs else [None] * len(ins))
+    # operands whose storage the op reads (as_strided) where eager's is a fresh dense
+    # tensor's: a tensor of its own, at offset 0, unless the value is one already (the
+    # graph may compute it as another tensor: `x2.copy_(x1)` is x1's value, whose storage
+    # is x1's, at x1's offset)
+    owned = set(json.loads(ir.StringAttr(attrs["operand_storage"]).value)
+                if "operand_storage" in attrs else ())
     for i, (v, st) in enumerate(zip(ins, layouts)):
+        if i in owned and st is not None and not (
+                v.fresh and v.var == v.root and v.offset == 0 and not v.root_dynamic
+                and tuple(st) == tuple(v.strides)):
+            var = em.new_var()
+            em.emit(f"{var} = empty_strided({tuple(v.shape)!r}, {tuple(st)!r}, "
+                    f"dtype={_dtype_src(v.dtype)}, device={'_dev' if device != 'cpu' else repr('cpu')})")
+            em.emit(f"{var}.copy_({v.var})")
+            srcs[i] = var
+            ins[i] = dataclasses.replace(v, var=var, strides=tuple(st), root=var, offset=0,
+                                         root_dynamic=False, fresh=True)
+            continue
         if v.dtype is not None and st is not None and tuple(st) != tuple(v.strides):
             var = em.new_var()
             em.emit(f"{var} = _relayout({v.var}, {tuple(v.shape)!r}, {tuple(st)!r})")

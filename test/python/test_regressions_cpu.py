@@ -602,3 +602,41 @@ def test_layer_norm_backward_over_one_element_is_zero(shape):
     # stax's exactly 0, so never farther from the exact value than eager
     assert got.shape == want.shape and got.stride() == want.stride()
     assert torch.equal(got, torch.zeros_like(got)), got.abs().max()
+
+
+def _copy_into(x1, x2):
+    return x2.copy_(x1)
+
+
+def _clone(x1, x2):
+    return x1.clone()
+
+
+@pytest.mark.parametrize("make", [_copy_into, _clone], ids=["copy_into_input", "clone"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_as_strided_of_a_fresh_tensor_the_graph_computes_as_an_input(make, dynamic):
+    """`as_strided` reads its operand's storage. `x2.copy_(x1)` and `x1.clone()` are
+    fresh tensors in eager, at offset 0 of their own storage; the graph computes them
+    as x1's value, whose storage is x1's, here at offset 3: as_strided read x1's base
+    (stax-fuzz --dynamic seed 2771, program 2771008333, static and dynamic alike)."""
+    def f(x1, x2):
+        v = make(x1, x2)
+        w = torch.as_strided(v, (3, 16), (7, 0), 1)
+        return torch.stack([w, w], 0), w
+
+    cf = torch.compile(f, backend="stax", fullgraph=True, dynamic=dynamic)
+    for n in (5, 4, 6, 40):
+        base = torch.randn(n * n + 3)
+        x1, x2 = base[3:].view(n, n), torch.randn(n, n)
+        x2_eager = x2.clone()
+        got, want = cf(x1, x2), f(x1, x2_eager)
+        assert torch.equal(x2, x2_eager)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.stride() == w.stride()
+            assert g.storage_offset() == w.storage_offset()
+            assert torch.equal(g, w)
+            # an input's storage exactly where eager's is (x2's, after copy_ into it)
+            assert [g.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+                    for x in (x1, x2)] == \
+                [w.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+                 for x in (x1, x2_eager)]

@@ -274,11 +274,15 @@ class _Builder:
         library call the wrapper makes through PyTorch, in graph order (collective.py)."""
         return self.fallback(node, op_name=COLLECTIVE)
 
-    def fallback(self, node: torch.fx.Node, substitute=None, op_name=FALLBACK):
+    def fallback(self, node: torch.fx.Node, substitute=None, op_name=FALLBACK,
+                 own_storage=()):
         """`node` as a stax_graph.fallback op. `substitute` maps an FX operand to the node
         passed in its place (an op that reads the storage gets its storage's owner).
         `operand_layouts` records eager's strides of each operand: the driver hands the
-        op exactly those (an op may depend on them, e.g. by reading `.view`s)."""
+        op exactly those (an op may depend on them, e.g. by reading `.view`s);
+        `operand_storage` lists the operands (the FX nodes of `own_storage`) that must be
+        tensors of their own at offset 0 (a fresh dense result in eager whose storage the
+        op reads)."""
         if self.symbolic and node.target not in isym.SYMBOLIC_LIBRARY_OPS:
             raise isym.no_fallback(node, None)
         target = node.target
@@ -344,6 +348,9 @@ class _Builder:
         name = str(target)
         attrs = {"target": ir.StringAttr.get(name), "call": ir.StringAttr.get(json.dumps(call)),
                  "operand_layouts": ir.StringAttr.get(json.dumps(layouts))}
+        owned = sorted(index[x] for x in own_storage if x in index)
+        if owned:
+            attrs["operand_storage"] = ir.StringAttr.get(json.dumps(owned))
         if multi:
             attrs["result_positions"] = ir.DenseI64ArrayAttr.get(positions)
         if op_name == COLLECTIVE:  # eager's strides: no meta run can predict them

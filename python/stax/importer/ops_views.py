@@ -28,7 +28,8 @@ def _as_strided(b, node, a):
         owner = storage_source(b.storage, node, src)
     except ValueError as e:
         raise UnsupportedGraph(str(e)) from None
-    return b.fallback(node, substitute={src: owner})
+    return b.fallback(node, substitute={src: owner},
+                      own_storage=() if owner.op == "placeholder" else (owner,))
 
 
 @_reg(aten.view.default, aten.reshape.default, aten._unsafe_view.default,
