@@ -106,6 +106,11 @@ def build_report(results, state, prov, cmdline, warm, env_notes) -> str:
     L.append("- all three run in one process with the same torch thread count; stax "
              "splits large kernels over torch.get_num_threads() parts (on torch's OpenMP "
              "team) and runs matmuls through torch (library calls)")
+    L.append("- stax allocates its CPU buffers of 4 MiB or more advised MADV_HUGEPAGE "
+             "(stax.runtime.cpu_alloc); eager and Inductor allocate through torch's CPU "
+             "allocator as configured (THP_MEM_ALLOC_ENABLE="
+             f"{os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}), so on the large cases "
+             "part of a difference is page faults of fresh outputs, not kernel time")
     L.append("\n## Results\n")
     L.append("A time is reported only for a variant that passed every check (outputs vs a "
              "float64 run, tolerance from eager's own error, on the first call and before "

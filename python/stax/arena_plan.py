@@ -1,9 +1,10 @@
 """Which intermediates of a generated wrapper the buffer arena holds, and which of them
 share memory (the compile side of `stax.runtime.arena`).
 
-`plan_arena` takes the wrapper's allocations (`empty_strided` lines of buffers that no
-output is or views) and the body lines that use them, and packs the buffers into slots:
-two buffers share a slot when one's last use comes before the other's allocation, so
+`plan_arena` takes the wrapper's allocations (`empty_strided` or `_empty_huge_pages` lines
+of buffers that no output is or views) and the body lines that use them, and packs the
+buffers into slots: two buffers share a slot when one's last use comes before the
+other's allocation, so
 the arena holds about the graph's peak of live intermediates, not their sum (the
 reuse Inductor's wrapper makes within a call, kept across calls). A buffer's lifetime
 runs from its allocation line to the last line naming it or a view of it: the wrapper
@@ -27,7 +28,7 @@ _VAR = re.compile(r"\bv\d+\b")
 
 @dataclasses.dataclass(frozen=True)
 class ArenaAlloc:
-    """One `empty_strided` of the wrapper: its line and what it allocates."""
+    """One allocation of the wrapper: its line and what it allocates."""
     line: int
     nbytes: int
     shape: tuple

@@ -36,6 +36,7 @@ from stax.passes.layout_algebra import view_layout
 from stax.provenance import SourceMap
 from stax.real_tensors import real_tensors
 from stax.routes import ALIGN, CPU_ROUTE, TRITON_ROUTE
+from stax.runtime.cpu_alloc import HUGE_PAGE_MIN_BYTES
 from stax.wrapper_fallback import _emit_fallback, _tensor_type
 
 
@@ -350,10 +351,15 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
 
     def alloc(value, var, strides):
         shape, dtype = _tensor_type(value)
-        arena_allocs[var] = ArenaAlloc(len(em.lines), _nbytes(value, strides), tuple(shape),
+        nbytes = _nbytes(value, strides)
+        arena_allocs[var] = ArenaAlloc(len(em.lines), nbytes, tuple(shape),
                                        tuple(strides), _dtype_src(dtype))
-        em.emit(f"{var} = empty_strided({shape!r}, {tuple(strides)!r}, "
-                f"dtype={_dtype_src(dtype)}, device={'_dev' if gpu else repr('cpu')})")
+        if not gpu and nbytes >= HUGE_PAGE_MIN_BYTES:   # (stax.runtime.cpu_alloc: why)
+            em.emit(f"{var} = _empty_huge_pages({shape!r}, {tuple(strides)!r}, "
+                    f"{_dtype_src(dtype)})")
+        else:
+            em.emit(f"{var} = empty_strided({shape!r}, {tuple(strides)!r}, "
+                    f"dtype={_dtype_src(dtype)}, device={'_dev' if gpu else repr('cpu')})")
         root_aligned[var] = True  # allocator blocks are (at least) 512-byte aligned
 
     def is_aligned(v: _Val, register: bool = True) -> bool:

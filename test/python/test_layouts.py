@@ -98,8 +98,8 @@ def _wrapper_buffers(src: str) -> Counter:
     bytes shared by buffers, stax.arena_plan) are not buffers of any value."""
     slots = set(re.findall(r"_slot_tensor\((v\d+),", src))
     out = Counter()
-    for m in re.finditer(r"(?:(v\d+) = )?empty_strided\(\(([-\d,\s]*)\),\s*\(([-\d,\s]*)\)",
-                         src):
+    for m in re.finditer(r"(?:(v\d+) = )?(?:empty_strided|_empty_huge_pages)\("
+                         r"\(([-\d,\s]*)\),\s*\(([-\d,\s]*)\)", src):
         if m.group(1) not in slots:
             out[(_ints(m.group(2)), _ints(m.group(3)))] += 1
     for m in re.finditer(r"_slot_tensor\(v\d+, \(([-\d,\s]*)\),\s*\(([-\d,\s]*)\)", src):

@@ -13,6 +13,7 @@ import torch
 
 from stax.runtime.layout import RUNTIME_GLOBALS, fresh_copy, non_overlapping
 from stax.runtime.arena import BufferArena, slot_tensor
+from stax.runtime.cpu_alloc import empty_huge_pages
 from stax.runtime.guards import FastTensorGuards, _stride_ok, guard_count, guard_failure
 from stax.runtime.script_objects import object_class_name
 
@@ -339,6 +340,7 @@ def _base_globals(guards, graph_id, device="cpu") -> dict:
             "as_strided": torch.as_strided, "_stride_ok": _stride_ok,
             "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count,
             "_dev": dev, **gpu, "_BufferArena": BufferArena, "_slot_tensor": slot_tensor,
+            "_empty_huge_pages": empty_huge_pages,
             "_linear": torch.nn.functional.linear,
             "_FastTensorGuards": FastTensorGuards, "_object_class_name": object_class_name,
             **RUNTIME_GLOBALS,

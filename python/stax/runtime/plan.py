@@ -43,8 +43,9 @@ __all__ = ["plan_from_source", "code_from_plan", "RUNTIME_NAMES", "safe_builtins
 RUNTIME_NAMES = frozenset({
     "torch", "Tensor", "empty_strided", "as_strided", "_stride_ok", "_restride",
     "_guard_fail", "_guard_count", "_dev", "_stream", "_dev_idx", "_BufferArena",
-    "_slot_tensor", "_linear", "_FastTensorGuards", "_as_traced", "_storage_view",
-    "_exact_layout", "_relayout", "_scatter_to_storage", "_copy_counter", "_object_class_name", "_collective_layout_error"})
+    "_slot_tensor", "_empty_huge_pages", "_linear", "_FastTensorGuards", "_as_traced",
+    "_storage_view", "_exact_layout", "_relayout", "_scatter_to_storage", "_copy_counter",
+    "_object_class_name", "_collective_layout_error"})
 
 _BUILTIN_NAMES = ("len", "isinstance", "float", "int", "tuple", "list", "range", "bool",
                   "min", "max", "abs")
