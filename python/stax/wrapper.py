@@ -32,6 +32,7 @@ from stax.driver import (FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8, ou
 from stax.errors import StaxUnsupportedError
 from stax.gpu_tuning import _autotuner_importable, _triton_compiler, _Tuner
 from stax.guards import _dtype_src, _guard_src
+from stax.matmul_epilogues import bias_add_operand, matmul_epilogue_plans
 from stax.passes.layout_algebra import view_layout
 from stax.provenance import SourceMap
 from stax.real_tensors import real_tensors
@@ -150,46 +151,6 @@ def _ptr_aligned(t: torch.Tensor) -> bool:
             return (t.storage_offset() * t.dtype.itemsize) % ALIGN == 0
         except Exception:  # noqa: BLE001
             return False
-
-
-def _matmul_epilogue_plans(ops, keep):
-    """stax.matmul op index -> (consumer kernel op, index of the matmul result among its
-    operands) for matmuls whose result only feeds one single-result kernel, once, with
-    every other operand of that kernel defined before the matmul; else index -> reason."""
-    plans: dict = {}
-    pos = {}
-    for i, op in enumerate(ops):
-        for r in op.operation.results:
-            pos[r] = i
-    users: dict = {}
-    for i, op in enumerate(ops):
-        for v in op.operation.operands:
-            users.setdefault(v, []).append(i)
-    for i, op in enumerate(ops):
-        if op.operation.name != "stax.matmul":
-            continue
-        r = op.operation.results[0]
-        u = users.get(r, [])
-        if r in keep:
-            plans[i] = "its result is also a graph output"
-            continue
-        if len(u) != 1:
-            plans[i] = f"its result has {len(u)} uses (one pointwise consumer is fused)"
-            continue
-        kop = ops[u[0]]
-        if kop.operation.name not in KERNEL_OPS:
-            plans[i] = f"its consumer is {kop.operation.name}, not a stax kernel"
-            continue
-        operands = list(kop.operation.operands)
-        if len(kop.operation.results) != 1 or operands.count(r) != 1:
-            plans[i] = "its consumer kernel has several results or reads it twice"
-            continue
-        late = [v for v in operands if v != r and pos.get(v, -1) > i]
-        if late:
-            plans[i] = "its consumer kernel reads values computed after the matmul"
-            continue
-        plans[i] = (kop, operands.index(r))
-    return plans
 
 
 def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph_id, dump,
@@ -315,7 +276,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     kernel_sources: list[list[str]] = []  # per kernel: the user's lines it computes
     # max-autotune: matmul -> its fusable epilogue kernel; kernels compiled (or fused
     # away) while handling their matmul
-    mm_plans = _matmul_epilogue_plans(ops, keep) if tuner is not None else {}
+    mm_plans = matmul_epilogue_plans(ops, keep)
     precompiled: dict = {}   # kernel op -> compiled stax kernel (the cuBLAS route's)
     fused_away: set = set()  # kernel ops whose work a Triton matmul does
 
@@ -459,6 +420,38 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         fused_away.add(kop)
         return True
 
+    def emit_addmm(op, idx) -> bool:
+        """A CPU matmul whose one consumer only adds a bias over the last dim:
+        `torch.addmm(bias, a, b, out=)` into the consumer's result, as eager's F.linear
+        (stax.matmul_epilogues); False (nothing emitted) otherwise."""
+        plan = mm_plans.get(idx)
+        if not isinstance(plan, tuple):
+            return False
+        kop, acc_idx = plan
+        bias_idx = bias_add_operand(kop, acc_idx)
+        if bias_idx is None or kop.operation.operands[bias_idx] not in vals:
+            return False
+        a, b = (vals[v] for v in op.operation.operands)
+        kres = kop.operation.results[0]
+        st = result_strides(kres)
+        shape, dtype = _tensor_type(kres)
+        if len(a.shape) != 2 or tuple(st) != (shape[1], 1) or dtype not in (
+                torch.float32, torch.bfloat16, torch.float16) or a.dtype != dtype:
+            return False
+        bias = vals[kop.operation.operands[bias_idx]]
+        em.lines += srcmap.comment(op) + [ln for ln in srcmap.comment(kop)
+                                          if ln not in srcmap.comment(op)]
+        var = em.new_var()
+        alloc(kres, var, st)
+        define(kres, var, st)
+        em.emit(f"torch.addmm({bias.var}, {a.var}, {b.var}, out={var})  # "
+                f"{_loc_name(kop)} fused: the bias of the matmul")
+        library_calls.append(f"torch.addmm {list(a.shape)}x{list(b.shape)} + bias "
+                             f"{str(dtype).replace('torch.', '')} (matmul and its bias "
+                             "kernel)")
+        fused_away.add(kop)
+        return True
+
     def compile_kernel_op(kop):
         if kop in fused_away:
             return  # its result was defined by the Triton matmul that computes it
@@ -502,6 +495,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             else:
                 compile_kernel_op(op)
         elif name == "stax.matmul" and tuner is not None and emit_matmul(op, idx):
+            pass
+        elif name == "stax.matmul" and not gpu and emit_addmm(op, idx):
             pass
         elif name == "stax.matmul":
             a, b = (vals[v] for v in op.operation.operands)

@@ -74,7 +74,8 @@ _ATTRS = frozenset({
 _TORCH_ATTRS = frozenset(
     {n for n in dir(torch) if isinstance(getattr(torch, n, None), torch.dtype)}
     | {"strided", "sparse_coo", "contiguous_format", "channels_last", "channels_last_3d",
-       "preserve_format", "device", "empty", "empty_strided", "mm", "bmm", "matmul", "Size"})
+       "preserve_format", "device", "empty", "empty_strided", "mm", "addmm", "bmm", "matmul",
+       "Size"})
 
 _BINOPS = {"Add": ast.Add, "Sub": ast.Sub, "Mult": ast.Mult, "FloorDiv": ast.FloorDiv,
            "Mod": ast.Mod, "Div": ast.Div}
