@@ -33,8 +33,8 @@ from stax._mlir import ir
 
 __all__ = ["SIZES_ATTR", "ExprError", "DimError", "normalize", "parse", "poly_str",
            "dims_of", "type_error", "fmt_dims", "dim_product", "dim_sum", "dims_equal",
-           "sizes_type", "free_symbols", "derived_name", "derived_parts", "derived_value", "evaluate",
-           "base_symbols", "slice_length"]
+           "sizes_type", "free_symbols", "derived_name", "derived_parts", "derived_value",
+           "evaluate", "base_symbols", "slice_length"]
 
 SIZES_ATTR = "stax.sizes"  # the encoding's attribute name (`#stax.sizes<[...]>`)
 

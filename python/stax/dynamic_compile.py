@@ -61,7 +61,7 @@ import torch
 
 from stax import debug
 from stax.recompiles import announce
-from stax.dynamic_graph import (CannotStayDynamic, DynamicGraph, _ArgCheck, _Step,
+from stax.dynamic_graph import (CannotStayDynamic, DynamicGraph, OutputPlan, _ArgCheck, _Step,
                                  _contiguous_strides, _library_runner, _slice_length_guards,
                                  _symbol_ranges, _torch_dtype, _view_runner)
 from stax.dynamic_graph import _evaluate  # noqa: F401 - the tests evaluate sizes through here
@@ -280,13 +280,13 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
             specs.insert(j, ("size", slots.outputs[j]))
         for spec in specs:
             if isinstance(spec, tuple):
-                results.append(("size", spec[1], None, None, True))
+                results.append(OutputPlan("size", spec[1]))
                 continue
             if spec.kind == "none":
-                results.append(("none", None, None, None, True))
+                results.append(OutputPlan("none"))
                 continue
             if spec.kind == "input":   # the input itself
-                results.append(("tensor", spec.index, None, None, True))
+                results.append(OutputPlan("tensor", spec.index))
                 continue
             v = next(ret_iter)
             base = spec.alias.input if spec.alias is not None else None
@@ -297,7 +297,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                     raise CannotStayDynamic(
                         f"output {spec.index} is a view of input {base} in eager, but the "
                         "compiled graph computes it (a copy)")
-                results.append(("tensor", slot_of[v], None, None, True))   # no restriding copy
+                results.append(OutputPlan("tensor", slot_of[v]))   # no restriding copy
                 continue
             strides = list(spec.strides) if spec.strides else None
             offset = spec.storage_offset
@@ -307,7 +307,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
             if root in list(block.arguments):
                 # a fresh tensor in eager that the IR reads straight from an argument
                 # (`trunc` of an int, a reshape of x): copied, never returned aliased
-                results.append(("fresh", slot_of[v], strides, offset, True))
+                results.append(OutputPlan("fresh", slot_of[v], strides, offset))
                 continue
             # outputs share a storage exactly when eager's do (its `group`): a second
             # output over a root an earlier one returns, in another group or none (`v1`
@@ -318,10 +318,10 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                     f"output {spec.index} shares a storage with another output in eager, "
                     "but the compiled graph computes them apart")
             if root in group_of_root and (group is None or group_of_root[root] != group):
-                results.append(("fresh", slot_of[v], strides, offset, True))
+                results.append(OutputPlan("fresh", slot_of[v], strides, offset))
                 continue
             group_of_root.setdefault(root, group)
-            results.append(("tensor", slot_of[v], strides, offset, alone))
+            results.append(OutputPlan("tensor", slot_of[v], strides, offset, alone))
         symbols = {}
         for c in checks:
             if c.kind == "symbol":

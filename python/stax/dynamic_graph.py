@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from stax.errors import StaxGuardError
+from stax.runtime.layout import fresh_copy
 
 __all__ = ["CannotStayDynamic", "DynamicGraph"]
 
@@ -122,6 +123,19 @@ def _fail(check: _ArgCheck, what: str, expected, got) -> StaxGuardError:
 
 # ----------------------------------------------------------------------------- steps
 
+class OutputPlan(NamedTuple):
+    """How the dynamic graph returns one output: `kind` "tensor" (slot or input `ref`,
+    restrided to `strides` when they differ), "fresh" (always a copy), "size" (the
+    value of the size expression `ref`) or "none"; `offset` is eager's storage offset,
+    `alone` says no other output shares its storage (only then is a copy made for the
+    offset alone)."""
+    kind: str
+    ref: Any = None
+    strides: list | None = None
+    offset: Any = None
+    alone: bool = True
+
+
 class _Step:
     """One top-level op of @main at run time: reads `ins` slots, writes `outs` slots."""
     __slots__ = ("kind", "ins", "outs", "fn", "out_dims", "out_dtypes", "label")
@@ -157,9 +171,7 @@ class DynamicGraph:
         self.checks = checks
         self.constants = constants
         self.steps = steps
-        #: (kind, slot or input index, stride dims, storage offset, alone: no other
-        #: output shares its storage)
-        self.outputs = outputs
+        self.outputs = outputs          # OutputPlan per output
         self.symbols = symbols          # symbol -> (argument index, dim or None)
         self.ranges = ranges
         self.kernels = kernels
@@ -308,7 +320,7 @@ class DynamicGraph:
             if kind == "fresh":
                 want = ([_evaluate(s, env) for s in strides] if strides is not None
                         else torch.empty(t.shape).stride())
-                result.append(_copy_laid_out(t, want, want_offset))
+                result.append(fresh_copy(t, t.shape, want, want_offset))
                 continue
             if strides is not None and t.dim():
                 want = [_evaluate(s, env) for s in strides]
@@ -318,20 +330,10 @@ class DynamicGraph:
                         (alone and t.storage_offset() != want_offset):
                     key = (id(t), tuple(want), want_offset)
                     if key not in relaid:
-                        relaid[key] = _copy_laid_out(t, want, want_offset)
+                        relaid[key] = fresh_copy(t, t.shape, want, want_offset)
                     t = relaid[key]
             result.append(t)
         return result
-
-
-def _copy_laid_out(t: torch.Tensor, strides, offset: int) -> torch.Tensor:
-    """A copy of `t` in a fresh storage with these strides and storage offset (eager's:
-    `x.clone().unbind(3)[2]` is at offset 2 of its clone)."""
-    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, strides)) if t.numel() else 0
-    buf = torch.empty(offset + extent, dtype=t.dtype, device=t.device)
-    out = buf.as_strided(t.shape, strides, offset)
-    out.copy_(t)
-    return out
 
 
 def _view_runner(name, op, out_dims):

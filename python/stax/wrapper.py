@@ -38,6 +38,7 @@ from stax.provenance import SourceMap
 from stax.real_tensors import real_tensors
 from stax.routes import ALIGN, CPU_ROUTE, TRITON_ROUTE
 from stax.runtime.cpu_alloc import HUGE_PAGE_MIN_BYTES
+from stax.runtime.layout import extent
 from stax.wrapper_fallback import _emit_fallback, _tensor_type
 
 
@@ -276,7 +277,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     kernel_sources: list[list[str]] = []  # per kernel: the user's lines it computes
     # max-autotune: matmul -> its fusable epilogue kernel; kernels compiled (or fused
     # away) while handling their matmul
-    mm_plans = matmul_epilogue_plans(ops, keep)
+    # (and on the CPU a bias epilogue, `emit_addmm`)
+    mm_plans = matmul_epilogue_plans(ops, keep) if tuner is not None or not gpu else {}
     precompiled: dict = {}   # kernel op -> compiled stax kernel (the cuBLAS route's)
     fused_away: set = set()  # kernel ops whose work a Triton matmul does
 
@@ -409,8 +411,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         for v in mm_ins:
             is_aligned(v)
         kname = register_kernel(mk, kop)
-        mm_lines = srcmap.comment(op)  # the matmul's lines, then its epilogue's
-        em.lines += mm_lines + [ln for ln in srcmap.comment(kop) if ln not in mm_lines]
+        em.lines += matmul_and_epilogue_comment(op, kop)
         var = em.new_var()
         alloc(kres, var, out_st)
         define(kres, var, out_st)
@@ -419,6 +420,11 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 f"{list(b.shape)} + epilogue {_loc_name(kop)} (Triton, max-autotune)")
         fused_away.add(kop)
         return True
+
+    def matmul_and_epilogue_comment(op, kop) -> list:
+        """The user's lines of a matmul, then those of its epilogue kernel not among them."""
+        mm_lines = srcmap.comment(op)
+        return mm_lines + [ln for ln in srcmap.comment(kop) if ln not in mm_lines]
 
     def emit_addmm(op, idx) -> bool:
         """A CPU matmul whose one consumer only adds a bias over the last dim:
@@ -439,8 +445,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 torch.float32, torch.bfloat16, torch.float16) or a.dtype != dtype:
             return False
         bias = vals[kop.operation.operands[bias_idx]]
-        em.lines += srcmap.comment(op) + [ln for ln in srcmap.comment(kop)
-                                          if ln not in srcmap.comment(op)]
+        em.lines += matmul_and_epilogue_comment(op, kop)
         var = em.new_var()
         alloc(kres, var, st)
         define(kres, var, st)
@@ -680,8 +685,7 @@ def _copy_reason(src: _Val, shape):
 def _nbytes(value, strides) -> int:
     """Bytes of a buffer of `value`'s type laid out with `strides` (its extent)."""
     shape, dtype = _tensor_type(value)
-    return dtype.itemsize * (1 + sum((n - 1) * st for n, st in zip(shape, strides))
-                             if all(shape) else 0)
+    return dtype.itemsize * extent(shape, strides, 0)
 
 
 def _transposed_weight(a, b, out_strides, vals) -> str | None:

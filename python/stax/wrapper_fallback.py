@@ -124,9 +124,7 @@ def _emit_fallback(op, em, vals, define, fallback_ops, collective=False, device=
                 v.fresh and v.var == v.root and v.offset == 0 and not v.root_dynamic
                 and tuple(st) == tuple(v.strides)):
             var = em.new_var()
-            em.emit(f"{var} = empty_strided({tuple(v.shape)!r}, {tuple(st)!r}, "
-                    f"dtype={_dtype_src(v.dtype)}, device={'_dev' if device != 'cpu' else repr('cpu')})")
-            em.emit(f"{var}.copy_({v.var})")
+            em.emit(f"{var} = _fresh_copy({v.var}, {tuple(v.shape)!r}, {tuple(st)!r})")
             srcs[i] = var
             ins[i] = dataclasses.replace(v, var=var, strides=tuple(st), root=var, offset=0,
                                          root_dynamic=False, fresh=True)

@@ -375,7 +375,7 @@ def test_host_scalars_copied_or_passed_through(monkeypatch):
     attention's philox seed and offset, which its backward takes on the CPU: the H200
     raised 'argument 14 device: expected cuda, got cpu' before). Checked on the meta
     device standing for the GPU."""
-    from stax.dynamic_graph import DynamicGraph, _ArgCheck, _Step
+    from stax.dynamic_graph import DynamicGraph, OutputPlan, _ArgCheck, _Step
     monkeypatch.setitem(dynamic_kernels.DEVICES, "triton", "meta")
     checks = [_ArgCheck(0, "x", "tensor", dims=["s0"], dtype=torch.float32),
               _ArgCheck(1, "eps", "tensor", dims=[], dtype=torch.float32, host_scalar=True),
@@ -387,7 +387,7 @@ def test_host_scalars_copied_or_passed_through(monkeypatch):
         seen.append([t.device.type for t in ins])
         return [ins[0]]
     g = DynamicGraph("g", checks, [], [_Step("library", [0, 1, 2], [3], library)],
-                     [("tensor", 3, None, None, True)], {"s0": (0, 0)}, {}, [], [], [], None,
+                     [OutputPlan("tensor", 3)], {"s0": (0, 0)}, {}, [], [], [], None,
                      target="triton")
     g.n_values = 1
     x = torch.empty(5, device="meta")

@@ -85,6 +85,9 @@ def _counting_helpers(counter: CopyCounter) -> dict:
     def _exact_layout_counted(t, shape, strides, offset):
         return counter.add(rt["_exact_layout"](t, shape, strides, offset), t)
 
+    def _fresh_copy_counted(t, shape, strides, offset=0):
+        return counter.add(rt["_fresh_copy"](t, shape, strides, offset))
+
     def _as_traced_counted(t, shape, dtype, target):
         return counter.add(rt["_as_traced"](t, shape, dtype, target), t)
 
@@ -93,7 +96,8 @@ def _counting_helpers(counter: CopyCounter) -> dict:
         return rt["_scatter_to_storage"](flat, shape, strides, offset, src)
 
     return {"_restride": _restride_counted, "_relayout": _relayout_counted,
-            "_exact_layout": _exact_layout_counted, "_as_traced": _as_traced_counted,
+            "_exact_layout": _exact_layout_counted, "_fresh_copy": _fresh_copy_counted,
+            "_as_traced": _as_traced_counted,
             "_scatter_to_storage": _scatter_counted, "_copy_counter": counter}
 
 

@@ -149,6 +149,7 @@ def _collective_layout_error(target, t, strides):
 
 
 RUNTIME_GLOBALS = {"_as_traced": _as_traced, "_storage_view": _storage_view,
+                   "_fresh_copy": fresh_copy,
                    "_exact_layout": _exact_layout, "_relayout": _relayout,
                    "_scatter_to_storage": _scatter_to_storage,
                    "_collective_layout_error": _collective_layout_error}

@@ -44,7 +44,7 @@ RUNTIME_NAMES = frozenset({
     "torch", "Tensor", "empty_strided", "as_strided", "_stride_ok", "_restride",
     "_guard_fail", "_guard_count", "_dev", "_stream", "_dev_idx", "_BufferArena",
     "_slot_tensor", "_empty_huge_pages", "_linear", "_FastTensorGuards", "_as_traced",
-    "_storage_view", "_exact_layout", "_relayout", "_scatter_to_storage", "_copy_counter",
+    "_storage_view", "_exact_layout", "_fresh_copy", "_relayout", "_scatter_to_storage", "_copy_counter",
     "_object_class_name", "_collective_layout_error"})
 
 _BUILTIN_NAMES = ("len", "isinstance", "float", "int", "tuple", "list", "range", "bool",
