@@ -104,14 +104,14 @@ class _SizeSlots:
 
 def _importable(gm):
     """(a copy of `gm` the symbolic importer takes, _SizeSlots). A SymInt placeholder
-    whose size is an expression (`s0*s1`) becomes a node the importer reads the size
+    whose size is an expression (`s0*s1`), or a symbol an earlier one binds, becomes a node the importer reads the size
     from (`_derived_size`), and the call's argument is checked against the expression;
     a graph output that is a computed size (not a SymInt input) is left out of the
     copy's outputs and computed from the symbols at run time."""
     from stax.importer import symbolic as isym
     from stax.importer import UnsupportedGraph
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    derived, names = {}, {}
+    derived, names, bound = {}, {}, set()
     for i, n in enumerate(phs):
         names[i] = n.name
         v = n.meta.get("val")
@@ -121,8 +121,12 @@ def _importable(gm):
             except UnsupportedGraph as e:
                 raise CannotStayDynamic(f"the symbolic importer refused the graph: {e}") \
                     from None
-            if not (isinstance(d, str) and d.isidentifier()):
+            if not (isinstance(d, str) and d.isidentifier()) or d in bound:
+                # an expression, or a symbol an earlier argument binds (two equal sizes
+                # Dynamo gave one symbol: `tokens.shape[1]` and `labels.shape[1]`)
                 derived[i] = d
+            else:
+                bound.add(d)
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
     outs = out_node.args[0]
     seq = isinstance(outs, (tuple, list))

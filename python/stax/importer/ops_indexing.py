@@ -6,7 +6,8 @@ import torch
 import torch.fx
 
 from stax._mlir import ir
-from stax.importer.common import _norm_dim, _numel, _out, _val, _vshape
+from stax.dialects.symbolic import dim_product
+from stax.importer.common import _norm_dim, _out, _val, _vshape
 from stax.importer.specs import _Fallback
 from stax.importer.table import _reg
 
@@ -23,13 +24,11 @@ def _gather_rows(b, node, x, idx, dim):
     ix = _vshape(idx)
     if _etype_is_bool(idx):
         raise _Fallback("a boolean mask index (data-dependent shape)")
-    n = 1
-    for s in ix:
-        n *= s
+    n = dim_product(ix)   # symbolic mode: a size expression (`s0*s1` token ids)
     flat = b.reshape(idx, [n]) if ix != [n] else idx
     gshape = list(xs)
     gshape[dim] = n
-    if _numel(gshape) != _numel(shape):
+    if dim_product(gshape) != dim_product(shape):
         # index_select on a 0-d tensor with several indices: eager returns one element
         raise _Fallback(f"gathered {gshape} but eager returns {list(shape)}")
     g = b.emit("gather", [x, flat], [b.tt(gshape, dtype)],

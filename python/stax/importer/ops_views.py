@@ -247,7 +247,7 @@ def _slice_scatter(b, node, a):
     src = b.convert(b.v(a["src"]), dtype)
     dim = _norm_dim(a["dim"], len(shape))
     if not isinstance(shape[dim], int):
-        raise _Fallback(f"slice_scatter along the symbolic dim {dim} ({shape[dim]})")
+        return _slice_scatter_symbolic(b, node, a, x, src, shape, dtype, dim)
     start, end, step = _slice_bounds(shape[dim], a["start"], a["end"], a["step"])
     if step != 1 or not shape:
         raise _Fallback("slice_scatter with a step")
@@ -259,6 +259,56 @@ def _slice_scatter(b, node, a):
     if end < shape[dim]:
         pieces.append(b.slice(x, dim, end, shape[dim]))
     return _concat(b, pieces, shape, dtype, dim)
+
+
+#: fills whose value is known at import (a slice's backward scatters into `new_zeros`)
+_FILLS = {aten.new_zeros.default: 0, aten.zeros.default: 0, aten.zeros_like.default: 0}
+
+
+def _slice_scatter_symbolic(b, node, a, x, src, shape, dtype, dim):
+    """slice_scatter along a symbolic dim from a static start to a static distance before
+    the dim's end (the backward of `logits[:, :-1]` and `labels[:, 1:]`): `src` padded by
+    static amounts to the dim's size, so no bound depends on a runtime size. Over a
+    zero fill that pad is the result; over any other `self` a padded mask picks
+    between them."""
+    from stax.dialects.symbolic import ExprError, normalize
+    from stax.importer.symbolic import _unsupported
+    where = f"node {node.name} ({node.target})"
+    n = shape[dim]
+    start, end, step = (_size_arg(b, a.get(k)) for k in ("start", "end", "step"))
+    start, step = start or 0, step or 1
+    if end is None or (isinstance(end, int) and end >= 1 << 62):
+        end = n
+    elif isinstance(end, int) and end < 0:
+        end = dim_sum([n, end])
+    try:
+        high = normalize(f"({n}) - ({end})")
+    except ExprError:
+        high = None
+    if step != 1 or not isinstance(start, int) or start < 0 or \
+            not (isinstance(high, str) and high.lstrip("-").isdigit()) or int(high) < 0:
+        raise _unsupported(f"{where}: slice_scatter [{start}:{end}:{step}] along the symbolic "
+                           f"dim {dim} (size {n}) cannot be imported symbolically: only a "
+                           "static start and an end a static distance before the dim's end, "
+                           "step 1, give static pad amounts")
+    high = int(high)
+    if _vshape(src)[dim] != dim_sum([end, -start]):
+        raise _unsupported(f"{where}: slice_scatter's source has {_vshape(src)[dim]} elements "
+                           f"along dim {dim}, not {dim_sum([end, -start])}")
+    low_pad, high_pad = [0] * len(shape), [0] * len(shape)
+    low_pad[dim], high_pad[dim] = start, high
+
+    def pad(v, value):
+        return b.emit("pad", [v], [b.tt(shape, _vdtype(v))],
+                      {"low": ir.DenseI64ArrayAttr.get(low_pad),
+                       "high": ir.DenseI64ArrayAttr.get(high_pad),
+                       "value": b.scalar_attr(_vdtype(v), value)})
+    base = a["self"]
+    fill = _FILLS.get(getattr(base, "target", None))
+    if fill is not None:
+        return pad(src, fill)
+    mask = pad(b.full(_vshape(src), torch.bool, True), False)
+    return b.select(mask, pad(src, 0), x)
 
 
 @_reg(aten.constant_pad_nd.default)

@@ -56,6 +56,8 @@ SYMBOLIC_OPS = _names(
     aten.erf, aten.reciprocal, aten.floor, aten.ceil, aten.round, aten.trunc,
     aten.add, aten.sub, aten.mul, aten.div, aten.rsub, aten.pow, aten.maximum,
     aten.minimum, aten.eq, aten.ne, aten.lt, aten.le, aten.gt, aten.ge, aten.where,
+    aten.bitwise_and, aten.bitwise_or, aten.bitwise_xor, aten.clamp, aten.clamp_min,
+    aten.clamp_max,
     aten.relu, aten.silu, aten.gelu, aten._to_copy, prims.convert_element_type,
     aten.clone, aten.alias, aten.detach, aten.contiguous,
     aten.view, aten.reshape, aten._unsafe_view, aten.squeeze, aten.unsqueeze,
@@ -98,9 +100,13 @@ SYMBOLIC_OPS |= {
     aten.all.dims,
     aten._native_batch_norm_legit_no_training.default, aten.nll_loss_forward.default,
     aten.convolution.default, aten.convolution_backward.default,
-    # rotate-half's backward (Llama), along a static dim with static bounds (the handler
-    # refuses a symbolic one)
+    # rotate-half's backward (Llama), along a static dim; a slice's backward along a
+    # symbolic dim from a static start to a static distance before its end (a shifted LM
+    # loss): static pad amounts
     aten.slice_scatter.default,
+    # token embeddings and row gathers (stax.gather; its index count may be symbolic),
+    # and the embedding's backward, an accumulating index_put PyTorch runs (a library op)
+    aten.embedding.default, aten.index_select.default, aten.index_put.default,
 }
 
 #: scaled-dot-product attention in training graphs: aot_autograd keeps the fused op
@@ -126,7 +132,7 @@ SYMBOLIC_OPS |= _POOL_LIBRARY_OPS
 #: static importer does): their results' sizes come from their operands' at run time,
 #: and no argument of theirs may be a size
 SYMBOLIC_LIBRARY_OPS = {aten.convolution.default, aten.convolution_backward.default,
-                        *_SDPA_LIBRARY_OPS, *_POOL_LIBRARY_OPS}
+                        aten.index_put.default, *_SDPA_LIBRARY_OPS, *_POOL_LIBRARY_OPS}
 
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,

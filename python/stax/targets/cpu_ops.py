@@ -13,6 +13,7 @@ import torch
 
 from stax._mlir import ir
 from stax.dialects.stax_dialect import scalar_attr_value
+from stax.dialects.symbolic import dim_sum
 from stax.targets import cpu_math
 from stax.targets.cpu_dtypes import DTYPES, DType, dtype_of
 from stax.targets.cpu_emitter import Val
@@ -190,10 +191,14 @@ class OpsMixin:
     def _shift_back(self, a, start):
         return self._shift(a, -start)
 
+    def _dims_of(self, v):
+        """A value's dims (ints here; the runtime-size generator's may be expressions)."""
+        return _shape(v)
+
     def _eval_pad(self, o, v, idx):
         em = self.em
         low, high = _ints(o, "low"), _ints(o, "high")
-        src = _shape(o.operands[0])
+        src = self._dims_of(o.operands[0])
         rdt = dtype_of(_etype(v))
         conds = []
         for d, (lo, n) in enumerate(zip(low, src)):
@@ -204,7 +209,8 @@ class OpsMixin:
                 raise NeedScalar()
             p = em.index(coord)
             c1 = em.op(f"arith.cmpi uge, {p}, {em.const(lo, 'index')} : index", "i1")
-            c2 = em.op(f"arith.cmpi ult, {p}, {em.const(lo + n, 'index')} : index", "i1")
+            c2 = em.op(f"arith.cmpi ult, {p}, {self._concat_bound(dim_sum([lo, n]))} : index",
+                       "i1")
             conds.append(em.op(f"arith.andi {c1}, {c2} : i1", "i1"))
         a = o.attributes["value"]
         pv = scalar_attr_value(a)

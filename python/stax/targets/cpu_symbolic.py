@@ -18,14 +18,14 @@ static kernel does. What it guarantees:
   the static generator does: slower, never wrong.
 * Supported: pointwise kernels (elementwise, compare and select, converts, bitcast,
   full, iota, broadcast of static or symbolic dims, permute, whole-dim slices, reshape,
-  concat along any dim, pad along static dims, gathers) and reduction kernels (cpu_symbolic_reduction)
+  concat and pad along any dim, gathers) and reduction kernels (cpu_symbolic_reduction)
   whose reductions (sum/max/min/prod) share one domain and its reduced dims, static or
   symbolic: rows (the last dim reduced: softmax, layer_norm, rms_norm) or columns (the
   last dim kept: a bias gradient's sum over the batch), and argmax/argmin over the last
   dim; the per-row values may be stored (keepdim or not) and the full-domain outputs
   written. Anything else raises KernelLoweringError naming the kernel and what is not
   supported, so the caller falls back to per-size specialization: argmax/argmin over a
-  dim that is not the last, pad along a symbolic dim, outputs of a reduction
+  dim that is not the last, outputs of a reduction
   kernel in another shape, a reduction value read at another row, strides that are
   not contiguous.
 
@@ -46,7 +46,8 @@ from stax.targets.cpu_emitter import Emitter
 from stax.targets.cpu_errors import KernelLoweringError, NeedScalar
 from stax.targets.cpu_index import Aff, Var
 from stax.targets.cpu_symbolic_reduction import RuntimeReductionMixin
-from stax.targets.kernel_ir import REDUCTION_OPS, etype, int_array, with_deep_stack
+from stax.targets.kernel_ir import (REDUCTION_OPS, etype, int_array, kernel_kind,
+                                     with_deep_stack)
 
 __all__ = ["has_runtime_sizes", "symbols_of", "lower_to_mlir", "compile_kernel"]
 
@@ -162,17 +163,14 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
                                   "per size instead")
 
     def _check_supported(self):
-        kind = self.op.attributes["kind"] if "kind" in self.op.attributes else None
-        kind = ir.StringAttr(kind).value if kind is not None else None
+        kind = kernel_kind(self.op, self.body)
         if kind not in ("pointwise", "reduction"):
             self._refuse(f"a kernel of kind {kind!r}")
         for o in self.body:
             name = o.operation.name
             if name == "stax.pad":
+                # along a symbolic dim the source's end is a size expression (_dims_of)
                 low, high = int_array(o, "low"), int_array(o, "high")
-                src = _dims(o.operands[0])
-                if any(isinstance(src[d], str) and (low[d] or high[d]) for d in range(len(src))):
-                    self._refuse("stax.pad of a symbolic dim")
                 if any(x < 0 for x in low + high):
                     self._refuse("stax.pad with a negative amount")
             # a slice of a symbolic dim is [start::step] to its end (the verifier checks its
@@ -320,6 +318,9 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
 
     def _concat_bound(self, start) -> str:
         return self._size(start)
+
+    def _dims_of(self, v):
+        return _dims(v)
 
     def _shift_back(self, a, start):
         if isinstance(start, int):

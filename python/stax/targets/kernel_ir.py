@@ -54,6 +54,19 @@ def contiguous_strides(dims) -> list:
     return list(reversed(st))
 
 
+def kernel_kind(kernel_op, body_ops) -> str | None:
+    """A kernel's `kind` ("pointwise" | "reduction", as stax-fuse sets it). A kernel
+    without one holds one op the passes left outside kernels (the driver wraps it): its
+    kind follows from that op."""
+    op = getattr(kernel_op, "operation", kernel_op)
+    if "kind" in op.attributes:
+        return ir.StringAttr(op.attributes["kind"]).value
+    names = [o.operation.name for o in body_ops if o.operation.name != "stax_graph.yield"]
+    if len(names) != 1:
+        return None
+    return "reduction" if names[0] in REDUCTION_OPS else "pointwise"
+
+
 def reduction_signature(op) -> tuple:
     """(the shape it reduces, the sorted reduced dims) of a reduction op: what every
     reduction of one kernel shares (stax-fuse's contract)."""

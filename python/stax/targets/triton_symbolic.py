@@ -55,6 +55,7 @@ from stax.targets.cpu_symbolic import (arg_dims, contiguous_strides, has_runtime
 from stax.targets.kernel_ir import REDUCTION_OPS, ROUNDED_RESULT_OPS, VIEW_OPS
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import int_array as _ints
+from stax.targets.kernel_ir import kernel_kind
 from stax.targets.kernel_ir import with_deep_stack
 from stax.targets.llvm import KernelLoweringError
 from stax.targets.triton_dtypes import _DT, _dt, _isf
@@ -116,7 +117,7 @@ class _SizedLowering(_SizedReductionMixin, _Lowering):
 
     def _check_supported(self):
         op = self.kernel_op
-        kind = ir.StringAttr(op.attributes["kind"]).value if "kind" in op.attributes else None
+        kind = kernel_kind(op, self.body)
         if kind not in ("pointwise", "reduction"):
             self._refuse(f"a kernel of kind {kind!r}")
         for o in self.body:
