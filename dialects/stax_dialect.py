@@ -400,7 +400,10 @@ class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
     dim is sliced to its end ([start:INT64_MAX:step], start >= 0, step >= 1), or to k
     before it ([start:-k:step], torch's negative end), and its result length is
     `symbolic.slice_length` of that end (a derived symbol for a step above 1), so every
-    index is in range at every size. A static input dim may be sliced to a
+    index is in range at every size. A slice of a symbolic dim to a static limit
+    (`x[:, 0]`, `x[:, :4]`) or from a negative start -j, which counts from its end
+    (`x[:, -1]`, `x[:, -4:-1]`), has a static length; the runtime guarantees that the
+    dim holds that many elements (the dynamic graph guards it: symbolic.slice_needs). A static input dim may be sliced to a
     symbolic length (result dim `?`, e.g. `s1` for `bias[:T]`): the result holds the
     first `length` indices of [start:limit:step], and the runtime guarantees that they
     fit (length <= ceil((limit - start) / step)); the dynamic graph guards it."""
@@ -428,11 +431,21 @@ class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
                 # dim is sliced to its end ([start:INT64_MAX:step], torch's "to the
                 # end"), whose length is symbolic.slice_length: every index it reads is
                 # below the size at every size
-                if not (b == _INT64_MAX or b < 0) or a < 0 or s < 1:
+                to_end = b == _INT64_MAX
+                if s >= 1 and a >= 0 and (to_end or b < 0):
+                    pass   # [start:] or [start:-k]: a symbolic length, below
+                elif s >= 1 and ((a >= 0 and a < b) or (a < 0 and (to_end or a < b < 0))):
+                    # [a:b] below a static limit, or [-j:] / [-j:-k] counting from the
+                    # end: a static length; the dynamic graph guards that the dim holds
+                    # b (or j) elements (symbolic.slice_needs)
+                    want.append(slice_length(-a if to_end else b - a, 0, s))
+                    continue
+                else:
                     return _fail(self, f"dim {d}: slice [{a}:{b}:{s}] of symbolic size "
-                                       f"{di[d]} is not supported (only [start:{_INT64_MAX}:"
-                                       "step] to the end or [start:-k:step] to k before it, "
-                                       "start >= 0, step >= 1)")
+                                       f"{di[d]} is not supported (step >= 1, and a start "
+                                       f"below the limit: [start:{_INT64_MAX}] or "
+                                       "[start:-k] for a start >= 0, [start:limit] for a "
+                                       "static limit, and from the end [-j:] or [-j:-k])")
                 end = di[d] if b == _INT64_MAX else dim_sum([di[d], b])
                 want.append(slice_length(end, a, s))
                 continue

@@ -262,6 +262,16 @@ def slice_length(n, start: int, step: int):
     return derived_name(dim_sum([n, step - 1 - start]), step)
 
 
+def slice_needs(start: int, limit: int) -> int:
+    """How many elements a symbolic dim must hold for its slice [start:limit] (the
+    stax.slice verifier's forms) to stay in it: 0 for one to its end or to k before it
+    from a start >= 0 (its length follows the size), the limit for a static one, j for
+    one from -j."""
+    if start < 0:
+        return -start
+    return limit if 0 <= limit < (1 << 62) else 0
+
+
 def base_symbols(text: str) -> set:
     """The plain symbols a size expression depends on: its free symbols, with each
     derived symbol replaced by its numerator's symbols."""

@@ -397,6 +397,17 @@ class _LengthGuard:
     where: str
 
 
+@dataclasses.dataclass
+class _SizeNeedGuard:
+    """A symbolic dim of size `size` sliced to a static length, from its end
+    (`[-j:]`) or to a static limit (`[:4]`): the dim must hold `need` elements."""
+    size: str
+    need: int
+    start: int
+    limit: int
+    where: str
+
+
 def _slice_length_guards(module) -> list:
     """Every stax.slice of @main (top level and inside kernels) that takes a symbolic
     length of a static dim, as the bound its length must keep. Dynamo guards the same
@@ -418,6 +429,9 @@ def _slice_length_guards(module) -> list:
                 if isinstance(n, int) and isinstance(m, str):
                     out.append(_LengthGuard(m, (li[d] - st[d] + sp[d] - 1) // sp[d], n,
                                             st[d], sp[d], f"{op.location}"))
+                elif isinstance(n, str) and symbolic.slice_needs(st[d], li[d]):
+                    out.append(_SizeNeedGuard(n, symbolic.slice_needs(st[d], li[d]),
+                                              st[d], li[d], f"{op.location}"))
         for region in op.regions:
             for blk in region.blocks:
                 for inner in blk.operations:
@@ -431,16 +445,29 @@ def _check_length_guards(guards, env, where) -> None:
     """Raise StaxGuardError when a slice's symbolic length does not fit its static dim,
     naming the arguments and dims that bind its symbols, the length and the bound."""
     from stax.dialects import symbolic
+
+    def binds(expr):
+        out = []
+        for s in sorted(symbolic.free_symbols(expr)):
+            c, what = where[s]
+            out.append(f"argument {c.index} ('{c.name}') {what} (symbol {s}) is {env[s]}")
+        return "; ".join(out)
     for g in guards:
+        if isinstance(g, _SizeNeedGuard):
+            n = _evaluate(g.size, env)
+            if n >= g.need:
+                continue
+            lim = "" if g.limit >= 1 << 62 else g.limit
+            raise StaxGuardError(
+                f"stax dynamic graph: {binds(g.size)}, so the slice [{g.start}:{lim}] of a "
+                f"dim of size {g.size} = {n} would read outside it: expected {g.size} >= "
+                f"{g.need} ({g.where}). Eager's slice would be shorter here and Dynamo "
+                "guards this bound; call with a dim of at least that size")
         n = _evaluate(g.length, env)
         if 0 <= n <= g.most:
             continue
-        binds = []
-        for s in sorted(symbolic.free_symbols(g.length)):
-            c, what = where[s]
-            binds.append(f"argument {c.index} ('{c.name}') {what} (symbol {s}) is {env[s]}")
         raise StaxGuardError(
-            f"stax dynamic graph: {'; '.join(binds)}, so a slice of a static dim of size "
+            f"stax dynamic graph: {binds(g.length)}, so a slice of a static dim of size "
             f"{g.size} from {g.start} by {g.step} to the length {g.length} = {n} would read "
             f"past the dim: expected {g.length} in [0, {g.most}] ({g.where}). Eager cannot "
             "take this size either (its slice stops at the dim's end); Dynamo guards the "

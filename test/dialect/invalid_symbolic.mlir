@@ -198,8 +198,8 @@ func.func @unequal_matmul(%a: tensor<4x?xf32, #stax.sizes<[4, "s0"]>>, %b: tenso
 // -----
 
 func.func @slice_symbolic(%a: tensor<?xf32, #stax.sizes<["s0"]>>) {
-  // expected-error @+1 {{'stax.slice' op dim 0: slice [0:4:1] of symbolic size s0 is not supported (only [start:9223372036854775807:step] to the end or [start:-k:step] to k before it, start >= 0, step >= 1)}}
-  %0 = "stax.slice"(%a) {start = array<i64: 0>, limit = array<i64: 4>, step = array<i64: 1>} : (tensor<?xf32, #stax.sizes<["s0"]>>) -> tensor<4xf32>
+  // expected-error @+1 {{'stax.slice' op dim 0: slice [4:4:1] of symbolic size s0 is not supported (step >= 1, and a start below the limit: [start:9223372036854775807] or [start:-k] for a start >= 0, [start:limit] for a static limit, and from the end [-j:] or [-j:-k])}}
+  %0 = "stax.slice"(%a) {start = array<i64: 4>, limit = array<i64: 4>, step = array<i64: 1>} : (tensor<?xf32, #stax.sizes<["s0"]>>) -> tensor<0xf32>
   return
 }
 
@@ -308,10 +308,11 @@ func.func @derived_argument(%n: index {stax.symbol = "fdiv2_s0"}) {
 
 // -----
 
-// A slice of a symbolic dim ends at the dim's end: a static limit cannot be proved in
-// range of a runtime size.
+// A slice of a symbolic dim to a static limit has the static length the limit gives
+// (the dynamic graph guards that the dim reaches the limit): [0:8:2] holds 4, not
+// fdiv2_s0P1, which is the length of [0::2] to the dim's end.
 func.func @slice_symbolic_static_limit(%x: tensor<?x4xf32, #stax.sizes<["s0", 4]>>) {
-  // expected-error @+1 {{'stax.slice' op dim 0: slice [0:8:2] of symbolic size s0 is not supported (only [start:9223372036854775807:step] to the end or [start:-k:step] to k before it, start >= 0, step >= 1)}}
+  // expected-error @+1 {{'stax.slice' op result type tensor<?x4xf32, #stax.sizes<["fdiv2_s0P1", 4]>> must have shape [4, 4]}}
   %0 = "stax.slice"(%x) {start = array<i64: 0, 0>, limit = array<i64: 8, 4>, step = array<i64: 2, 1>} : (tensor<?x4xf32, #stax.sizes<["s0", 4]>>) -> tensor<?x4xf32, #stax.sizes<["fdiv2_s0P1", 4]>>
   return
 }
@@ -322,5 +323,24 @@ func.func @slice_symbolic_static_limit(%x: tensor<?x4xf32, #stax.sizes<["s0", 4]
 func.func @slice_symbolic_wrong_length(%x: tensor<?x4xf32, #stax.sizes<["s0", 4]>>) {
   // expected-error @+1 {{'stax.slice' op result type tensor<?x4xf32, #stax.sizes<["s0", 4]>> must have shape}}
   %0 = "stax.slice"(%x) {start = array<i64: 0, 0>, limit = array<i64: 9223372036854775807, 4>, step = array<i64: 2, 1>} : (tensor<?x4xf32, #stax.sizes<["s0", 4]>>) -> tensor<?x4xf32, #stax.sizes<["s0", 4]>>
+  return
+}
+
+// -----
+
+// A slice from the end of a symbolic dim has the static length of its last j elements:
+// [-3::1] holds 3, not s0.
+func.func @slice_from_the_end_wrong_length(%x: tensor<?x4xf32, #stax.sizes<["s0", 4]>>) {
+  // expected-error @+1 {{'stax.slice' op result type tensor<?x4xf32, #stax.sizes<["s0", 4]>> must have shape [3, 4]}}
+  %0 = "stax.slice"(%x) {start = array<i64: -3, 0>, limit = array<i64: 9223372036854775807, 4>, step = array<i64: 1, 1>} : (tensor<?x4xf32, #stax.sizes<["s0", 4]>>) -> tensor<?x4xf32, #stax.sizes<["s0", 4]>>
+  return
+}
+
+// -----
+
+// From the end, the limit must come after the start: [-2:-3] holds nothing.
+func.func @slice_from_the_end_empty(%x: tensor<?x4xf32, #stax.sizes<["s0", 4]>>) {
+  // expected-error @+1 {{'stax.slice' op dim 0: slice [-2:-3:1] of symbolic size s0 is not supported}}
+  %0 = "stax.slice"(%x) {start = array<i64: -2, 0>, limit = array<i64: -3, 4>, step = array<i64: 1, 1>} : (tensor<?x4xf32, #stax.sizes<["s0", 4]>>) -> tensor<0x4xf32>
   return
 }

@@ -91,6 +91,20 @@ func.func @slice_to_symbolic_length(%x: tensor<?x128x128xf32, #stax.sizes<["s0",
   return %m, %r : tensor<?x?x?xf32, #stax.sizes<["s0", "s1", "s1"]>>, tensor<?xf32, #stax.sizes<["s1 - 1"]>>
 }
 
+// A slice from the end of a symbolic dim (`logits[:, -1]` of a growing sequence,
+// `x[:, -4:-1:2]`: a negative start counts from the end) or to a static limit (a
+// CLS token's `x[:, 0]`) has a static length.
+// CHECK-LABEL: func.func @slice_from_the_end
+// CHECK: "stax.slice"{{.*}}start = array<i64: 0, -1, 0>{{.*}} -> tensor<?x1x64xf32, #stax.sizes<["s0", 1, 64]>>
+// CHECK: "stax.slice"{{.*}}start = array<i64: 0, -4, 0>{{.*}} -> tensor<?x2x64xf32, #stax.sizes<["s0", 2, 64]>>
+// CHECK: "stax.slice"{{.*}}limit = array<i64: 9223372036854775807, 1, 64>{{.*}} -> tensor<?x1x64xf32, #stax.sizes<["s0", 1, 64]>>
+func.func @slice_from_the_end(%x: tensor<?x?x64xf32, #stax.sizes<["s0", "s1", 64]>>) -> (tensor<?x1x64xf32, #stax.sizes<["s0", 1, 64]>>, tensor<?x2x64xf32, #stax.sizes<["s0", 2, 64]>>, tensor<?x1x64xf32, #stax.sizes<["s0", 1, 64]>>) {
+  %l = "stax.slice"(%x) {start = array<i64: 0, -1, 0>, limit = array<i64: 9223372036854775807, 9223372036854775807, 64>, step = array<i64: 1, 1, 1>} : (tensor<?x?x64xf32, #stax.sizes<["s0", "s1", 64]>>) -> tensor<?x1x64xf32, #stax.sizes<["s0", 1, 64]>>
+  %m = "stax.slice"(%x) {start = array<i64: 0, -4, 0>, limit = array<i64: 9223372036854775807, -1, 64>, step = array<i64: 1, 2, 1>} : (tensor<?x?x64xf32, #stax.sizes<["s0", "s1", 64]>>) -> tensor<?x2x64xf32, #stax.sizes<["s0", 2, 64]>>
+  %f = "stax.slice"(%x) {start = array<i64: 0, 0, 0>, limit = array<i64: 9223372036854775807, 1, 64>, step = array<i64: 1, 1, 1>} : (tensor<?x?x64xf32, #stax.sizes<["s0", "s1", 64]>>) -> tensor<?x1x64xf32, #stax.sizes<["s0", 1, 64]>>
+  return %l, %m, %f : tensor<?x1x64xf32, #stax.sizes<["s0", 1, 64]>>, tensor<?x2x64xf32, #stax.sizes<["s0", 2, 64]>>, tensor<?x1x64xf32, #stax.sizes<["s0", 1, 64]>>
+}
+
 // A floor division of a polynomial by an integer is a derived symbol whose name spells
 // it: fdiv2_s0M1 is (s0 - 1)//2 (a stride-2 convolution's output is fdiv2_s0M1 + 1),
 // fdiv32_s1P31 is ceil(s1/32). It is bound where its numerator's symbols are: here by

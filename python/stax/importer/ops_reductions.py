@@ -122,7 +122,7 @@ def _arg_handler(name):
         x = b.v(a["self"])
         s = _vshape(x)
         if a.get("dim") is None or len(s) == 0:
-            x = b.reshape(x, [_numel(s)])
+            x = b.reshape(x, [isym.symbolic.dim_product(s)])
             dim, keep = 0, False
         else:
             dim, keep = a["dim"] % len(s), bool(a.get("keepdim") or False)

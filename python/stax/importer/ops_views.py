@@ -133,6 +133,18 @@ def _slice_symbolic(b, node, a, x, shape, dim):
         whole = end is None or end == n or (isinstance(end, int) and end >= 1 << 62)
         if start in (None, 0) and step == 1 and whole:
             return x
+        fixed = _fixed_length_slice(start or 0, _INT64_MAX if whole else end)
+        if fixed is not None:
+            # from the end (`x[:, -3:]`) or to a static limit (`x[:, :4]`): a static
+            # length, guarded at run time (the dim must hold what the slice reads)
+            a, lim = fixed
+            eager = dims(_val(node).shape, where)[dim]
+            length = -(-((-a if lim == _INT64_MAX else lim - a)) // step)
+            if eager != length:
+                raise _unsupported(f"{where}: a slice [{start}:{end}:{step}] of the symbolic "
+                                   f"dim {dim} (size {n}) has eager's length {eager}, not the "
+                                   f"{length} it has whenever the dim holds its elements")
+            return b.slice(x, dim, a, lim, step)
         before_end = isinstance(end, int) and end < 0   # x[:, :-1]: k before the end
         if (whole or before_end) and (start or 0) >= 0:
             # x[start::step] of a symbolic dim to its end (or to k before it): its length
@@ -163,19 +175,34 @@ def _slice_symbolic(b, node, a, x, shape, dim):
     return b.slice(x, dim, start, n, step, length=length)
 
 
+def _fixed_length_slice(start, end):
+    """(start, limit) of a slice of a symbolic dim with a static length: from the end
+    (`[-j:]`, `[-j:-k]`) or from a start >= 0 to a static limit; None otherwise."""
+    if not isinstance(end, int):
+        return None
+    if start < 0 and (end >= 1 << 62 or start < end < 0):
+        return start, (_INT64_MAX if end >= 1 << 62 else end)
+    if 0 <= start < end < 1 << 62:
+        return start, end
+    return None
+
+
 @_reg(aten.select.int, aten.select_copy.int)
 def _select(b, node, a):
     x = b.v(a["self"])
     shape = _vshape(x)
     dim = _norm_dim(a["dim"], len(shape))
-    if b.symbolic and (isinstance(shape[dim], str) or not isinstance(a["index"], int)):
-        # (x[:, -1] of a symbolic T reads at s0 - 1: a start the slice verifier cannot
-        # check against a runtime size yet)
+    i = a["index"]
+    if b.symbolic and not isinstance(i, int):
         from stax.importer.symbolic import _unsupported
-        raise _unsupported(f"node {node.name} ({node.target}) selects index {a['index']} "
-                           f"of the symbolic dim {dim} (size {shape[dim]}); only a select "
-                           "along a static dim at a static index imports symbolically")
-    i = a["index"] % shape[dim]
+        raise _unsupported(f"node {node.name} ({node.target}) selects the index {i} (a "
+                           f"size) of dim {dim}; only a static index imports symbolically")
+    if isinstance(shape[dim], str):
+        # `logits[:, -1]` of a growing sequence, a CLS token's `x[:, 0]`: a slice of one
+        # element from the end or from the start (the dynamic graph guards the size)
+        lim = _INT64_MAX if i == -1 else i + 1
+        return b.reshape(b.slice(x, dim, i, lim), _out(node)[0])
+    i = i % shape[dim]
     return b.reshape(b.slice(x, dim, i, i + 1), _out(node)[0])
 
 

@@ -64,6 +64,7 @@ SYMBOLIC_OPS = _names(
     aten.view_copy, aten.flatten, aten.expand, aten.expand_copy, aten.permute,
     aten.permute_copy, aten.t, aten.transpose,
     aten.sum, aten.amax, aten.amin, aten.mean, aten._softmax, aten._log_softmax,
+    aten.argmax, aten.argmin,   # (the kernels take them over the last dim)
     aten.native_layer_norm, aten.mm, aten.bmm, aten.addmm,
     aten.var, aten.var_mean,   # their divisor over a symbolic dim is a stax.size_value
     aten.scalar_tensor, *_FULL,

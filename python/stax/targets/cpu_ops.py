@@ -105,7 +105,8 @@ class OpsMixin:
             return [idx[inv[d]] for d in range(len(perm))]
         if name == "stax.slice":
             start, step = _ints(o, "start"), _ints(o, "step")
-            return [i.scale(s) + Aff(a) for i, a, s in zip(idx, start, step)]
+            return [i.scale(s) + self._slice_start(o, d, a)
+                    for d, (i, a, s) in enumerate(zip(idx, start, step))]
         lin = row_major_linear(idx, _shape(o.results[0]))
         return em.delinearize(lin, _shape(o.operands[0]))
 
@@ -190,6 +191,11 @@ class OpsMixin:
 
     def _shift_back(self, a, start):
         return self._shift(a, -start)
+
+    def _slice_start(self, o, d, start) -> Aff:
+        """Where a slice's dim d starts reading (static here; from the end of a runtime
+        size in the runtime-size generator)."""
+        return Aff(start)
 
     def _dims_of(self, v):
         """A value's dims (ints here; the runtime-size generator's may be expressions)."""

@@ -17,7 +17,8 @@ static kernel does. What it guarantees:
   that must divide the lane index by a runtime size) the kernel is emitted 1-lane, as
   the static generator does: slower, never wrong.
 * Supported: pointwise kernels (elementwise, compare and select, converts, bitcast,
-  full, iota, broadcast of static or symbolic dims, permute, whole-dim slices, reshape,
+  full, iota, broadcast of static or symbolic dims, permute, slices (also from the end of a
+  runtime size), reshape,
   concat and pad along any dim, gathers) and reduction kernels (cpu_symbolic_reduction)
   whose reductions (sum/max/min/prod) share one domain and its reduced dims, static or
   symbolic: rows (the last dim reduced: softmax, layer_norm, rms_norm) or columns (the
@@ -321,6 +322,15 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
 
     def _dims_of(self, v):
         return _dims(v)
+
+    def _slice_start(self, o, d, start) -> Aff:
+        n = _dims(o.operands[0])[d]
+        if start >= 0 or isinstance(n, int):
+            return Aff(start)
+        # [-j:] of a runtime size reads from n - j (the dynamic graph guards n >= j)
+        v = self._size(symbolic.dim_sum([n, start]))
+        self.em.vars.setdefault(v, Var(v, _UNBOUNDED))
+        return Aff.var(v)
 
     def _shift_back(self, a, start):
         if isinstance(start, int):

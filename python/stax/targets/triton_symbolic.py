@@ -335,8 +335,11 @@ class _SizedLowering(_SizedReductionMixin, _Lowering):
             return [idx[perm.index(j)] for j in range(len(perm))]
         if name == "stax.slice":
             start, step = _ints(o, "start"), _ints(o, "step")
-            return [self.ix_add(self.ix_mul(i, s), self.ix_const(a))
-                    for i, a, s in zip(idx, start, step)]
+            # a negative start on a runtime size counts from its end (guarded: n >= -start)
+            return [self.ix_add(self.ix_mul(i, s), self.ix_const(a)) if a >= 0 or
+                    isinstance(src[d], int) else
+                    self.s_sub(self.ix_mul(i, s), symbolic.normalize(f"-({src[d]}) - ({a})"))
+                    for d, (i, a, s) in enumerate(zip(idx, start, step))]
         # reshape of contiguous element order: re-linearize, delinearize by the operand
         return self.s_delinearize(self.s_linearize(idx, dst), src)
 

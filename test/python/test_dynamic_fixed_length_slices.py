@@ -1,0 +1,110 @@
+"""Slices of a symbolic dim with a static length compile once: from its end
+(`logits[:, -1]` of a growing sequence, `x[:, -3:]`, `x[:, -4:-1:2]`) and to a static
+limit (a CLS token's `x[:, 0]`, `x[:, :4]`), as top-level views and inside kernels, on
+the CPU and the Triton target (interpreted here). The dim must hold what the slice
+reads: the dynamic graph guards it before anything runs (StaxGuardError naming the
+argument, the symbol, the size and the bound)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stax.backend as B
+from stax.dynamic_compile import DynamicShapes
+from stax.dynamic_graph import DynamicGraph
+from stax.errors import StaxGuardError
+from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("stax_strict")
+
+CASES = {
+    "last": lambda x: x[:, -1] * 2,                       # a view, then a kernel
+    "last_three": lambda x: torch.tanh(x[:, -3:]) + 1,
+    "from_the_end_by_2": lambda x: x[:, -4:-1:2].sum(1),
+    "first_and_last": lambda x: x[:, 0] + x[:, -1],
+    "first_four": lambda x: x[:, :4].softmax(-1),
+    "inside_a_kernel": lambda x: x.exp()[:, 1] + x.exp()[:, -2],
+    "last_of_last_dim": lambda x: x[..., -1:] * x,        # broadcast back over the dim
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("route", ["stax-cpu", "triton"])
+def test_fixed_length_slices_of_a_symbolic_dim(case, route, counts, request):
+    if route == "triton":
+        request.getfixturevalue("interpreted_triton")
+    fn = CASES[case]
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    sizes = [9, 16, 37, 5, 100] if route == "stax-cpu" else [9, 5, 13]
+    for n in sizes:
+        x = torch.randn(3, n, 520) if route == "stax-cpu" else torch.randn(3, n, 40)
+        got, want = cf(x), fn(x)
+        assert got.shape == want.shape and got.stride() == want.stride(), (case, n)
+        torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
+    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert rep.route == route and rep.fallback_reason is None, rep.summary()
+    (v,) = rep.variants
+    assert v.dynamic and v.calls == len(sizes)
+    assert counts == {"static": 0, "dynamic": 1}, rep.summary()
+
+
+@pytest.mark.parametrize("case", ["last_three", "first_four"])
+def test_a_dim_too_short_for_the_slice_is_refused_before_anything_runs(case):
+    """Dynamo guards the bound (a shorter dim is a recompile); called straight, the
+    graph refuses it too, naming the argument, its symbol, the size and the bound."""
+    fn = CASES[case]
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    seen = []
+    real_call = DynamicGraph.__call__
+
+    def recording(self, args):
+        seen.append((self, list(args)))
+        return real_call(self, args)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(DynamicGraph, "__call__", recording)
+        for n in (9, 16):
+            x = torch.randn(3, n, 8)
+            torch.testing.assert_close(cf(x), fn(x))
+    g, args = seen[-1]
+    x_check = next(c for c in g.checks if c.kind == "tensor" and len(c.dims) == 3)
+    sym = x_check.dims[1]
+    bad = [2 if c.kind == "symbol" and c.symbol == sym else
+           torch.randn(3, 2, 8) if c.index == x_check.index else a
+           for c, a in zip(g.checks, args)]
+    need = 3 if case == "last_three" else 4
+    with pytest.raises(StaxGuardError, match=rf"\(symbol {sym}\) is 2.*expected {sym} >= "
+                                             rf"{need}"):
+        g(bad)
+
+
+class Decoder(torch.nn.Module):
+    """Greedy decoding without a cache: the whole prefix each step, the next token from
+    the last position's logits (`logits[:, -1]`)."""
+
+    def __init__(self, vocab=64, width=32):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, width)
+        self.fc = torch.nn.Linear(width, width)
+        self.head = torch.nn.Linear(width, vocab)
+
+    def forward(self, tokens):
+        h = self.emb(tokens)
+        h = h + torch.tanh(self.fc(h))
+        return self.head(h)[:, -1].argmax(-1)
+
+
+def test_greedy_decoding_over_a_growing_sequence_compiles_once(counts):
+    torch.manual_seed(0)
+    model = Decoder().eval()
+    cf = torch.compile(model, backend="stax")   # automatic dynamic: the second length
+    tokens = torch.randint(0, 64, (4, 3))
+    with torch.no_grad():
+        for _ in range(8):
+            nxt = cf(tokens)
+            assert torch.equal(nxt, model(tokens)), tokens.shape[1]
+            tokens = torch.cat([tokens, nxt[:, None]], 1)
+    reps = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert len(reps) == 1, [r.summary() for r in B.reports()]
+    (v,) = reps[0].variants
+    assert v.dynamic and v.calls == 7 and reps[0].route == "stax-cpu", reps[0].summary()
+    assert counts == {"static": 1, "dynamic": 1}, counts   # the first length was static
