@@ -29,15 +29,20 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("route", ["stax-cpu", "triton"])
-def test_fixed_length_slices_of_a_symbolic_dim(case, route, counts, request):
-    if route == "triton":
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_fixed_length_slices_of_a_symbolic_dim(case, where, counts, request):
+    if where == "triton":
         request.getfixturevalue("interpreted_triton")
+    if where == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    route = "stax-cpu" if where == "stax-cpu" else "triton"
     fn = CASES[case]
     cf = torch.compile(fn, backend="stax", dynamic=True)
-    sizes = [9, 16, 37, 5, 100] if route == "stax-cpu" else [9, 5, 13]
+    sizes = [9, 5, 13] if where == "triton" else [9, 16, 37, 5, 100, 1031]
     for n in sizes:
-        x = torch.randn(3, n, 520) if route == "stax-cpu" else torch.randn(3, n, 40)
+        x = torch.randn(3, n, 40) if where == "triton" else \
+            torch.randn(257 if where == "cuda" else 3, n, 520,
+                        device="cuda" if where == "cuda" else "cpu")
         got, want = cf(x), fn(x)
         assert got.shape == want.shape and got.stride() == want.stride(), (case, n)
         torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
