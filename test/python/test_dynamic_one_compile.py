@@ -450,12 +450,15 @@ def test_select_along_a_static_dim_compiles_once(counts, fn, train):
     assert counts["static"] == 0 and counts["dynamic"] == (2 if train else 1), counts
 
 
-def test_select_of_a_symbolic_dim_says_why_it_is_per_size(counts):
-    """`x[:, -1]` of a dynamic T reads at T - 1, a start the slice verifier cannot check
-    yet: per size, and the report says so."""
-    fn = lambda x: x[:, -1] * 2  # noqa: E731
+def test_a_step_slice_between_both_ends_says_why_it_is_per_size(counts):
+    """`x[:, 1:-1:2]`: Dynamo writes its length as `Max(1, (s - 1)//2)`, no polynomial, so
+    the graph is per size, and the report says so. (`x[:, -1]`, `x[:, 0]`, `x[:, -4:-1:2]`
+    compile once: test_dynamic_fixed_length_slices.)"""
+    fn = lambda x: x[:, 1:-1:2] * 2  # noqa: E731
     cf = torch.compile(fn, backend="stax", dynamic=True)
     for t in (5, 9, 33):
         x = torch.randn(3, t, 8)
         _close(cf(x), fn(x))
-    assert "selects index -1 of the symbolic dim 1" in stax.explain(cf)
+    assert "could not stay dynamic" in stax.explain(cf)
+    assert "which is not a polynomial of symbols" in stax.explain(cf)
+    assert counts["static"] == 3, counts
