@@ -29,7 +29,7 @@ Each call:
     device, every static dim, every symbolic dim against its expression (two dims of one
     symbol must be equal), each symbol's range as Dynamo assumed it (the 0/1
     specialization: a backed symbol is >= 2; the `min`/`max` of `mark_dynamic`), and
-    contiguity (or, in training, the recorded strides), and a size argument that is an
+    the strides Dynamo's fake tensor recorded, and a size argument that is an
     expression (`s0*s1`, saved by a forward) against it. So a call can never read or write out of
     bounds, and never computes with sizes it was not checked for;
   - allocates each kernel's results (contiguous, sizes from the symbol expressions),
@@ -41,8 +41,7 @@ specializes per size (stax.shape_specialize) and the report says "could not stay
 dynamic: <reason>": a training graph whose forward or backward cannot (the reason names
 the graph), an importer refusal (an op with no symbolic rule, a fallback op; a mean over
 a symbolic dim is not one: it divides by a stax.size_value), a kernel refusal (targets/cpu_symbolic's or targets/triton_symbolic's
-"not supported"), a non-contiguous input at inference (training graphs take the strides
-Dynamo's fake tensors give them, such as a saved transposed weight, guarded exactly), an
+"not supported"), an
 output that eager returns as a view of an input but that is not top-level views of it
 here (outputs that are views of inputs stay views: torch views of that argument), and
 top-level ops this runner does not execute (constants, fallbacks other than the
@@ -159,12 +158,12 @@ def _importable(gm):
 
 
 def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
-           strided_inputs: bool = False) -> DynamicGraph:
+           strided_inputs: bool = True) -> DynamicGraph:
     """Import, fuse and compile the symbolic ATen graph once. `kind` names it (an
-    inference graph, or aot_autograd's forward or backward); `strided_inputs` takes
-    tensor arguments with the strides Dynamo's fake tensors give them (guarded exactly;
-    kernels read contiguous copies) instead of refusing non-contiguous ones: a
-    backward's saved `permute` of a weight is one."""
+    inference graph, or aot_autograd's forward or backward). A tensor argument keeps the
+    strides Dynamo's fake tensors give it (guarded exactly; top-level views read it as it
+    is, kernels read a contiguous copy): a transposed or sliced input, a backward's saved
+    `permute` of a weight. `strided_inputs=False` refuses non-contiguous ones instead."""
     from stax._mlir import ir, new_context
     from stax.dialects import symbolic
     from stax.dialects.stax_dialect import FALLBACK
@@ -492,8 +491,7 @@ def compile_dynamic(gm, example_inputs, report, config):
         return compiler
 
     def build(aten_gm, aten_inputs, graph_id, kind):
-        return _build(aten_gm, aten_inputs, config, graph_id, kind=kind,
-                                   strided_inputs=kind != "inference")
+        return _build(aten_gm, aten_inputs, config, graph_id, kind=kind)
 
     start = time.perf_counter()
     built = None

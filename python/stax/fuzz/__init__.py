@@ -166,6 +166,9 @@ def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
     if "dynamic sizes called" in stats:
         log(f"sizes called: {stats.pop('dynamic sizes called')}; stax shape variants "
             f"compiled: {stats.pop('dynamic shape variants', 0)}")
+    why = stats.pop("dynamic: why per size", {})
+    for reason, n in sorted(why.items(), key=lambda kv: -kv[1]):
+        log(f"per size x{n}: {reason}")
     if stats:
         log("ATen ops PyTorch ran inside compiled graphs (graphs): " +
             ", ".join(f"{k} ({v})" for k, v in sorted(stats.items())))

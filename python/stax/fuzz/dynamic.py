@@ -107,7 +107,25 @@ def check_dynamic(prog: Program, device="cpu", backward=False,
         stats["dynamic sizes called"] = stats.get("dynamic sizes called", 0) + len(eager)
         stats["dynamic shape variants"] = stats.get("dynamic shape variants", 0) + \
             sum(len(r.variants) for r in reports)
+        why = stats.setdefault("dynamic: why per size", {})
+        for r in reports:
+            for note in r.notes:
+                if note.startswith("could not stay dynamic: "):
+                    key = per_size_reason(note.removeprefix("could not stay dynamic: "))
+                    why[key] = why.get(key, 0) + 1
     return Outcome("pass")
+
+
+def per_size_reason(reason: str) -> str:
+    """A could-not-stay-dynamic reason without its node names, sizes and numbers, so
+    that reasons of one kind count together."""
+    import re
+    reason = re.sub(r"node \w+ \(", "node (", reason)
+    reason = re.sub(r"kernel \w+", "kernel", reason)
+    reason = re.sub(r"\bs\d+\b", "s", reason)
+    reason = re.sub(r"\[[^\]]*\]", "[..]", reason)
+    reason = re.sub(r"\d+", "N", reason)
+    return reason[:150]
 
 
 def _at(o: Outcome, p: Program, k: int) -> Outcome:

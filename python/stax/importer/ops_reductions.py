@@ -142,8 +142,8 @@ def _max_min_dim(red, arg):
         if len(s) == 0:
             return x, b.full([], torch.int64, 0)
         dim, keep = a["dim"] % len(s), bool(a.get("keepdim") or False)
-        return (b.reshape(b.reduce(red, x, [dim], keep), list(vals[0].shape)),
-                b.reshape(b.arg_reduce(arg, x, dim, keep), list(vals[1].shape)))
+        return (b.reshape(b.reduce(red, x, [dim], keep), isym.dims(vals[0].shape)),
+                b.reshape(b.arg_reduce(arg, x, dim, keep), isym.dims(vals[1].shape)))
     return h
 
 

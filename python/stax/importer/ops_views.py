@@ -351,7 +351,12 @@ def _pad(b, node, a):
         low[d], high[d] = pad[2 * i], pad[2 * i + 1]
     for d in range(r):  # negative padding crops
         if low[d] < 0 or high[d] < 0:
-            x = b.slice(x, d, max(0, -low[d]), s[d] - max(0, -high[d]))
+            lo, hi = max(0, -low[d]), max(0, -high[d])
+            if isinstance(s[d], str):   # a symbolic dim: to `hi` before its end
+                x = b.slice(x, d, lo, -hi if hi else _INT64_MAX,
+                            length=dim_sum([s[d], -lo - hi]))
+            else:
+                x = b.slice(x, d, lo, s[d] - hi)
     low = [max(0, p) for p in low]
     high = [max(0, p) for p in high]
     if not any(low) and not any(high):

@@ -65,10 +65,13 @@ SYMBOLIC_OPS = _names(
     aten.permute_copy, aten.t, aten.transpose,
     aten.sum, aten.amax, aten.amin, aten.mean, aten._softmax, aten._log_softmax,
     aten.argmax, aten.argmin,   # (the kernels take them over the last dim)
+    aten.isnan, aten.copy, aten.constant_pad_nd,
     aten.native_layer_norm, aten.mm, aten.bmm, aten.addmm,
     aten.var, aten.var_mean,   # their divisor over a symbolic dim is a stax.size_value
     aten.scalar_tensor, *_FULL,
 ) - {aten.view.dtype, aten.div.Tensor_mode, aten.div.Scalar_mode}
+# a bitcast of the same width (others are refused); max/min with their index
+SYMBOLIC_OPS |= {aten.view.dtype, aten.max.dim, aten.min.dim}
 
 #: backward ops (training graphs compiled once, stax.dynamic_training). The backend's
 #: core-ATen decompositions turn most of them into the elementwise and reduction ops
