@@ -324,7 +324,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                 results.append(OutputPlan("fresh", slot_of[v], strides, offset))
                 continue
             group_of_root.setdefault(root, group)
-            results.append(OutputPlan("tensor", slot_of[v], strides, offset, alone))
+            results.append(OutputPlan("tensor", slot_of[v], strides, offset, alone, group))
         symbols = {}
         for c in checks:
             if c.kind == "symbol":

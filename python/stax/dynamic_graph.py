@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import torch
 
 from stax.errors import StaxGuardError
-from stax.runtime.layout import fresh_copy
+from stax.runtime.layout import extent, fresh_copy, non_overlapping, scatter_to_storage
 
 __all__ = ["CannotStayDynamic", "DynamicGraph"]
 
@@ -127,13 +127,15 @@ class OutputPlan(NamedTuple):
     """How the dynamic graph returns one output: `kind` "tensor" (slot or input `ref`,
     restrided to `strides` when they differ), "fresh" (always a copy), "size" (the
     value of the size expression `ref`) or "none"; `offset` is eager's storage offset,
-    `alone` says no other output shares its storage (only then is a copy made for the
-    offset alone)."""
+    `alone` says no other output shares its storage; `group` names the eager storage
+    that outputs not alone share: when any of them needs eager's layout, all of them
+    are laid out in one new storage (`_relaid_group`), so they still share one."""
     kind: str
     ref: Any = None
     strides: list | None = None
     offset: Any = None
     alone: bool = True
+    group: Any = None
 
 
 class _Step:
@@ -305,7 +307,8 @@ class DynamicGraph:
         # one copy per (tensor, layout): outputs that are one tensor (`v.mul_(2)` and `v`)
         # and need eager's strides share one copy, as eager's share one storage
         relaid: dict = {}
-        for kind, ref, strides, offset, alone in self.outputs:
+        shared: dict = {}   # eager storage group -> [(output position, tensor, layout)]
+        for kind, ref, strides, offset, alone, group in self.outputs:
             if kind == "none":
                 result.append(None)
                 continue
@@ -324,16 +327,42 @@ class DynamicGraph:
                 continue
             if strides is not None and t.dim():
                 want = [_evaluate(s, env) for s in strides]
-                # (the storage offset only of an output no other shares a storage with:
-                # a copy of one of two would break the sharing)
-                if any(sz > 1 and a != b for sz, a, b in zip(t.shape, t.stride(), want)) or \
-                        (alone and t.storage_offset() != want_offset):
+                if not alone and group is not None:
+                    shared.setdefault(group, []).append((len(result), t, want, want_offset))
+                elif any(sz > 1 and a != b for sz, a, b in zip(t.shape, t.stride(), want)) \
+                        or (alone and t.storage_offset() != want_offset):
                     key = (id(t), tuple(want), want_offset)
                     if key not in relaid:
                         relaid[key] = fresh_copy(t, t.shape, want, want_offset)
                     t = relaid[key]
             result.append(t)
+        for members in shared.values():
+            for pos, t in _relaid_group(members):
+                result[pos] = t
         return result
+
+
+def _relaid_group(members):
+    """Outputs that share one storage in eager ((position, tensor, eager strides, eager
+    offset) each, all views of one value here): as they are when every one has eager's
+    strides already; otherwise each laid out as eager has it in one new storage (their
+    values agree where their elements coincide, as views of one value do)."""
+    if all(not any(sz > 1 and a != b for sz, a, b in zip(t.shape, t.stride(), want))
+           for _, t, want, _ in members):
+        return [(pos, t) for pos, t, _, _ in members]
+    t0 = members[0][1]
+    flat = torch.empty((max(extent(t.shape, want, off) for _, t, want, off in members),),
+                       dtype=t0.dtype, device=t0.device)
+    out = []
+    for pos, t, want, off in members:
+        if non_overlapping(t.shape, want):
+            view = flat.as_strided(t.shape, want, off)
+            view.copy_(t)
+        else:
+            scatter_to_storage(flat, t.shape, want, off, t)
+            view = flat.as_strided(t.shape, want, off)
+        out.append((pos, view))
+    return out
 
 
 def _view_runner(name, op, out_dims):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["extent", "non_overlapping", "fresh_copy", "clone_exact", "clone_all_exact",
-           "RUNTIME_GLOBALS"]
+__all__ = ["extent", "non_overlapping", "fresh_copy", "scatter_to_storage", "clone_exact",
+           "clone_all_exact", "RUNTIME_GLOBALS"]
 
 
 def extent(shape, strides, offset: int) -> int:
@@ -63,7 +63,7 @@ def fresh_copy(t, shape, strides, offset=0):
     if non_overlapping(shape, strides):
         out.copy_(t)
     else:
-        _scatter_to_storage(flat, shape, strides, offset, t)
+        scatter_to_storage(flat, shape, strides, offset, t)
     return out
 
 
@@ -123,7 +123,7 @@ def clone_all_exact(tensors: list) -> list:
     return out
 
 
-def _scatter_to_storage(flat, shape, strides, offset, src):
+def scatter_to_storage(flat, shape, strides, offset, src):
     """flat[offset + sum(i_d * strides_d)] = src[i] for every index i."""
     pos = torch.arange(flat.numel(), device=flat.device).as_strided(shape, strides, offset)
     flat.index_put_((pos.reshape(-1),), src.reshape(-1).to(flat.dtype))
@@ -151,5 +151,5 @@ def _collective_layout_error(target, t, strides):
 RUNTIME_GLOBALS = {"_as_traced": _as_traced, "_storage_view": _storage_view,
                    "_fresh_copy": fresh_copy,
                    "_exact_layout": _exact_layout, "_relayout": _relayout,
-                   "_scatter_to_storage": _scatter_to_storage,
+                   "_scatter_to_storage": scatter_to_storage,
                    "_collective_layout_error": _collective_layout_error}
