@@ -16,11 +16,15 @@ CASES = {
     "plain_cast": lambda x: x.to(F8),
     "pad_-1.5_f16": lambda x: F.pad(x, (0, 5, 3, 0), value=-1.5).to(torch.float16),
 }
-for shape in [(31, 1), (31, 4), (64, 8)]:
-    for name, fn in CASES.items():
+OPTS = {"fused": {}, "unfused": {"stax.fusion": False}}
+for shape in [(31, 1), (15, 1), (31, 2), (7, 3)]:
+    for (name, fn), (oname, opts) in [(c, o) for c in CASES.items() for o in OPTS.items()]:
+        if name not in ("pad_-1.5", "pad_0", "pad_-1.5_f16"):
+            continue
+        name = f"{name} {oname}"
         torch._dynamo.reset()
         x = torch.randn(*shape, device="cuda")
-        got = torch.compile(fn, backend="stax", dynamic=False)(x)
+        got = torch.compile(fn, backend="stax", dynamic=False, options=opts)(x)
         want = fn(x)
         g = got.view(torch.uint8) if got.dtype == F8 else got.view(torch.int16)
         w = want.view(torch.uint8) if want.dtype == F8 else want.view(torch.int16)
