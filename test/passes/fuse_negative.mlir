@@ -127,3 +127,19 @@ func.func @bad_input(%x: tensor<8x16xf32>, %y: tensor<8x8xf32>) -> tensor<8x16xf
   %a = "stax.add"(%x, %y) : (tensor<8x16xf32>, tensor<8x8xf32>) -> tensor<8x16xf32>
   return %a : tensor<8x16xf32>
 }
+
+// -----
+
+// A pad is not cast to fp8 in its kernel (a fused pad + fp8 cast stored garbage on the
+// H200, fuzz program 3504010513): the pad is one kernel, the cast another.
+// CHECK-LABEL: func.func @pad_cast_to_fp8
+// CHECK: "stax.pad"
+// CHECK-NOT: "stax.convert"
+// CHECK: name = "k0_fused_pad"
+// CHECK-NEXT: "stax_graph.kernel"
+// CHECK: "stax.convert"
+func.func @pad_cast_to_fp8(%x: tensor<31x1xf32>) -> tensor<34x6xf8E4M3FN> {
+  %p = "stax.pad"(%x) {low = array<i64: 3, 0>, high = array<i64: 0, 5>, value = -1.5 : f32} : (tensor<31x1xf32>) -> tensor<34x6xf32>
+  %c = "stax.convert"(%p) : (tensor<34x6xf32>) -> tensor<34x6xf8E4M3FN>
+  return %c : tensor<34x6xf8E4M3FN>
+}
