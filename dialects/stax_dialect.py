@@ -20,8 +20,9 @@ import types
 from typing import Any
 
 from stax._mlir import ext, ir
-from stax.dialects.symbolic import (SIZES_ATTR, dim_product, dim_sum, dims_of, fmt_dims,
-                                    parse, slice_length, type_error)
+from stax.dialects.symbolic import (SIZES_ATTR, dim_product, dim_sum, dims_of,
+                                    fixed_slice_length, fmt_dims, parse, slice_length,
+                                    type_error)
 
 __all__ = ["Stax", "load_into", "OPS", "UNARY_OPS", "BINARY_OPS", "COMPARE_OPS",
            "REDUCE_OPS", "ARG_REDUCE_OPS", "VIEW_OPS", "irdl_text"]
@@ -431,14 +432,14 @@ class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
                 # dim is sliced to its end ([start:INT64_MAX:step], torch's "to the
                 # end"), whose length is symbolic.slice_length: every index it reads is
                 # below the size at every size
-                to_end = b == _INT64_MAX
-                if s >= 1 and a >= 0 and (to_end or b < 0):
+                fixed = fixed_slice_length(a, b, s) if s >= 1 else None
+                if s >= 1 and a >= 0 and (b == _INT64_MAX or b < 0):
                     pass   # [start:] or [start:-k]: a symbolic length, below
-                elif s >= 1 and ((a >= 0 and a < b) or (a < 0 and (to_end or a < b < 0))):
+                elif fixed is not None:
                     # [a:b] below a static limit, or [-j:] / [-j:-k] counting from the
                     # end: a static length; the dynamic graph guards that the dim holds
                     # b (or j) elements (symbolic.slice_needs)
-                    want.append(slice_length(-a if to_end else b - a, 0, s))
+                    want.append(fixed)
                     continue
                 else:
                     return _fail(self, f"dim {d}: slice [{a}:{b}:{s}] of symbolic size "

@@ -34,7 +34,7 @@ from stax._mlir import ir
 __all__ = ["SIZES_ATTR", "ExprError", "DimError", "normalize", "parse", "poly_str",
            "dims_of", "type_error", "fmt_dims", "dim_product", "dim_sum", "dims_equal",
            "sizes_type", "free_symbols", "derived_name", "derived_parts", "derived_value",
-           "evaluate", "base_symbols", "slice_length"]
+           "evaluate", "base_symbols", "slice_length", "fixed_slice_length", "slice_needs"]
 
 SIZES_ATTR = "stax.sizes"  # the encoding's attribute name (`#stax.sizes<[...]>`)
 
@@ -260,6 +260,20 @@ def slice_length(n, start: int, step: int):
     if step == 1:
         return dim_sum([n, -start])
     return derived_name(dim_sum([n, step - 1 - start]), step)
+
+
+def fixed_slice_length(start: int, limit: int, step: int):
+    """The static length of a slice [start:limit:step] of a symbolic dim that has one:
+    from the end (`[-j:]` with limit INT64_MAX, `[-j:-k]`) or from a start >= 0 to a
+    static limit above it; None for every other form (step >= 1 assumed)."""
+    to_end = limit >= (1 << 62)
+    if start < 0 and (to_end or start < limit < 0):
+        span = -start if to_end else limit - start
+    elif 0 <= start < limit and not to_end:
+        span = limit - start
+    else:
+        return None
+    return -(-span // step)
 
 
 def slice_needs(start: int, limit: int) -> int:

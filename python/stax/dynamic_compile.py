@@ -157,13 +157,12 @@ def _importable(gm):
                             size_outs, names)
 
 
-def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
-           strided_inputs: bool = True) -> DynamicGraph:
+def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> DynamicGraph:
     """Import, fuse and compile the symbolic ATen graph once. `kind` names it (an
     inference graph, or aot_autograd's forward or backward). A tensor argument keeps the
     strides Dynamo's fake tensors give it (guarded exactly; top-level views read it as it
     is, kernels read a contiguous copy): a transposed or sliced input, a backward's saved
-    `permute` of a weight. `strided_inputs=False` refuses non-contiguous ones instead."""
+    `permute` of a weight."""
     from stax._mlir import ir, new_context
     from stax.dialects import symbolic
     from stax.dialects.stax_dialect import FALLBACK
@@ -198,12 +197,6 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference",
                 want = _contiguous_strides(spec.shape)
                 contiguous = not any(d != 1 and a != b for d, a, b in
                                      zip(spec.shape, spec.strides, want))
-                if not contiguous and not strided_inputs:
-                    raise CannotStayDynamic(
-                        f"input {spec.name} is not contiguous (strides "
-                        f"{symbolic.fmt_dims(spec.strides)} for shape "
-                        f"{symbolic.fmt_dims(spec.shape)}); kernels with runtime sizes "
-                        "take contiguous tensors only")
                 val = placeholders[i].meta.get("val")
                 # every 0-d tensor, whatever its fake device says, as the static wrapper
                 # (wrapper._cpu_input_on_gpu): CUDA attention's philox seed and offset

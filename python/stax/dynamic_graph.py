@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import torch
 
 from stax.errors import StaxGuardError
-from stax.runtime.layout import extent, fresh_copy, non_overlapping, scatter_to_storage
+from stax.runtime.layout import extent, fresh_copy, lay_into
 
 __all__ = ["CannotStayDynamic", "DynamicGraph"]
 
@@ -353,16 +353,7 @@ def _relaid_group(members):
     t0 = members[0][1]
     flat = torch.empty((max(extent(t.shape, want, off) for _, t, want, off in members),),
                        dtype=t0.dtype, device=t0.device)
-    out = []
-    for pos, t, want, off in members:
-        if non_overlapping(t.shape, want):
-            view = flat.as_strided(t.shape, want, off)
-            view.copy_(t)
-        else:
-            scatter_to_storage(flat, t.shape, want, off, t)
-            view = flat.as_strided(t.shape, want, off)
-        out.append((pos, view))
-    return out
+    return [(pos, lay_into(flat, t, t.shape, want, off)) for pos, t, want, off in members]
 
 
 def _view_runner(name, op, out_dims):

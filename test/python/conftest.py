@@ -45,6 +45,21 @@ def stax_strict():
 
 
 @pytest.fixture
+def dynamic_calls(monkeypatch):
+    """Every call of a dynamic graph during the test, as (graph, argument list): a test
+    can call a compiled graph straight, past Dynamo's guards, to reach the graph's own."""
+    from stax.dynamic_graph import DynamicGraph
+    seen = []
+    real_call = DynamicGraph.__call__
+
+    def recording(self, args):
+        seen.append((self, list(args)))
+        return real_call(self, args)
+    monkeypatch.setattr(DynamicGraph, "__call__", recording)
+    return seen
+
+
+@pytest.fixture
 def fresh_stax(monkeypatch):
     """Fresh Dynamo and stax report state before and after the test, STAX_DEBUG unset
     (its prints would change what the test reads)."""

@@ -253,7 +253,7 @@ class _Builder:
         st[dim], li[dim], sp[dim] = start, limit, step
         out = list(shape)
         if length is None and start < 0:   # from the end of a symbolic dim: [-j:], [-j:-k]
-            length = -(-((-start if limit == _INT64_MAX else limit - start)) // step)
+            length = isym.symbolic.fixed_slice_length(start, limit, step)
         out[dim] = length if length is not None else max(0, (limit - start + step - 1) // step)
         if out == shape and (start, step) == (0, 1):
             return v

@@ -7,7 +7,7 @@ import torch
 
 from stax._mlir import ir
 from stax.aliasing import storage_source
-from stax.dialects.symbolic import dim_sum
+from stax.dialects.symbolic import dim_sum, fixed_slice_length
 from stax.importer.builder import _INT64_MAX
 from stax.importer.common import _norm_dim, _out, _val, _vdtype, _vshape
 from stax.importer.specs import UnsupportedGraph, _Fallback
@@ -133,18 +133,17 @@ def _slice_symbolic(b, node, a, x, shape, dim):
         whole = end is None or end == n or (isinstance(end, int) and end >= 1 << 62)
         if start in (None, 0) and step == 1 and whole:
             return x
-        fixed = _fixed_length_slice(start or 0, _INT64_MAX if whole else end)
-        if fixed is not None:
+        lim = _INT64_MAX if whole else end
+        length = fixed_slice_length(start or 0, lim, step) if isinstance(lim, int) else None
+        if length is not None:
             # from the end (`x[:, -3:]`) or to a static limit (`x[:, :4]`): a static
             # length, guarded at run time (the dim must hold what the slice reads)
-            a, lim = fixed
             eager = dims(_val(node).shape, where)[dim]
-            length = -(-((-a if lim == _INT64_MAX else lim - a)) // step)
             if eager != length:
                 raise _unsupported(f"{where}: a slice [{start}:{end}:{step}] of the symbolic "
                                    f"dim {dim} (size {n}) has eager's length {eager}, not the "
                                    f"{length} it has whenever the dim holds its elements")
-            return b.slice(x, dim, a, lim, step)
+            return b.slice(x, dim, start or 0, lim, step, length=length)
         before_end = isinstance(end, int) and end < 0   # x[:, :-1]: k before the end
         if (whole or before_end) and (start or 0) >= 0:
             # x[start::step] of a symbolic dim to its end (or to k before it): its length
@@ -173,18 +172,6 @@ def _slice_symbolic(b, node, a, x, shape, dim):
     if isinstance(length, int):
         return b.slice(x, dim, start, min(n, start + length * step), step)
     return b.slice(x, dim, start, n, step, length=length)
-
-
-def _fixed_length_slice(start, end):
-    """(start, limit) of a slice of a symbolic dim with a static length: from the end
-    (`[-j:]`, `[-j:-k]`) or from a start >= 0 to a static limit; None otherwise."""
-    if not isinstance(end, int):
-        return None
-    if start < 0 and (end >= 1 << 62 or start < end < 0):
-        return start, (_INT64_MAX if end >= 1 << 62 else end)
-    if 0 <= start < end < 1 << 62:
-        return start, end
-    return None
 
 
 @_reg(aten.select.int, aten.select_copy.int)

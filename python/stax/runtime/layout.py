@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["extent", "non_overlapping", "fresh_copy", "scatter_to_storage", "clone_exact",
+__all__ = ["extent", "non_overlapping", "fresh_copy", "lay_into", "clone_exact",
            "clone_all_exact", "RUNTIME_GLOBALS"]
 
 
@@ -59,11 +59,18 @@ def fresh_copy(t, shape, strides, offset=0):
     layout (an expand, as_strided with a 0 stride) is no copy_ target: its elements are
     scattered to their storage positions."""
     flat = torch.empty((extent(shape, strides, offset),), dtype=t.dtype, device=t.device)
+    return lay_into(flat, t, shape, strides, offset)
+
+
+def lay_into(flat, t, shape, strides, offset=0):
+    """`t`'s values written into the 1-D storage `flat` at this layout; returns that view
+    of `flat`. An overlapping layout (an expand, as_strided with a 0 stride) is no copy_
+    target: its elements are scattered to their storage positions."""
     out = flat.as_strided(shape, strides, offset)
     if non_overlapping(shape, strides):
         out.copy_(t)
     else:
-        scatter_to_storage(flat, shape, strides, offset, t)
+        _scatter_to_storage(flat, shape, strides, offset, t)
     return out
 
 
@@ -123,7 +130,7 @@ def clone_all_exact(tensors: list) -> list:
     return out
 
 
-def scatter_to_storage(flat, shape, strides, offset, src):
+def _scatter_to_storage(flat, shape, strides, offset, src):
     """flat[offset + sum(i_d * strides_d)] = src[i] for every index i."""
     pos = torch.arange(flat.numel(), device=flat.device).as_strided(shape, strides, offset)
     flat.index_put_((pos.reshape(-1),), src.reshape(-1).to(flat.dtype))
@@ -151,5 +158,5 @@ def _collective_layout_error(target, t, strides):
 RUNTIME_GLOBALS = {"_as_traced": _as_traced, "_storage_view": _storage_view,
                    "_fresh_copy": fresh_copy,
                    "_exact_layout": _exact_layout, "_relayout": _relayout,
-                   "_scatter_to_storage": scatter_to_storage,
+                   "_scatter_to_storage": _scatter_to_storage,
                    "_collective_layout_error": _collective_layout_error}

@@ -336,9 +336,8 @@ class _SizedLowering(_SizedReductionMixin, _Lowering):
         if name == "stax.slice":
             start, step = _ints(o, "start"), _ints(o, "step")
             # a negative start on a runtime size counts from its end (guarded: n >= -start)
-            return [self.ix_add(self.ix_mul(i, s), self.ix_const(a)) if a >= 0 or
-                    isinstance(src[d], int) else
-                    self.s_sub(self.ix_mul(i, s), symbolic.normalize(f"-({src[d]}) - ({a})"))
+            return [self.s_add(self.ix_mul(i, s), a if a >= 0 or isinstance(src[d], int)
+                               else symbolic.dim_sum([src[d], a]))
                     for d, (i, a, s) in enumerate(zip(idx, start, step))]
         # reshape of contiguous element order: re-linearize, delinearize by the operand
         return self.s_delinearize(self.s_linearize(idx, dst), src)
@@ -358,11 +357,18 @@ class _SizedLowering(_SizedReductionMixin, _Lowering):
 
     def s_sub(self, a: V, d) -> V:
         """a - d for a dim d (static or a size expression)."""
+        return self._s_arith("subi", a, d)
+
+    def s_add(self, a: V, d) -> V:
+        """a + d for a dim d (static or a size expression)."""
+        return self._s_arith("addi", a, d)
+
+    def _s_arith(self, op, a: V, d) -> V:
         if isinstance(d, int):
-            return self.ix_add(a, self.ix_const(-d))
+            return self.ix_add(a, self.ix_const(-d if op == "subi" else d))
         em = self.em
         x = em.mat(a, ()) if a.is_const else a.ssa
-        return V(em.op(f"arith.subi {x}, {self._splat(self._size(d), a.shape)} : "
+        return V(em.op(f"arith.{op} {x}, {self._splat(self._size(d), a.shape)} : "
                        f"{em.ty(a.shape, self.it)}", "i"), a.shape, self.it)
 
     def _and_conds(self, a, b):
