@@ -1,9 +1,10 @@
 """Single kernels of the test models on the GPU, eager vs Inductor vs stax (default and
 max-autotune), in one process: the column reductions of a training step (a bias
 gradient over [tokens, width], alone and fused with GELU's backward) and attention's
-masked, scaled softmax over [batch, heads, seq, seq] in bf16.
+masked, scaled softmax over [batch, heads, seq, seq] in bf16 (GPT-2's form, and the
+Llama block's).
 
-    python benchmarks/kernel_probe.py [--rows 16384] [--widths 768,3072] [--cases column,softmax]
+    python benchmarks/kernel_probe.py [--rows 16384] [--widths 768,3072] [--cases column,softmax,llama,masks]
                                       [--out FILE]
 
 Each case is checked against eager in float64 terms (loose bf16 tolerance) before it is
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import os
 import sys
 
@@ -48,6 +50,16 @@ def attention_softmax(scores, mask):
     return torch.softmax(s.float(), dim=-1).to(torch.bfloat16)
 
 
+def llama_attention_softmax(scores):
+    """The Llama test model's probabilities (test/python/models.py): a division by
+    sqrt(head_dim), the causal mask from iota, finfo.min, f32 softmax, bf16."""
+    t = scores.shape[-1]
+    s = scores / math.sqrt(128)
+    i = torch.arange(t, device=scores.device)
+    s = s.masked_fill(~(i.view(t, 1) >= i.view(1, t)), torch.finfo(s.dtype).min)
+    return torch.softmax(s.float(), dim=-1).to(torch.bfloat16)
+
+
 def _cases(args):
     out = []
     if "column" in args.cases:
@@ -62,6 +74,10 @@ def _cases(args):
             causal = torch.ones(t, t, device="cuda", dtype=torch.bool).tril()
             out.append((f"attention_softmax [{b}, {h}, {t}, {t}] bf16", attention_softmax,
                         [scores, causal]))
+    if "llama" in args.cases:
+        scores = torch.randn(8, 16, 2048, 2048, device="cuda", dtype=torch.bfloat16)
+        out.append(("llama_attention_softmax [8, 16, 2048, 2048] bf16", llama_attention_softmax,
+                    [scores]))
     if "masks" in args.cases:   # the same kernel's time with other mask contents
         b, h, t = 8, 16, 2048
         scores = torch.randn(b, h, t, t, device="cuda", dtype=torch.bfloat16)
@@ -77,7 +93,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=16384)
     ap.add_argument("--widths", default="768,3072")
     ap.add_argument("--cases", default="column,softmax",
-                    help="column, softmax, masks (softmax with random and all-true masks)")
+                    help="column, softmax, llama (the Llama block's division-scaled, "
+                    "iota-masked softmax), masks (softmax with random and all-true masks)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-autotune", action="store_true")
     ap.add_argument("--profile", action="store_true",

@@ -44,3 +44,51 @@ def test_division_is_ieee_bit_for_bit():
     same = (out.view(torch.int32) == want.view(torch.int32)) | (out.isnan() & want.isnan())
     bad = (~same).nonzero().flatten()[:5].tolist()
     assert not bad, [(a[i].item(), b[i].item(), out[i].item(), want[i].item()) for i in bad]
+
+
+def _bits_equal(out, want):
+    same = (out.view(torch.int32) == want.view(torch.int32)) | (out.isnan() & want.isnan())
+    return (~same).nonzero().flatten().tolist()
+
+
+@pytest.mark.parametrize("divisor", [3.0, 11.313708305358887, -0.7, 1e-39, 0.0, math.inf])
+def test_scalar_divisor_is_eager_cuda_reciprocal(divisor):
+    """x / c for a constant c is x * f32(1 / c), the product eager's CUDA kernel computes
+    for a scalar divisor; a divisor whose reciprocal is not a normal f32 divides."""
+    a, _ = _operands()
+    T = ttype(a.shape, torch.float32)
+    lit = "0x7F800000" if divisor == math.inf else f"{divisor:.9e}"
+    body = (f'    %0 = "stax.full"() {{value = {lit} : f32}} : () -> {T}\n' +
+            f'    %1 = "stax.div"(%a0, %0) : ({T}, {T}) -> {T}\n'
+            f'    "stax_graph.yield"(%1) : ({T}) -> ()')
+    k, (out,) = triton_kernel(body, [a], [(a.shape, torch.float32)])
+    run_kernel(k.ttir_kernel, a, out)
+    c = torch.tensor(divisor, dtype=torch.float32)
+    normal = 2.0 ** -126 <= abs(divisor) <= 2.0 ** 126
+    want = a * (1.0 / c) if normal else a / c
+    assert ("tt.precise_divf" in k.ttir_kernel.text) == (not normal)
+    bad = _bits_equal(out, want)
+    assert not bad, [(a[i].item(), out[i].item(), want[i].item()) for i in bad[:5]]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_divisions_match_eager_cuda_bit_for_bit():
+    """On the GPU, through torch.compile at a real size: a scalar divisor and a per-row
+    divisor give eager CUDA's bits (route triton)."""
+    import stax.backend
+
+    def f(x, y):
+        return x / 11.313708305358887, x / y.amax(-1, keepdim=True)
+
+    g = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.randn(512, 2048, device="cuda", generator=g) * 30
+    x[:, ::3] = 0.0
+    x[7, 5] = 1e-38
+    y = torch.rand(512, 2048, device="cuda", generator=g) * 5 + 0.5
+    y[11] = 1e-39          # a subnormal divisor row takes IEEE division
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="stax")(x, y)
+    assert stax.backend.last_report().route == "triton"
+    for o, w in zip(got, f(x, y)):
+        bad = _bits_equal(o.flatten(), w.flatten())
+        assert not bad, bad[:5]

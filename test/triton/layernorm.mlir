@@ -17,13 +17,15 @@
 // CHECK: %[[X:.*]] = tt.load %{{.*}}, %[[M]] : tensor<2x1024x!tt.ptr<bf16>>
 // CHECK: %[[XF:.*]] = arith.extf %[[X]]
 // CHECK: "tt.reduce"
-// CHECK: tt.precise_divf %{{.*}} : tensor<2x1xf32>
-// CHECK: %[[MEAN:.*]] = arith.select %{{.*}} : tensor<2x1xi1>, tensor<2x1xf32>
+// the division by the row length is a multiplication by its f32 reciprocal (eager CUDA's
+// division by a scalar)
+// CHECK-NOT: tt.precise_divf
+// CHECK: %[[MEAN:.*]] = arith.mulf %{{.*}} : tensor<2x1xf32>
 // CHECK: %[[D:.*]] = arith.subf %[[XF]], %{{.*}} : tensor<2x1024xf32>
 // CHECK: %[[SQ:.*]] = arith.mulf %[[D]], %[[D]] : tensor<2x1024xf32>
 // CHECK: "tt.reduce"
-// CHECK: tt.precise_divf %{{.*}} : tensor<2x1xf32>
-// CHECK: %[[VAR:.*]] = arith.select %{{.*}} : tensor<2x1xi1>, tensor<2x1xf32>
+// CHECK-NOT: tt.precise_divf
+// CHECK: %[[VAR:.*]] = arith.mulf %{{.*}} : tensor<2x1xf32>
 // CHECK: %[[VE:.*]] = arith.addf %[[VAR]], %{{.*}} : tensor<2x1xf32>
 // CHECK: %[[RSTD:.*]] = math.rsqrt %[[VE]] : tensor<2x1xf32>
 // CHECK: tt.store %{{.*}}, %[[MEAN]], %[[RMASK]] : tensor<2x1x!tt.ptr<f32>>

@@ -24,6 +24,7 @@ from stax.targets.kernel_ir import arith_binary, python_remainder
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.kernel_ir import shape as _shape
+from stax.targets import triton_division
 from stax.targets.llvm import KernelLoweringError
 from stax.targets.triton_dtypes import _DT, DT, _dt, _isf
 from stax.targets.triton_emitter import V, _common
@@ -287,7 +288,10 @@ class _OpsMixin:
             return V(em.op(text), sh, comp)
 
         if kind == "div" and fl and comp == "f32" and sh:
-            return V(self._precise_div(A, Bs, sh, ty), sh, comp)
+            recip = triton_division.scalar_reciprocal(self._full_value(o.operands[1]))
+            if recip is not None:
+                return r(f"arith.mulf {A}, {em.const(recip, comp, sh)} : {ty}")
+            return V(triton_division.precise_division(em, A, Bs, sh, ty), sh, comp)
         simple = arith_binary(kind, comp, u)
         if simple is not None:
             return r(f"{simple} {A}, {Bs} : {ty}")
@@ -302,26 +306,6 @@ class _OpsMixin:
         if kind == "atan2":
             return self._extern("__nv_atan2f" if comp == "f32" else "__nv_atan2", [a, b], sh, comp)
         raise KernelLoweringError(f"binary op stax.{kind} is not supported by the Triton target")
-
-    def _precise_div(self, A, B, sh, ty):
-        """A / B rounded as IEEE does (eager's division). A zero numerator over a finite,
-        nonzero divisor gives the signed zero A * B directly: the division's fast path
-        refuses a zero numerator (ptxas' FCHK), and the slow path it calls is taken per
-        warp, so softmax rows that are mostly masked (exp(-inf) = 0) ran at half speed on
-        the H200. Every other case, 0/0, 0/inf and NaNs included, divides."""
-        em = self.em
-        i1 = em.ty(sh, "i1")
-        zero, one = em.const(0.0, "f32", sh), em.const(1.0, "f32", sh)
-        inf = em.const(float("inf"), "f32", sh)
-        is0 = em.op(f"arith.cmpf oeq, {A}, {zero} : {ty}")
-        absb = em.op(f"math.absf {B} : {ty}")
-        finite = em.op(f"arith.cmpf olt, {absb}, {inf} : {ty}")
-        nonzero = em.op(f"arith.cmpf ogt, {absb}, {zero} : {ty}")
-        use = em.op(f"arith.andi {is0}, {em.op(f'arith.andi {finite}, {nonzero} : {i1}')} : {i1}")
-        num = em.op(f"arith.select {use}, {one}, {A} : {i1}, {ty}")
-        q = em.op(f"tt.precise_divf {num}, {B} : {ty}")
-        signed_zero = em.op(f"arith.mulf {A}, {B} : {ty}")
-        return em.op(f"arith.select {use}, {signed_zero}, {q} : {i1}, {ty}")
 
     def _unary(self, kind, x: V, dt: DT) -> V:
         em = self.em

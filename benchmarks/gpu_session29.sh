@@ -1,0 +1,24 @@
+# Session 29 on the H200: row and scalar divisions (stax.targets.triton_division) against
+# eager CUDA bit for bit, the masked-softmax kernel alone, then the issue-9 cases.
+#   bash benchmarks/gpu_session29.sh [probe|bench]
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r
+nvidia-smi --query-gpu=name --format=csv > $OUT/r/machine.txt; cat COMMIT >> $OUT/r/machine.txt
+case "${1:-probe}" in
+probe)
+  timeout 200 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_triton_division.py test/python/test_triton_kernels_gpu.py > $OUT/r/pytest-division-kernels.log 2>&1; echo "pytest rc=$?"
+  # A/B: this tree, then the triton_ops.py of HEAD before this change and one with the
+  # scalar divisions only (both carried in .ab/, git-ignored)
+  timeout 150 python3 benchmarks/kernel_probe.py --cases softmax,llama --no-autotune --profile > $OUT/r/kernel-probe-new.log 2>&1; echo "probe new rc=$?"
+  cp python/stax/targets/triton_ops.py /tmp/triton_ops_new.py
+  for v in head scalar_only; do
+    cp .ab/triton_ops_$v.py python/stax/targets/triton_ops.py
+    timeout 120 python3 benchmarks/kernel_probe.py --cases softmax,llama --no-autotune > $OUT/r/kernel-probe-$v.log 2>&1; echo "probe $v rc=$?"
+  done
+  cp /tmp/triton_ops_new.py python/stax/targets/triton_ops.py
+  ;;
+bench)
+  timeout 560 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s29.md --jsonl $OUT/r/gpu-h200-s29.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
+  ;;
+esac
+tail -n 12 $OUT/r/*.log
