@@ -18,7 +18,8 @@ probe)
   cp /tmp/triton_ops_new.py python/stax/targets/triton_ops.py
   ;;
 bench)
-  timeout 560 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s29.md --jsonl $OUT/r/gpu-h200-s29.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
+  timeout 60 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_triton_division.py > $OUT/r/pytest-division.log 2>&1; echo "pytest rc=$?"
+  timeout 500 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s29.md --jsonl $OUT/r/gpu-h200-s29.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
   ;;
 esac
 tail -n 12 $OUT/r/*.log

@@ -34,6 +34,7 @@ from typing import Sequence
 
 # the search space and the epilogue live in their own modules; their names are part of
 # this module's interface (callers and tests import them from here)
+from stax.targets import triton_division
 from stax.targets.triton_matmul_config import (CUBLAS, SMEM_BUDGET, MatmulConfig, _mlir_dtype,
                                                matmul_candidates, matmul_config_valid,
                                                smem_bytes)
@@ -383,6 +384,10 @@ def emit_matmul_ttir(M: int, N: int, K: int, batch, a_strides, b_strides, out_st
             return loads[i] if kind == "in" else vals[i]
 
         for op in ep.ops:
+            recip = triton_division.scalar_reciprocal(op.args[1]) if op.op == "div" else None
+            if recip is not None:   # eager CUDA's division by a scalar
+                vals.append(B.emit(f"arith.mulf {ref(op.args[0])}, {c(recip, f32t)} : {f32t}"))
+                continue
             vals.append(_emit_op(B, op.op, [ref(a) for a in op.args], f32t))
         result = vals[-1] if vals else accv
 
