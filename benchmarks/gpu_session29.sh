@@ -21,5 +21,12 @@ bench)
   timeout 60 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_triton_division.py > $OUT/r/pytest-division.log 2>&1; echo "pytest rc=$?"
   timeout 500 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s29.md --jsonl $OUT/r/gpu-h200-s29.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
   ;;
+check)   # after the exact-tile masks: GPU kernel tests, fuzz, the softmax kernels, the blocks
+  ( timeout 280 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_triton_kernels_gpu.py test/python/test_triton_division.py test/python/test_triton_reduction_full_outputs.py > $OUT/r/pytest-kernels.log 2>&1; echo "pytest rc=$?" ) &
+  ( timeout 280 python3 -m stax.tools.stax_fuzz --seed 3600 --count 80 --device cuda > $OUT/r/fuzz-3600.log 2>&1; echo "fuzz3600 rc=$?" ) &
+  ( timeout 280 python3 -m stax.tools.stax_fuzz --seed 3601 --count 60 --device cuda --backward > $OUT/r/fuzz-3601-bwd.log 2>&1; echo "fuzz3601 rc=$?" ) &
+  wait
+  timeout 280 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s29b.md --jsonl $OUT/r/gpu-h200-s29b.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
+  ;;
 esac
 tail -n 12 $OUT/r/*.log

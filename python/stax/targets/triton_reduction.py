@@ -97,8 +97,9 @@ class _ReductionMixin:
 
         if persistent:
             k = V(kr, colsh, it, hi=rn)
-            kmask = V(em.op(f"arith.cmpi slt, {kr}, {em.const(rn, it, colsh)} : "
-                            f"tensor<1x{RB}x{it}>", "kmask"), colsh, "i1")
+            kmask = None if rn == RB else V(   # a row that fills the block needs no mask
+                em.op(f"arith.cmpi slt, {kr}, {em.const(rn, it, colsh)} : tensor<1x{RB}x{it}>",
+                      "kmask"), colsh, "i1")
             self._set_masks(rmask, kmask)
             self.cur_k = k
             for p in phases:
@@ -153,8 +154,10 @@ class _ReductionMixin:
         rr = self._arange(XB, "r", axis=1)
         r = em.op(f"arith.addi {em.mat(V(base, (), it), rowsh)}, {rr} : tensor<{XB}x1x{it}>", "row")
         self.r = V(r, rowsh, it, hi=rows)
-        self.rmask = V(em.op(f"arith.cmpi slt, {r}, {em.const(rows, it, rowsh)} : "
-                             f"tensor<{XB}x1x{it}>", "rmask"), rowsh, "i1")
+        # the grid covers the rows exactly when XB divides them: no row mask then
+        self.rmask = None if rows % XB == 0 else V(
+            em.op(f"arith.cmpi slt, {r}, {em.const(rows, it, rowsh)} : tensor<{XB}x1x{it}>",
+                  "rmask"), rowsh, "i1")
         self.masks = {rowsh: self.rmask, (): None}
         kept_idx = self.delinearize(self.r, [self.S[d] for d in self.kept])
         self.kept_idx = dict(zip(self.kept, kept_idx))
@@ -241,8 +244,9 @@ class _ReductionMixin:
             kind, dt = self._spec(red)
             x = em.mat(self._load(ws, [sv, self.r]), full)
             neutral = em.const(self._neutral(kind, dt), dt.comp, full)
-            vals.append(em.op(f"arith.select {fmask.ssa}, {x}, {neutral} : "
-                              f"{em.ty(full, 'i1')}, {em.ty(full, dt.comp)}"))
+            vals.append(x if fmask is None else em.op(
+                f"arith.select {fmask.ssa}, {x}, {neutral} : {em.ty(full, 'i1')}, "
+                f"{em.ty(full, dt.comp)}"))
         self._finish_reductions(self.reductions, vals)
         self.masks = {(XB, 1): self.rmask, (): None}
         _, row_outs = self._classify_outputs(rows)
@@ -262,8 +266,16 @@ class _ReductionMixin:
         self._store(self.outputs[i], self._eval(self.yielded[i], ix), ix, (self.XB, self.RB))
 
     def _set_masks(self, rmask, kmask):
+        """Masks per block shape; None where every lane is in bounds (then loads and
+        stores are unmasked and reductions take every lane)."""
         full = (self.XB, self.RB)
-        fm = V(self._and(rmask, kmask, full), full, "i1")
+        if rmask is None and kmask is None:
+            fm = None
+        elif rmask is None or kmask is None:
+            m = rmask or kmask
+            fm = V(self.em.mat(m, full), full, "i1")
+        else:
+            fm = V(self._and(rmask, kmask, full), full, "i1")
         self.masks = {(self.XB, 1): rmask, (1, self.RB): kmask, full: fm, (): None}
 
     def _loop(self, rn, body, reds, bounds=None):
@@ -317,7 +329,8 @@ class _ReductionMixin:
             ty = em.ty(full, dt.comp)
             x = em.mat(self._eval(red.operands[0], idx), full)
             neutral = em.const(self._neutral(kind, dt), dt.comp, full)
-            xm = em.op(f"arith.select {fmask.ssa}, {x}, {neutral} : {em.ty(full, 'i1')}, {ty}")
+            xm = x if fmask is None else em.op(
+                f"arith.select {fmask.ssa}, {x}, {neutral} : {em.ty(full, 'i1')}, {ty}")
             if kind in ("argmax", "argmin"):
                 # the linear reduced index is k (a single element: 0)
                 lin = k if _numel([self.S[d] for d in self.D]) > 1 else self.ix_const(0)
