@@ -28,5 +28,10 @@ check)   # after the exact-tile masks: GPU kernel tests, fuzz, the softmax kerne
   wait
   timeout 280 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s29b.md --jsonl $OUT/r/gpu-h200-s29b.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
   ;;
+launch)   # the bound launch on Triton 3.6 (an empty HookChain is no hook)
+  timeout 120 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_launch_path.py > $OUT/r/pytest-launch.log 2>&1; echo "pytest rc=$?"
+  timeout 200 python3 benchmarks/dispatch_gap.py > $OUT/r/dispatch-gap.log 2>&1; echo "gap rc=$?"
+  timeout 250 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s29c.md --jsonl $OUT/r/gpu-h200-s29c.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
+  ;;
 esac
 tail -n 12 $OUT/r/*.log

@@ -162,6 +162,65 @@ def test_a_saved_graph_keeps_its_fast_guards_and_arena(tmp_path):
     assert g._globals["_arena"].built == 1 and g._globals["_fast_guards"].check(x, w)
 
 
+def test_bound_launch_calls_the_c_launcher_unless_a_hook_is_installed():
+    """The bound launch calls Triton's C `launch` directly while no launch hook is
+    installed, and Triton's full path once one is. Triton 3.6 keeps its hooks in a
+    HookChain that is never None: an empty chain is no hook (taking it for one sent every
+    launch of every graph through the full path on the H200)."""
+    triton = pytest.importorskip("triton")
+    from triton import knobs
+
+    from stax.targets.triton_launch import bind_launch, hook_installed
+
+    calls = []
+
+    class Runner:
+        launch_cooperative_grid = False
+        launch_pdl = False
+        global_scratch_size = 0
+        profile_scratch_size = 0
+
+        def launch(self, *args):
+            calls.append(("c", args[:3], args[-1]))
+
+    class Compiled:   # the parts of triton's CompiledKernel that bind_launch reads
+        run = Runner()
+        function = 1234
+        packed_metadata = ("meta",)
+
+        def _init_handles(self):
+            pass
+
+        def __getitem__(self, grid):
+            return lambda *args, stream=None: calls.append(("full", grid, args[-1]))
+
+    launch = bind_launch(Compiled(), (7, 1, 1))
+    hook = knobs.runtime.launch_enter_hook
+    assert not hook_installed(hook), f"triton {triton.__version__}: {hook!r} counts as a hook"
+    launch(0, "x")
+    assert calls == [("c", (7, 1, 1), "x")]
+
+    def profiler_hook(metadata):
+        pass
+
+    if hasattr(hook, "add"):
+        hook.add(profiler_hook)
+        try:
+            assert hook_installed(hook)
+            launch(0, "y")
+        finally:
+            hook.remove(profiler_hook)
+    else:   # older Triton: the hook is a plain attribute
+        knobs.runtime.launch_enter_hook = profiler_hook
+        try:
+            launch(0, "y")
+        finally:
+            knobs.runtime.launch_enter_hook = None
+    assert calls[-1] == ("full", (7, 1, 1), "y")
+    launch(0, "z")
+    assert calls[-1] == ("c", (7, 1, 1), "z")
+
+
 # ----------------------------------------------------------------------------- GPU
 
 def _bits(t):

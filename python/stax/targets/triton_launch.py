@@ -10,7 +10,7 @@ launcher's flags) and returns `launch(stream, *args)`, which calls the C `launch
 directly. The caller passes the stream (the generated wrapper reads it once per call).
 
 What it still honours per launch: a `knobs.runtime.launch_enter_hook` (Proton and other
-profilers install one) sends the launch through Triton's full path, so hooks see every
+profilers install one; `hook_installed`) sends the launch through Triton's full path, so hooks see every
 launch; a kernel that needs Triton's global or profile scratch always takes the full
 path (our kernels do not use it).
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["bind_launch", "split_launch", "raw_stream"]
+__all__ = ["bind_launch", "split_launch", "raw_stream", "hook_installed"]
 
 #: a stream cache larger than this is dropped whole (streams are few in practice)
 _MAX_STREAMS = 8
@@ -35,6 +35,17 @@ _MAX_STREAMS = 8
 def raw_stream(device_index: int) -> int:
     """The current CUDA stream of a device, as the integer handle Triton's launcher takes."""
     return torch._C._cuda_getCurrentRawStream(device_index)
+
+
+def hook_installed(hook) -> bool:
+    """Whether a launch hook is set. Triton 3.6 keeps the hooks in a `HookChain` that is
+    never None (empty when no profiler installed one); older versions used None. Taking
+    any non-None value as a hook sent every launch through Triton's full path, about 4x
+    the host time per launch."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return True if calls is None else bool(calls)
 
 
 def bind_launch(compiled, grid):
@@ -63,7 +74,7 @@ def bind_launch(compiled, grid):
     pdl = runner.launch_pdl
 
     def launch(stream, *args):
-        if hooks.launch_enter_hook is not None:
+        if hook_installed(hooks.launch_enter_hook):
             return full_path(stream, *args)
         c_launch(gx, gy, gz, stream, function, cooperative, pdl, None, None, metadata,
                  None, None, None, *args)
