@@ -333,7 +333,9 @@ class _ReductionMixin:
                 f"arith.select {fmask.ssa}, {x}, {neutral} : {em.ty(full, 'i1')}, {ty}")
             if kind in ("argmax", "argmin"):
                 # the linear reduced index is k (a single element: 0)
-                lin = k if _numel([self.S[d] for d in self.D]) > 1 else self.ix_const(0)
+                # (a runtime size is a symbol: k is its index too)
+                n = _numel([self.S[d] for d in self.D])
+                lin = k if not isinstance(n, int) or n > 1 else self.ix_const(0)
                 li = em.mat(lin, full)
                 if self.it != "i64":
                     li = em.op(f"arith.extsi {li} : {em.ty(full, self.it)} to {em.ty(full, 'i64')}")

@@ -42,8 +42,9 @@ algebra (`passes/kernel_schedule.py`'s AffineMaps) takes constant sizes; a runti
 would make its maps semi-affine (`d0 * s0`, `d0 floordiv s0`), which its simplifier and
 offset checks do not handle, so views are re-derived here as index lists (the same
 semantics, `_view_index`). Refused with a KernelLoweringError naming the kernel (the
-caller then compiles per size): argmax/argmin, slices of part of a symbolic dim,
-kernels of another kind, non-contiguous strides.
+caller then compiles per size): kernels of another kind, reductions of two signatures,
+outputs that are neither the domain nor one value per row, non-contiguous strides.
+Argmax/argmin (rows, columns, looped rows) take the static generator's combine.
 """
 from __future__ import annotations
 
@@ -66,9 +67,6 @@ from stax.targets.triton_ttir import TritonConfig, TTIRKernel, _dce, _Lowering
 
 __all__ = ["has_runtime_sizes", "compile_sized_kernel", "emit_sized_ttir", "kernel_meta",
            "KernelLoweringError"]
-
-_UNSUPPORTED = {"stax.argmax": "argmax", "stax.argmin": "argmin"}
-
 
 def _dims(v):
     return list(symbolic.dims_of(v.type))
@@ -120,12 +118,8 @@ class _SizedLowering(_SizedReductionMixin, _Lowering):
         kind = kernel_kind(op, self.body)
         if kind not in ("pointwise", "reduction"):
             self._refuse(f"a kernel of kind {kind!r}")
-        for o in self.body:
-            name = o.operation.name
-            if name in _UNSUPPORTED:
-                self._refuse(_UNSUPPORTED[name])
-            # a slice of a symbolic dim is [start::step] to its end (the verifier checks its
-            # length, stax.dialects.symbolic.slice_length): every read is in bounds
+        # a slice of a symbolic dim is [start::step] to its end (the verifier checks its
+        # length, stax.dialects.symbolic.slice_length): every read is in bounds
         if self.reductions:
             self._check_reductions()
 

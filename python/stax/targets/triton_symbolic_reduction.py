@@ -24,7 +24,7 @@ the domain (or a reshape of it) nor one value per row.
 from __future__ import annotations
 
 from stax.dialects import symbolic
-from stax.targets.kernel_ir import REDUCTION_OPS, etype
+from stax.targets.kernel_ir import REDUCTION_OPS, etype, reduction_signature
 from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.triton_dtypes import _DT, _dt, _isf
 from stax.targets.triton_emitter import V
@@ -78,7 +78,7 @@ class _SizedReductionMixin:
     def _check_reductions(self):
         sig = None
         for r in self.reductions:
-            s = (tuple(_dims(r.operands[0])), tuple(sorted(_ints(r, "dims"))))
+            s = (tuple(_dims(r.operands[0])), tuple(reduction_signature(r)[1]))
             if sig is not None and s != sig:
                 self._refuse(f"reductions of different signatures ({list(sig[0])} over "
                              f"{list(sig[1])} and {list(s[0])} over {list(s[1])})")
