@@ -278,7 +278,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     # max-autotune: matmul -> its fusable epilogue kernel; kernels compiled (or fused
     # away) while handling their matmul
     # (and on the CPU a bias epilogue, `emit_addmm`)
-    mm_plans = matmul_epilogue_plans(ops, keep) if tuner is not None or not gpu else {}
+    mm_plans = matmul_epilogue_plans(ops, keep)
     precompiled: dict = {}   # kernel op -> compiled stax kernel (the cuBLAS route's)
     fused_away: set = set()  # kernel ops whose work a Triton matmul does
 
@@ -427,9 +427,11 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         return mm_lines + [ln for ln in srcmap.comment(kop) if ln not in mm_lines]
 
     def emit_addmm(op, idx) -> bool:
-        """A CPU matmul whose one consumer only adds a bias over the last dim:
+        """A matmul whose one consumer only adds a bias over the last dim:
         `torch.addmm(bias, a, b, out=)` into the consumer's result, as eager's F.linear
-        (stax.matmul_epilogues); False (nothing emitted) otherwise."""
+        (the sum rounded once; cuBLASLt's bias epilogue on the GPU; stax-fuse keeps a
+        bf16/f16 bias add a kernel of its own for this) (stax.matmul_epilogues); False
+        (nothing emitted) otherwise."""
         plan = mm_plans.get(idx)
         if not isinstance(plan, tuple):
             return False
@@ -501,7 +503,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 compile_kernel_op(op)
         elif name == "stax.matmul" and tuner is not None and emit_matmul(op, idx):
             pass
-        elif name == "stax.matmul" and not gpu and emit_addmm(op, idx):
+        elif name == "stax.matmul" and emit_addmm(op, idx):
             pass
         elif name == "stax.matmul":
             a, b = (vals[v] for v in op.operation.operands)

@@ -276,3 +276,22 @@ func.func @multi_output(%x: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16x
   %c = "stax.mul"(%b, %x) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
   return %c, %a : tensor<8x16xf32>, tensor<8x16xf32>
 }
+
+// -----
+
+// An f32 linear's bias add fuses with what follows (one rounding either way); in bf16 it
+// stays a kernel of its own (@linear_bias_abs_bf16 in fuse_negative.mlir).
+// CHECK-LABEL: func.func @linear_bias_abs_f32
+// CHECK: "stax.matmul"
+// CHECK: "stax_graph.kernel"
+// CHECK: "stax.add"
+// CHECK-NEXT: "stax.abs"
+// CHECK: name = "k0_fused_abs_add"
+// CHECK-NOT: "stax_graph.kernel"
+func.func @linear_bias_abs_f32(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
+  %m = "stax.matmul"(%x, %w) : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %bb = "stax.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<16xf32>) -> tensor<8x16xf32>
+  %s = "stax.add"(%bb, %m) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %a = "stax.abs"(%s) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %a : tensor<8x16xf32>
+}

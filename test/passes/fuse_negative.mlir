@@ -143,3 +143,24 @@ func.func @pad_cast_to_fp8(%x: tensor<31x1xf32>) -> tensor<34x6xf8E4M3FN> {
   %c = "stax.convert"(%p) : (tensor<34x6xf32>) -> tensor<34x6xf8E4M3FN>
   return %c : tensor<34x6xf8E4M3FN>
 }
+
+// -----
+
+// A bf16 linear's bias add is a kernel of its own, so the wrapper runs it as torch.addmm
+// (the sum rounded once, as eager's F.linear; fuzz program 2901008746): the abs after it
+// is another kernel. In f32 (@linear_bias_abs_f32 in fuse.mlir) they fuse.
+// CHECK-LABEL: func.func @linear_bias_abs_bf16
+// CHECK: %[[MM:.*]] = "stax.matmul"
+// CHECK: "stax_graph.kernel"(%{{.*}}, %[[MM]])
+// CHECK: "stax.add"
+// CHECK-NOT: "stax.abs"
+// CHECK: name = "k0_fused_add"
+// CHECK-NEXT: "stax_graph.kernel"
+// CHECK: "stax.abs"
+func.func @linear_bias_abs_bf16(%x: tensor<8x4xbf16>, %w: tensor<4x16xbf16>, %b: tensor<16xbf16>) -> tensor<8x16xbf16> {
+  %m = "stax.matmul"(%x, %w) : (tensor<8x4xbf16>, tensor<4x16xbf16>) -> tensor<8x16xbf16>
+  %bb = "stax.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<16xbf16>) -> tensor<8x16xbf16>
+  %s = "stax.add"(%bb, %m) : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  %a = "stax.abs"(%s) : (tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  return %a : tensor<8x16xbf16>
+}
