@@ -33,5 +33,12 @@ launch)   # the bound launch on Triton 3.6 (an empty HookChain is no hook)
   timeout 200 python3 benchmarks/dispatch_gap.py > $OUT/r/dispatch-gap.log 2>&1; echo "gap rc=$?"
   timeout 250 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s29c.md --jsonl $OUT/r/gpu-h200-s29c.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
   ;;
+final)   # the linear bias as torch.addmm, argmax in runtime-size kernels: tests, fuzz, bench
+  ( timeout 250 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_linear_bias_rounding.py test/python/test_triton_runtime_sizes.py test/python/test_dynamic_fixed_length_slices.py -k "cuda or gpu or GPU or rounds_once" > $OUT/r/pytest-final.log 2>&1; echo "pytest rc=$?" ) &
+  ( timeout 250 python3 -m stax.tools.stax_fuzz --seed 3602 --count 40 --device cuda --dynamic --backward > $OUT/r/fuzz-3602-dynbwd.log 2>&1; echo "fuzz3602 rc=$?" ) &
+  ( timeout 250 python3 -m stax.tools.stax_fuzz --seed 3603 --count 60 --device cuda --dynamic > $OUT/r/fuzz-3603-dyn.log 2>&1; echo "fuzz3603 rc=$?" ) &
+  wait
+  timeout 250 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s29d.md --jsonl $OUT/r/gpu-h200-s29d.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
+  ;;
 esac
 tail -n 12 $OUT/r/*.log
