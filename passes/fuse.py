@@ -45,8 +45,8 @@ from stax._mlir import ir
 from stax.dialects.stax_dialect import KERNEL, YIELD, StaxVerificationError, verify_module
 from stax.dialects.symbolic import dims_of
 
-__all__ = ["PASS_NAME", "run", "fuse_function", "kernel_name", "FUSIBLE_OPS", "VIEW_OPS",
-           "GEN_OPS"]
+__all__ = ["PASS_NAME", "run", "fuse_function", "kernel_name", "is_linear_bias_add",
+           "FUSIBLE_OPS", "VIEW_OPS", "GEN_OPS"]
 
 PASS_NAME = "stax-fuse"
 
@@ -134,7 +134,7 @@ def _is_fp8(v) -> bool:
     return "f8E" in str(ir.RankedTensorType(v.type).element_type)
 
 
-def _is_linear_bias_add(op) -> bool:
+def is_linear_bias_add(op) -> bool:
     """`add(matmul(a, b), broadcast(bias))` in bf16/f16 (F.linear's addmm, in either
     order): a 2-D matmul result plus a 1-D bias of the same dtype along the last dim."""
     if op.name != "stax.add" or len(op.operands) != 2:
@@ -261,8 +261,8 @@ class _Block:
         """Whether the edge (root -> m through `chain`) must not lie inside a kernel."""
         if self.ops[m].name in ("stax.concat", "stax.pad"):
             return True
-        if (root is not None and _is_linear_bias_add(self.ops[root])) or \
-                _is_linear_bias_add(self.ops[m]):
+        if (root is not None and is_linear_bias_add(self.ops[root])) or \
+                is_linear_bias_add(self.ops[m]):
             # a bf16/f16 matmul's bias add is a kernel of its own, which the wrapper runs
             # as torch.addmm: the sum rounded once, as eager's F.linear. A matmul rounded
             # to bf16 and then added to its bias rounds twice: a sum that cancels came

@@ -18,7 +18,10 @@ Guarantees, for every `func.func` of the module:
   at the same position of its operands, and a reshape of a row-major tensor only
   renames positions, so reshaping before or after gives the same elements.
 - Only an elementwise op (stax-fuse's ELEMENTWISE_OPS, bitcast excluded: it may change
-  the element width) is moved, and only when its result's users are `stax.reshape`s to
+  the element width) is moved, except a bf16/f16 linear's bias add (it stays at the
+  matmul's shape, where stax-fuse keeps it a kernel of its own and the wrapper runs it
+  as torch.addmm, rounded once as eager's; what reads the view is another kernel, the
+  same traffic as the fused epilogue), and only when its result's users are `stax.reshape`s to
   one shape and ops no kernel holds (`func.return`, as for a tensor saved for the
   backward; a matmul; a fallback). Those read the moved op's result through a reshape
   back to the old shape (a view of the kernel's result: nothing is computed twice or
@@ -37,7 +40,8 @@ Guarantees, for every `func.func` of the module:
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.passes.fuse import ELEMENTWISE_OPS, FUSIBLE_OPS, GEN_OPS, VIEW_OPS, verify_pass_ir
+from stax.passes.fuse import (ELEMENTWISE_OPS, FUSIBLE_OPS, GEN_OPS, VIEW_OPS,
+                              is_linear_bias_add, verify_pass_ir)
 from stax.passes.fuse import _key  # an op's identity (its C pointer)
 
 __all__ = ["PASS_NAME", "run", "hoist_reshapes"]
@@ -99,7 +103,7 @@ def _rewrite(reshape, memo, pending: dict) -> bool:
     if not isinstance(src, ir.OpResult):
         return False
     op = src.owner
-    if op.name not in _MOVABLE or len(op.results) != 1:
+    if op.name not in _MOVABLE or len(op.results) != 1 or is_linear_bias_add(op):
         return False
     if not _is_epilogue(src, memo):
         return False

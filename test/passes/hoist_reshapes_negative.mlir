@@ -50,6 +50,25 @@ func.func @after_a_reduction(%x: tensor<512x768xf32>, %i: tensor<512x768xi32>) -
 
 // -----
 
+// A bf16 linear's bias add stays at the matmul's shape (stax-fuse keeps it a kernel of
+// its own, run as torch.addmm: rounded once, as eager's F.linear); the reshape and the
+// gelu after it are not moved above it.
+// CHECK-LABEL: func.func @bf16_linear_bias_stays
+// CHECK: %[[MM:.*]] = "stax.matmul"
+// CHECK: %[[B:.*]] = "stax.broadcast_in_dim"
+// CHECK: %[[S:.*]] = "stax.add"(%[[MM]], %[[B]]) : (tensor<512x768xbf16>, tensor<512x768xbf16>) -> tensor<512x768xbf16>
+// CHECK: "stax.reshape"(%[[S]]) : (tensor<512x768xbf16>) -> tensor<2x256x768xbf16>
+func.func @bf16_linear_bias_stays(%x: tensor<512x64xbf16>, %w: tensor<64x768xbf16>, %b: tensor<768xbf16>) -> tensor<2x256x768xbf16> {
+  %m = "stax.matmul"(%x, %w) : (tensor<512x64xbf16>, tensor<64x768xbf16>) -> tensor<512x768xbf16>
+  %bb = "stax.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<768xbf16>) -> tensor<512x768xbf16>
+  %s = "stax.add"(%m, %bb) : (tensor<512x768xbf16>, tensor<512x768xbf16>) -> tensor<512x768xbf16>
+  %r = "stax.reshape"(%s) : (tensor<512x768xbf16>) -> tensor<2x256x768xbf16>
+  %g = "stax.tanh"(%r) : (tensor<2x256x768xbf16>) -> tensor<2x256x768xbf16>
+  return %g : tensor<2x256x768xbf16>
+}
+
+// -----
+
 // Input that does not verify is refused, located at the bad op.
 func.func @bad_input(%x: tensor<512x768xf32>) -> tensor<2x256x768xf32> {
   // expected-error @+1 {{}}

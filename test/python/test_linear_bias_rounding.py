@@ -65,3 +65,30 @@ def test_linear_bias_rounds_once(fn, sizes, dynamic, device, dtype):
     assert rep.route in ("stax-cpu", "triton") and rep.fallback_reason is None
     assert any("addmm" in c for r in B.reports() for c in r.library_calls), \
         [r.library_calls for r in B.reports()]
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_linear_on_3d_activations_rounds_once(device):
+    """nn.Linear on [B, T, C] is addmm on [B*T, C] and a view: stax-hoist-reshapes leaves
+    the bf16 bias add at the matmul's shape, so it is torch.addmm too, and the GELU after
+    the view is another kernel."""
+    if device == "cuda" and not CUDA:
+        pytest.skip("needs a CUDA GPU")
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(512, 768).to(device, torch.bfloat16)
+
+    def block(x):
+        return F.gelu(lin(x), approximate="tanh")
+
+    torch._dynamo.reset()
+    cf = torch.compile(block, backend="stax")
+    x = torch.randn(8, 64, 512, device=device, dtype=torch.bfloat16)
+    xg, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+    got, want = cf(xg), block(xe)
+    torch.testing.assert_close(got, want, rtol=0, atol=0) if device == "cpu" else \
+        torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+    calls = [c for r in B.reports() for c in r.library_calls]
+    assert any(c.startswith("torch.addmm") for c in calls), calls
+    got.sum().backward()
+    want.sum().backward()
+    torch.testing.assert_close(xg.grad, xe.grad, rtol=2e-2, atol=2e-2)
