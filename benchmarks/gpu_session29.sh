@@ -40,5 +40,9 @@ final)   # the linear bias as torch.addmm, argmax in runtime-size kernels: tests
   wait
   timeout 250 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s29d.md --jsonl $OUT/r/gpu-h200-s29d.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
   ;;
+close)   # after the bias-add hoist change: GPU tests of the driver and the linear, then bench
+  timeout 200 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_linear_bias_rounding.py test/python/test_triton_driver.py -k "cuda or gpu or GPU or Cuda or rounds_once or 3d" > $OUT/r/pytest-close.log 2>&1; echo "pytest rc=$?"
+  timeout 200 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s29e.md --jsonl $OUT/r/gpu-h200-s29e.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
+  ;;
 esac
 tail -n 12 $OUT/r/*.log
