@@ -13,7 +13,9 @@ docs/architecture.md):
   `S` (with or without keepdim). Row values reach full space only through
   `broadcast_in_dim`/`reshape`; `concat`/`pad` only read kernel inputs.
 - A bf16/f16 `add(matmul, broadcast(bias))` (F.linear's addmm) is a kernel of its own,
-  so the wrapper can run it as `torch.addmm` and round the sum once, as eager does.
+  so the wrapper can run it as `torch.addmm` and round the sum once, as eager does;
+  except in a function marked `stax.triton_matmul_epilogues` (max-autotune on the GPU,
+  where a Triton matmul may compute the whole epilogue in f32 and round once).
 - Views (`broadcast_in_dim`, `reshape`, `permute`, `slice`) and `full`/`iota` are cloned
   into every kernel that uses them (whole chains), so kernels read their inputs through
   index arithmetic. A view (or full/iota) with a user outside every kernel (matmul,
@@ -45,10 +47,15 @@ from stax._mlir import ir
 from stax.dialects.stax_dialect import KERNEL, YIELD, StaxVerificationError, verify_module
 from stax.dialects.symbolic import dims_of
 
-__all__ = ["PASS_NAME", "run", "fuse_function", "kernel_name", "is_linear_bias_add",
-           "FUSIBLE_OPS", "VIEW_OPS", "GEN_OPS"]
+__all__ = ["PASS_NAME", "TRITON_EPILOGUES_ATTR", "run", "fuse_function", "kernel_name",
+           "is_linear_bias_add", "FUSIBLE_OPS", "VIEW_OPS", "GEN_OPS"]
 
 PASS_NAME = "stax-fuse"
+
+#: a unit attribute on a func.func: its matmuls may be Triton matmuls with the whole
+#: epilogue fused (max-autotune on the GPU), which round a bias add once with the rest,
+#: so a linear's bias add fuses as any elementwise op (is_linear_bias_add)
+TRITON_EPILOGUES_ATTR = "stax.triton_matmul_epilogues"
 
 _UNARY = ["neg", "abs", "sign", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt",
           "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "reciprocal", "floor", "ceil",
@@ -189,6 +196,8 @@ class _Block:
         self.kind = [_kind(op) for op in self.ops]
         # per op: list of (root def index or None, chain of transparent op indices)
         self.chains = [self._operand_chains(i) for i in range(len(self.ops))]
+        owner = block.owner
+        self.bias_alone = owner is None or TRITON_EPILOGUES_ATTR not in owner.attributes
         self.group_of: dict[int, int] = {}
         self.groups: dict[int, list[int]] = {}
         self.sigs: dict[int, object] = {}
@@ -261,8 +270,8 @@ class _Block:
         """Whether the edge (root -> m through `chain`) must not lie inside a kernel."""
         if self.ops[m].name in ("stax.concat", "stax.pad"):
             return True
-        if (root is not None and is_linear_bias_add(self.ops[root])) or \
-                is_linear_bias_add(self.ops[m]):
+        if self.bias_alone and ((root is not None and is_linear_bias_add(self.ops[root])) or
+                                is_linear_bias_add(self.ops[m])):
             # a bf16/f16 matmul's bias add is a kernel of its own, which the wrapper runs
             # as torch.addmm: the sum rounded once, as eager's F.linear. A matmul rounded
             # to bf16 and then added to its bias rounds twice: a sum that cancels came

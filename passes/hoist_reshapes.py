@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from stax._mlir import ir
 from stax.passes.fuse import (ELEMENTWISE_OPS, FUSIBLE_OPS, GEN_OPS, VIEW_OPS,
-                              is_linear_bias_add, verify_pass_ir)
+                              TRITON_EPILOGUES_ATTR, is_linear_bias_add, verify_pass_ir)
 from stax.passes.fuse import _key  # an op's identity (its C pointer)
 
 __all__ = ["PASS_NAME", "run", "hoist_reshapes"]
@@ -95,7 +95,7 @@ def _feeds_fusion(reshape) -> bool:
     return any(u.owner.name in FUSIBLE_OPS for u in reshape.results[0].uses)
 
 
-def _rewrite(reshape, memo, pending: dict) -> bool:
+def _rewrite(reshape, memo, pending: dict, bias_alone: bool = True) -> bool:
     """Move the op `reshape` reads above it, if allowed. The reshapes it erases leave
     `pending` (the worklist, keyed by op identity); the operand reshapes it makes join
     it."""
@@ -103,7 +103,8 @@ def _rewrite(reshape, memo, pending: dict) -> bool:
     if not isinstance(src, ir.OpResult):
         return False
     op = src.owner
-    if op.name not in _MOVABLE or len(op.results) != 1 or is_linear_bias_add(op):
+    if op.name not in _MOVABLE or len(op.results) != 1 or (bias_alone and
+                                                           is_linear_bias_add(op)):
         return False
     if not _is_epilogue(src, memo):
         return False
@@ -154,6 +155,7 @@ def hoist_reshapes(func_op) -> int:
     """Rewrite one function in place (its body only: a kernel's ops keep the kernel's
     domain); returns how many ops were moved."""
     n = 0
+    bias_alone = TRITON_EPILOGUES_ATTR not in func_op.attributes
     for region in func_op.regions:
         for block in region.blocks:
             # a worklist: each move makes operand reshapes that may move further up
@@ -164,7 +166,7 @@ def hoist_reshapes(func_op) -> int:
             memo = {}
             while pending:
                 _, op = pending.popitem()
-                if _rewrite(op, memo, pending):
+                if _rewrite(op, memo, pending, bias_alone):
                     n += 1
             if n:
                 _erase_dead_reshapes(block)

@@ -430,6 +430,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
             notes.append("fp8 inputs are passed as zero-copy uint8 views and fp8 "
                          "arithmetic runs on the decoded values (stax-legalize-fp8)")
         if config.fusion:
+            if route == TRITON_ROUTE and config.max_autotune:
+                # the Triton matmul may take the whole epilogue, rounding the bias add
+                # with the rest once (stax.passes.fuse.is_linear_bias_add)
+                from stax.passes.fuse import TRITON_EPILOGUES_ATTR
+                with module.context:
+                    _main_func(module).attributes[TRITON_EPILOGUES_ATTR] = ir.UnitAttr.get()
             _run_passes(module, pre + FUSED_PIPELINE, dump)
         else:
             _run_passes(module, pre + UNFUSED_PIPELINE, dump)

@@ -295,3 +295,20 @@ func.func @linear_bias_abs_f32(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: te
   %a = "stax.abs"(%s) : (tensor<8x16xf32>) -> tensor<8x16xf32>
   return %a : tensor<8x16xf32>
 }
+
+// -----
+
+// Under max-autotune on the GPU (the driver marks the function), a Triton matmul may
+// compute the whole epilogue in f32 and round once: the bf16 bias add fuses with the abs.
+// CHECK-LABEL: func.func @linear_bias_abs_bf16_triton_epilogues
+// CHECK: "stax.add"
+// CHECK-NEXT: "stax.abs"
+// CHECK: name = "k0_fused_abs_add"
+// CHECK-NOT: "stax_graph.kernel"
+func.func @linear_bias_abs_bf16_triton_epilogues(%x: tensor<8x4xbf16>, %w: tensor<4x16xbf16>, %b: tensor<16xbf16>) -> tensor<8x16xbf16> attributes {stax.triton_matmul_epilogues} {
+  %m = "stax.matmul"(%x, %w) : (tensor<8x4xbf16>, tensor<4x16xbf16>) -> tensor<8x16xbf16>
+  %bb = "stax.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<16xbf16>) -> tensor<8x16xbf16>
+  %s = "stax.add"(%bb, %m) : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  %a = "stax.abs"(%s) : (tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  return %a : tensor<8x16xbf16>
+}
