@@ -1,7 +1,7 @@
 """Dynamic graphs take inputs with the strides Dynamo recorded (transposed, sliced with a
 step, at an offset) and compile once; a few more ops import symbolically (pad and crop,
 max/min with their index, isnan, copy, same-width dtype views, atan2, remainder,
-leaky_relu, prod). Every call: values,
+leaky_relu, prod, hardtanh). Every call: values,
 shape, strides, storage offset and aliasing with the inputs as eager has them, at
 sizes 9, 16, 37, 5 and 100 of a dynamic dim (widths 520)."""
 from __future__ import annotations
@@ -33,6 +33,7 @@ CASES = {
         lambda x: torch.atan2(x, x * 0.5 - 1) + F.leaky_relu(x, 0.1) + x.remainder(0.7),
         lambda t: t),
     "prod": (lambda x: (x * 0.1 + 1).prod(-1), lambda t: t),
+    "hardtanh": (lambda x: F.hardtanh(x, -0.5, 0.75) * 2, lambda t: t),
     # a result eager lays out like its transposed input, returned with a view of it: both
     # laid out as eager has them, in one storage (stax-fuzz --dynamic --backward seed
     # 2783, program 2783008392: the view came back over the unrestrided value)
