@@ -7,8 +7,11 @@ nvidia-smi --query-gpu=name --format=csv > $OUT/r/machine.txt; cat COMMIT >> $OU
 case "${1:-probe}" in
 probe)
   timeout 200 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_triton_division.py test/python/test_triton_kernels_gpu.py > $OUT/r/pytest-division-kernels.log 2>&1; echo "pytest rc=$?"
-  # A/B: this tree, then the triton_ops.py of HEAD before this change and one with the
-  # scalar divisions only (both carried in .ab/, git-ignored)
+  # A/B: this tree, then the triton_ops.py before the division change and one with the
+  # scalar divisions only, carried in .ab/ (git-ignored; `carry` it). They were made by
+  #   git show 75eb428:python/stax/targets/triton_ops.py > .ab/triton_ops_head.py
+  #   and a copy of the row-division tree's triton_ops.py with its row branch disabled
+  # (that tree is not committed: the row division was dropped after this measurement)
   timeout 150 python3 benchmarks/kernel_probe.py --cases softmax,llama --no-autotune --profile > $OUT/r/kernel-probe-new.log 2>&1; echo "probe new rc=$?"
   cp python/stax/targets/triton_ops.py /tmp/triton_ops_new.py
   for v in head scalar_only; do
