@@ -1,7 +1,7 @@
 """Dynamic graphs take inputs with the strides Dynamo recorded (transposed, sliced with a
 step, at an offset) and compile once; a few more ops import symbolically (pad and crop,
 max/min with their index, isnan, copy, same-width dtype views, atan2, remainder,
-leaky_relu, prod, hardtanh). Every call: values,
+leaky_relu, prod, hardtanh, division with a rounding mode). Every call: values,
 shape, strides, storage offset and aliasing with the inputs as eager has them, at
 sizes 9, 16, 37, 5 and 100 of a dynamic dim (widths 520)."""
 from __future__ import annotations
@@ -34,6 +34,14 @@ CASES = {
         lambda t: t),
     "prod": (lambda x: (x * 0.1 + 1).prod(-1), lambda t: t),
     "hardtanh": (lambda x: F.hardtanh(x, -0.5, 0.75) * 2, lambda t: t),
+    "div_rounding_modes": (
+        lambda x: (torch.div(x, 0.7, rounding_mode="floor") +
+                   torch.div(x, x * 0.3 + 2, rounding_mode="trunc"),
+                   (lambda i: torch.div(i, 3, rounding_mode="floor") * 2 +
+                    torch.div(i, -4, rounding_mode="trunc") +
+                    torch.div(i, i.abs() % 5 + 1, rounding_mode="floor"))(
+                       (x * 40).to(torch.int64))),
+        lambda t: t),
     # a result eager lays out like its transposed input, returned with a view of it: both
     # laid out as eager has them, in one storage (stax-fuzz --dynamic --backward seed
     # 2783, program 2783008392: the view came back over the unrestrided value)

@@ -70,7 +70,7 @@ SYMBOLIC_OPS = _names(
     aten.native_layer_norm, aten.mm, aten.bmm, aten.addmm,
     aten.var, aten.var_mean,   # their divisor over a symbolic dim is a stax.size_value
     aten.scalar_tensor, *_FULL,
-) - {aten.view.dtype, aten.div.Tensor_mode, aten.div.Scalar_mode}
+) - {aten.view.dtype}
 # a bitcast of the same width (others are refused); max/min with their index
 SYMBOLIC_OPS |= {aten.view.dtype, aten.max.dim, aten.min.dim}
 
