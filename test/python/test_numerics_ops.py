@@ -588,6 +588,24 @@ def test_cross_entropy_unbatched_target_and_all_ignored():
              lambda: (rnd((4, 10)), torch.full((4,), -100)))
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_cross_entropy_signed_zero_loss_as_eager(dynamic):
+    """One class: the loss is exactly 0, +0.0 unbatched and -0.0 per row of a batch in
+    eager (0 - x[t] * w against -x[t] * w); atan2 turns that sign into 0 or -pi
+    (stax-fuzz --dynamic --backward seed 2905, program 2905008721)."""
+    def fn(x, t):
+        loss = F.cross_entropy(x, t, reduction="none")
+        return torch.atan2(loss, loss)
+
+    cf = torch.compile(fn, backend="stax", dynamic=dynamic)
+    for x, t in [(torch.randn(1), torch.tensor(0)), (torch.randn(1), torch.tensor(0)),
+                 (torch.randn(3, 1), torch.zeros(3, dtype=torch.int64)),
+                 (torch.randn(5, 1), torch.zeros(5, dtype=torch.int64))]:
+        got, want = cf(x, t), fn(x, t)
+        assert torch.equal(got, want) and torch.equal(got.signbit(), want.signbit()), \
+            (x.shape, got, want)
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
 def test_layer_norm(affine, dtype):
