@@ -197,7 +197,10 @@ class _Block:
         # per op: list of (root def index or None, chain of transparent op indices)
         self.chains = [self._operand_chains(i) for i in range(len(self.ops))]
         owner = block.owner
-        self.bias_alone = owner is None or TRITON_EPILOGUES_ATTR not in owner.attributes
+        bias_alone = owner is None or TRITON_EPILOGUES_ATTR not in owner.attributes
+        # per op: a bf16/f16 linear's bias add, kept a kernel of its own (computed once:
+        # _strict asks for every edge)
+        self.bias_add = [bias_alone and is_linear_bias_add(op) for op in self.ops]
         self.group_of: dict[int, int] = {}
         self.groups: dict[int, list[int]] = {}
         self.sigs: dict[int, object] = {}
@@ -270,8 +273,7 @@ class _Block:
         """Whether the edge (root -> m through `chain`) must not lie inside a kernel."""
         if self.ops[m].name in ("stax.concat", "stax.pad"):
             return True
-        if self.bias_alone and ((root is not None and is_linear_bias_add(self.ops[root])) or
-                                is_linear_bias_add(self.ops[m])):
+        if (root is not None and self.bias_add[root]) or self.bias_add[m]:
             # a bf16/f16 matmul's bias add is a kernel of its own, which the wrapper runs
             # as torch.addmm: the sum rounded once, as eager's F.linear. A matmul rounded
             # to bf16 and then added to its bias rounds twice: a sum that cancels came

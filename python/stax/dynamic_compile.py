@@ -157,30 +157,23 @@ def _importable(gm):
                             size_outs, names)
 
 
-def _addmm_plans(block, kernel_ops) -> dict:
-    """stax.matmul op -> (its one consumer, a kernel that only adds a bias along the last
-    dim (stax.matmul_epilogues.bias_add_operand), the bias value): run as one torch.addmm,
-    the sum rounded once as eager's F.linear (stax-fuse keeps a bf16/f16 bias add a
-    kernel of its own for this)."""
-    from stax.matmul_epilogues import bias_add_operand
-    users: dict = {}
-    for o in block.operations:
-        for v in o.operation.operands:
-            users.setdefault(v, []).append(o.operation)
+def _addmm_plans(block) -> dict:
+    """stax.matmul op -> (its consumer, a kernel that only adds a bias along the last dim,
+    the bias value), found as the static wrapper finds them
+    (stax.matmul_epilogues.matmul_epilogue_plans: the matmul's one use, every other
+    operand computed before it; bias_add_operand): run as one torch.addmm, the sum
+    rounded once as eager's F.linear (stax-fuse keeps a bf16/f16 bias add a kernel of
+    its own for this)."""
+    from stax.matmul_epilogues import bias_add_operand, matmul_epilogue_plans
+    ops = list(block.operations)
     plans = {}
-    for o in block.operations:
-        op = o.operation
-        if op.name != "stax.matmul" or len(op.operands[0].type.shape) != 2:
+    for i, plan in matmul_epilogue_plans(ops, set()).items():
+        if not isinstance(plan, tuple):
             continue
-        u = users.get(op.results[0], [])
-        if len(u) != 1 or u[0].name not in kernel_ops:
-            continue
-        operands = list(u[0].operands)
-        if operands.count(op.results[0]) != 1:
-            continue
-        bias_idx = bias_add_operand(u[0], operands.index(op.results[0]))
+        kop, acc_idx = plan
+        bias_idx = bias_add_operand(kop, acc_idx)
         if bias_idx is not None:
-            plans[op] = (u[0], operands[bias_idx])
+            plans[ops[i].operation] = (kop.operation, kop.operation.operands[bias_idx])
     return plans
 
 
@@ -249,7 +242,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
             slot_of[a] = j
         next_slot = len(block.arguments)
         steps, kernels, library_calls, outputs = [], [], [], []
-        addmm = _addmm_plans(block, KERNEL_OPS)   # matmul -> (bias-add kernel, bias)
+        addmm = _addmm_plans(block)   # matmul -> (bias-add kernel, bias)
         fused_away = {kop: mm for mm, (kop, _) in addmm.items()}
         fallback_ops = []   # stax_graph.fallback ops PyTorch runs (_library_runner)
         result_dims = []    # every top-level result's dims (the symbols they use)
@@ -270,15 +263,13 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
             if op in fused_away:   # computed by the matmul's torch.addmm
                 slot_of[op.results[0]] = slot_of[fused_away[op].results[0]]
                 continue
-            if name == "stax.matmul" and op in addmm and addmm[op][1] in slot_of:
+            if op in addmm:   # the bias is computed before it (matmul_epilogue_plans)
                 shapes = [symbolic.fmt_dims(symbolic.dims_of(v.type)) for v in op.operands]
                 library_calls.append(f"addmm {shapes[0]} @ {shapes[1]} + bias (torch.addmm: "
                                      "the matmul and its bias kernel, sizes read at run time)")
                 steps.append(_Step("matmul", [slot_of[addmm[op][1]]] + ins, outs,
                                    lambda ins, env: torch.addmm(ins[0], ins[1], ins[2])))
                 continue
-            if name == "stax.matmul":   # its bias is computed later: no addmm
-                fused_away = {k: m for k, m in fused_away.items() if m != op}
             if name in KERNEL_OPS:
                 kname = ir.StringAttr(op.attributes["name"]).value
                 try:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import struct
 
+import torch
+
 _DIVISOR_MIN, _DIVISOR_MAX = 2.0 ** -126, 2.0 ** 126
 
 
@@ -37,7 +39,6 @@ def scalar_reciprocal(c) -> float | None:
     c = _f32(float(c))
     if c != c or not (_DIVISOR_MIN <= abs(c) <= _DIVISOR_MAX):
         return None
-    import torch
     return float(torch.tensor(1.0) / torch.tensor(c, dtype=torch.float32))
 
 
