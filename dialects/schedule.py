@@ -36,7 +36,7 @@ from stax._mlir import ir
 __all__ = ["ATTR", "VERSION", "CPU_MODES", "CPU_TAILS", "Read", "Result", "GpuTiling", "CpuTiling", "KernelSchedule",
            "read_schedule", "has_schedule", "schedule_errors", "to_attr", "dims_used",
            "gpu_mode", "with_gpu_tiling", "set_schedule",
-           "stride_along"]
+           "stride_along", "split_loop"]
 
 ATTR = "stax.schedule"
 VERSION = 1
@@ -538,13 +538,25 @@ def _check_tiling(t, kind="pointwise", rank=0, reduced=(), domain=None):
         if "loop_order" in g:
             _check_gpu_order(g, mode, rank, reduced)
     if "cpu" in t:
-        _check_cpu(_need(t, "cpu", ir.DictAttr, "tiling."), kind, rank, reduced)
+        _check_cpu(_need(t, "cpu", ir.DictAttr, "tiling."), kind, rank, reduced, domain)
 
 
-def _check_cpu(c, kind, rank, reduced):
+def split_loop(extents) -> int:
+    """Which of a kernel's loops (their extents, outermost first: those the threads may
+    split) the threads split: the outermost of more than one iteration, the last when
+    none has one; -1 when there are no loops. A leading loop of one iteration (a batch
+    of 1) split over the threads leaves every thread but one idle. An extent that is not
+    an int (a runtime size) may be more than 1."""
+    for k, n in enumerate(extents):
+        if not isinstance(n, int) or n > 1:
+            return k
+    return len(extents) - 1
+
+
+def _check_cpu(c, kind, rank, reduced, domain):
     """tiling.cpu: known mode and tail, a loop order that is a permutation of the domain's
     dims (the reduced dims innermost in a reduction), a vector dim and a split dim of the
-    domain (the split dim the outermost loop's), 1 lane exactly in mode "scalar", the
+    domain (the split dim's loop the outermost of more than one iteration), 1 lane exactly in mode "scalar", the
     tile only in mode "tiled" (its two dims the innermost loops, its rows one vector)."""
     _known(c, "tiling.cpu", "tiling.cpu")
     w = "tiling.cpu."
@@ -578,9 +590,10 @@ def _check_cpu(c, kind, rank, reduced):
         raise _Bad(f"field 'tiling.cpu.vector_dim' = {vd} must be a dim of the domain "
                    f"(rank {rank}; -1 for rank 0)")
     sd = _int(_need(c, "split_dim", ir.IntegerAttr, w))
-    if sd != -1 and (not order or sd != order[0]):
-        raise _Bad(f"field 'tiling.cpu.split_dim' = {sd} must be the outermost loop's dim "
-                   f"{order[0] if order else None} or -1 (no split)")
+    if sd != -1 and (sd not in order or any(domain[d] != 1 for d in order[:order.index(sd)])):
+        raise _Bad(f"field 'tiling.cpu.split_dim' = {sd} must be the dim of the outermost "
+                   f"loop of more than one iteration (loop order {order}, domain "
+                   f"{list(domain)}) or -1 (no split)")
     if "tile" in c:
         if mode != "tiled":
             raise _Bad(f"field 'tiling.cpu.tile' belongs to mode \"tiled\" only, not "

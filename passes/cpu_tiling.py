@@ -21,8 +21,10 @@ when it builds the schedule, so `tiling.cpu` records it), everything the CPU gen
 - `tail`: "scalar" when the vector dim's extent is not a multiple of the width (or the
   kernel is 1-lane): a 1-lane loop computes what follows the last full vector; "none"
   when it is;
-- `split_dim`: the domain dim whose loop threads split (`%part` of `%nparts`), the
-  outermost loop's; -1 when there is none (a rank-0 kernel, a reduction to one value);
+- `split_dim`: the domain dim whose loop threads split (`%part` of `%nparts`): the
+  outermost loop of more than one iteration (`schedule.split_loop`: a batch of 1 split
+  over the threads left all but one idle); -1 when there is none (a rank-0 kernel, a
+  reduction to one value);
 - `tile`: (TP, TQ) of mode "tiled", else ().
 
 The scalar fallback: a lane loop cannot address a read, result or branch whose position
@@ -39,7 +41,7 @@ off, the thread split off) that the generator honours the same way.
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.dialects.schedule import CpuTiling, dims_used, stride_along
+from stax.dialects.schedule import CpuTiling, dims_used, split_loop, stride_along
 from stax.passes import kernel_schedule
 
 __all__ = ["cpu_tiling", "CPU_TILE", "one_lane_reason", "cpu_tile"]
@@ -126,13 +128,13 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
         # a lane loop exists when the innermost extent holds a vector, or always in a
         # rank-1 kernel (its loop's bounds are the thread part's, runtime values)
         lanes = rank == 1 or (rank > 1 and S[vdim] >= W)
-        split = order[0] if rank else -1
+        split = _split_dim(S, order) if rank else -1
         t = cpu_tile(S, reads, results, order)
         if t is not None and all(one_lane_reason(d, S, reads, results, boundaries) is None
                                  for d in t):
             mode, tile = "tiled", (CPU_TILE, CPU_TILE)
             order = tuple(d for d in order if d not in t) + t
-            vdim, split = t[1], order[0]
+            vdim, split = t[1], _split_dim(S, order[:-1])   # tiles split along p
     else:
         outer = [d for d in range(rank) if d not in D]
         args = any(o.name in _ARG_REDUCTIONS for o in body)
@@ -147,7 +149,7 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
             # the full-domain outputs of a reduction to one value are written by a
             # top-level loop: a rank-1 one always has its lane loop
             lanes = S[vdim] >= W or (not outer and len(D) == 1)
-        split = order[0] if outer else -1
+        split = _split_dim(S, outer) if outer else -1
     # (a rank-1 loop has lanes even over one element: its bounds are the thread part's)
     if mode != "tiled" and lanes and vdim >= 0 and (S[vdim] > 1 or rank == 1) and \
             one_lane_reason(vdim, S, reads, results, boundaries) is not None:
@@ -158,6 +160,11 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
     tail = "scalar" if W == 1 or n % W else "none"
     return CpuTiling(W, PARALLEL_MIN_ELEMENTS, work, mode=mode, loop_order=tuple(order),
                      vector_dim=vdim, tail=tail, split_dim=split, tile=tile)
+
+
+def _split_dim(S, loops):
+    """The dim of `loops` (domain dims, outermost first) that the threads split."""
+    return loops[split_loop([S[d] for d in loops])]
 
 
 def _numel(shape):

@@ -105,3 +105,38 @@ func.func @concat_of_generated_values() -> tensor<8xf32> {
   %c = "stax.concat"(%a, %b) {dim = 0 : i64} : (tensor<7xf32>, tensor<1xf32>) -> tensor<8xf32>
   return %c : tensor<8xf32>
 }
+
+// -----
+
+// A batch of 1: the threads split the outermost loop of more than one iteration (d1),
+// not d0, whose one iteration would leave every thread but one idle.
+// CHECK-LABEL: func.func @batch_one_gelu_split
+// CHECK: cpu = {loop_order = array<i64: 0, 1, 2>, mode = "pointwise", parallel_min_elements = 65536 : i64, split_dim = 1 : i64, tail = "none", vector_dim = 2 : i64, vector_width = 16 : i64, work = 786432 : i64}
+func.func @batch_one_gelu_split(%x: tensor<1x256x3072xf32>) -> tensor<1x256x3072xf32> {
+  %t = "stax.tanh"(%x) : (tensor<1x256x3072xf32>) -> tensor<1x256x3072xf32>
+  %a = "stax.mul"(%t, %x) : (tensor<1x256x3072xf32>, tensor<1x256x3072xf32>) -> tensor<1x256x3072xf32>
+  return %a : tensor<1x256x3072xf32>
+}
+
+// -----
+
+// Every loop but the lanes' of one iteration: the threads split the vector loop.
+// CHECK-LABEL: func.func @one_row_split_lanes
+// CHECK: cpu = {loop_order = array<i64: 0, 1, 2>, mode = "pointwise", parallel_min_elements = 65536 : i64, split_dim = 2 : i64, tail = "none", vector_dim = 2 : i64, vector_width = 16 : i64, work = 131072 : i64}
+func.func @one_row_split_lanes(%x: tensor<1x1x131072xf32>) -> tensor<1x1x131072xf32> {
+  %a = "stax.exp"(%x) : (tensor<1x1x131072xf32>) -> tensor<1x1x131072xf32>
+  return %a : tensor<1x1x131072xf32>
+}
+
+// -----
+
+// Attention's softmax rows at batch 1 ([1, 12, 256, 256]): the head loop (d1) is split.
+// CHECK-LABEL: func.func @batch_one_softmax_split
+// CHECK: cpu = {loop_order = array<i64: 0, 1, 2, 3>, mode = "row", parallel_min_elements = 65536 : i64, split_dim = 1 : i64, tail = "none", vector_dim = 3 : i64, vector_width = 16 : i64, work = 786432 : i64}
+func.func @batch_one_softmax_split(%x: tensor<1x12x256x256xf32>) -> tensor<1x12x256x256xf32> {
+  %m = "stax.reduce_max"(%x) {dims = array<i64: 3>, keepdim = true} : (tensor<1x12x256x256xf32>) -> tensor<1x12x256x1xf32>
+  %mb = "stax.broadcast_in_dim"(%m) {dims = array<i64: 0, 1, 2, 3>} : (tensor<1x12x256x1xf32>) -> tensor<1x12x256x256xf32>
+  %s = "stax.sub"(%x, %mb) : (tensor<1x12x256x256xf32>, tensor<1x12x256x256xf32>) -> tensor<1x12x256x256xf32>
+  %e = "stax.exp"(%s) : (tensor<1x12x256x256xf32>) -> tensor<1x12x256x256xf32>
+  return %e : tensor<1x12x256x256xf32>
+}

@@ -65,7 +65,7 @@
 #map2 = affine_map<(d0, d1) -> (d0, d1)>
 #map3 = affine_map<(d0, d1) -> (d0 * 128 + d1)>
   func.func @transpose_add(%arg0: tensor<128x64xf32>, %arg1: tensor<64x128xf32>) -> tensor<64x128xf32> {
-  // expected-error @+1 {{kernel 'k0_fused_add' stax.schedule: field 'tiling.cpu.split_dim' = 1 must be the outermost loop's dim 0 or -1 (no split)}}
+  // expected-error @+1 {{kernel 'k0_fused_add' stax.schedule: field 'tiling.cpu.split_dim' = 1 must be the dim of the outermost loop of more than one iteration (loop order [0, 1], domain [64, 128]) or -1 (no split)}}
     %0 = "stax_graph.kernel"(%arg0, %arg1) ({
     ^bb0(%arg2: tensor<128x64xf32>, %arg3: tensor<64x128xf32>):
       %1 = "stax.permute"(%arg2) {perm = array<i64: 1, 0>} : (tensor<128x64xf32>) -> tensor<64x128xf32>

@@ -207,3 +207,46 @@ def test_full_reduction_runs_whole(parts):
     _compare(torch.compile(fn, backend="stax")(x), fn(x), "full sum")
     (k,) = [k for g in B.compiled_callables[0].stax_graphs for k in g.kernels]
     assert not k.splittable and parts[k.name] == {(0, 1)}
+
+
+def _split_extent(mlir: str) -> int:
+    """The extent of the loop the threads split: n of `arith.muli %part, n` (the part's
+    lower bound, part * n / nparts) in the kernel's MLIR."""
+    import re
+    m = re.search(r"arith\.muli %part, (%\w+) : index", mlir)
+    assert m, mlir[:400]
+    c = re.search(re.escape(m.group(1)) + r" = arith\.constant (\d+) : index", mlir)
+    assert c, m.group(1)
+    return int(c.group(1))
+
+
+_MASK = torch.tril(torch.ones(256, 256)).view(1, 1, 256, 256)
+
+# A leading dim of 1 (a batch of one): the threads split the outermost loop of more than
+# one iteration. Before, they split the batch's one iteration: one part did all the work
+# (the GPT-2 block's softmax and GELU kernels on the CPU at batch 1 ran on one core).
+BATCH_ONE = {
+    "gelu_rows": (lambda x, b: F.gelu(x + b, approximate="tanh"),
+                  lambda: (torch.randn(1, 256, 3072), torch.randn(3072))),
+    "masked_softmax": (lambda a: F.softmax((a * 0.125).masked_fill(_MASK == 0, float("-inf")), -1),
+                       lambda: (torch.randn(1, 12, 256, 256),)),
+    "one_row_lanes": (lambda x: torch.exp(x) * 0.5, lambda: (torch.randn(1, 1, 131072),)),
+    "column_sum": (lambda x: x.sum(1), lambda: (torch.randn(1, 160, 520),)),
+    "transpose_add": (lambda x, y: x.transpose(1, 2) + y,
+                      lambda: (torch.randn(1, 512, 256), torch.randn(1, 256, 512))),
+}
+
+
+@pytest.mark.parametrize("name", list(BATCH_ONE))
+def test_batch_one_splits_a_loop_of_many_iterations(name, parts):
+    fn, make = BATCH_ONE[name]
+    cf = torch.compile(fn, backend="stax", fullgraph=True, dynamic=False)
+    for _ in range(2):
+        args = make()
+        _compare(cf(*args), fn(*args), name)
+    _check_split(parts, reduction_required=False)
+    big = [k for g in B.compiled_callables[0].stax_graphs for k in g.kernels
+           if k.work >= L.PARALLEL_MIN_ELEMENTS]
+    assert big
+    for k in big:
+        assert _split_extent(k.mlir) >= NPARTS, (k.name, k.mlir[:600])

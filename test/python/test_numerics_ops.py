@@ -598,9 +598,11 @@ def test_cross_entropy_signed_zero_loss_as_eager(dynamic):
         return torch.atan2(loss, loss)
 
     cf = torch.compile(fn, backend="stax", dynamic=dynamic)
-    for x, t in [(torch.randn(1), torch.tensor(0)), (torch.randn(1), torch.tensor(0)),
-                 (torch.randn(3, 1), torch.zeros(3, dtype=torch.int64)),
-                 (torch.randn(5, 1), torch.zeros(5, dtype=torch.int64))]:
+    d = DEVICE  # eager's CPU and CUDA kernels are separate code: STAX_TEST_DEVICE=cuda
+    for x, t in [(torch.randn(1, device=d), torch.tensor(0, device=d)),
+                 (torch.randn(1, device=d), torch.tensor(0, device=d)),
+                 (torch.randn(3, 1, device=d), torch.zeros(3, dtype=torch.int64, device=d)),
+                 (torch.randn(5, 1, device=d), torch.zeros(5, dtype=torch.int64, device=d))]:
         got, want = cf(x, t), fn(x, t)
         assert torch.equal(got, want) and torch.equal(got.signbit(), want.signbit()), \
             (x.shape, got, want)

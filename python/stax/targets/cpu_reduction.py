@@ -16,6 +16,7 @@ schedule too (llvm.py), and row or column mode is the schedule's `tiling.cpu.mod
 stash is still decided here."""
 import math
 
+from stax.dialects.schedule import split_loop
 from stax.passes import kernel_schedule
 from stax.targets.cpu_dtypes import dtype_of
 from stax.targets.cpu_emitter import Val
@@ -94,9 +95,12 @@ class ReductionMixin:
         outer_idx = {}
         if not outer_dims and self.tiling is None:
             self.splittable = False
+        # the threads split the outermost loop of more than one iteration; in column
+        # mode the columns when no kept dim but the last has more than one
+        split = split_loop([S[d] for d in loop_dims] + ([S[outer_dims[-1]]] if column else []))
         for k, d in enumerate(loop_dims):
             iv = em.fresh()
-            lo, hi = (self._part_range(S[d], 1) if k == 0
+            lo, hi = (self._part_range(S[d], 1) if k == split
                       else (em.const(0, 'index'), em.const(S[d], 'index')))
             em.emit(f"scf.for {iv} = {lo} to {hi} "
                     f"step {em.const(1, 'index')} {{")
@@ -168,7 +172,7 @@ class ReductionMixin:
             n = S[last]
             W = em.W
             segments = [True, False]
-            if loop_dims:
+            if split < len(loop_dims):
                 lo, hi = em.const(0, "index"), em.const(n, "index")
                 mid = em.const((n // W) * W, "index")
                 if not self._tail(n, W):

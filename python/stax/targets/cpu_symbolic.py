@@ -40,6 +40,7 @@ import re
 
 from stax._mlir import ExecutionEngine, PassManager, ir
 from stax.dialects import symbolic
+from stax.dialects.schedule import split_loop
 from stax.runtime.cpu_kernel import SizedCpuKernel
 from stax.targets import llvm
 from stax.targets.cpu_dtypes import dtype_of, with_libcall_helpers
@@ -427,14 +428,16 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
             body([])
             return
         idx = []
+        # the outermost loop of more than one iteration (a static 1 is not split)
+        at = split_loop(shape) if split else -1
         for d, n in enumerate(shape[:-1]):
-            lo, hi = (self._runtime_part_range(n, 1) if d == 0 and split
+            lo, hi = (self._runtime_part_range(n, 1) if d == at
                       else (em.const(0, "index"), self._size(n)))
             idx.append(self._open_loop(lo, hi, n))
         n = shape[-1]
         W = em.W
         ext = self._extent_of(n)
-        if len(shape) == 1 and split:
+        if at == len(shape) - 1:
             lo, hi = self._runtime_part_range(n, W)
             self._split_lanes(lo, hi, W, ext, idx, body)
         else:

@@ -23,6 +23,7 @@ reduction's value is only ever read at the current row; any other index is refus
 """
 from stax._mlir import ir
 from stax.dialects import symbolic
+from stax.dialects.schedule import split_loop
 from stax.targets.cpu_dtypes import dtype_of
 from stax.targets.cpu_emitter import Val
 from stax.targets.cpu_index import Aff, Var
@@ -117,8 +118,11 @@ class RuntimeReductionMixin:
         if not kept:
             self.splittable = False
         self.outer_idx = {}
+        # the outermost loop of more than one iteration (a static 1 is not split); in
+        # column mode the columns when no other kept dim may have more than one
+        split = split_loop([S[d] for d in loop_dims] + ([S[kept[-1]]] if self.column else []))
         for k, d in enumerate(loop_dims):
-            lo, hi = (self._runtime_part_range(S[d], 1) if k == 0
+            lo, hi = (self._runtime_part_range(S[d], 1) if k == split
                       else (em.const(0, "index"), self._size(S[d])))
             self.outer_idx[d] = self._open_loop(lo, hi, S[d])
         self.stash = (self._choose_stash(full_outs, phase, phases[-1])
@@ -143,7 +147,7 @@ class RuntimeReductionMixin:
                 self.stash_active = False
 
         if self.column:
-            self._column_lanes(kept[-1], split=not loop_dims, body=rows_body)
+            self._column_lanes(kept[-1], split=split == len(loop_dims), body=rows_body)
         else:
             rows_body()
         self._close_loops(len(loop_dims))

@@ -6,7 +6,7 @@ value evaluation and stores.
 """
 from __future__ import annotations
 
-from stax.dialects.schedule import stride_along
+from stax.dialects.schedule import split_loop, stride_along
 from stax.passes import kernel_schedule
 from stax.targets.cpu_emitter import Val
 from stax.targets.cpu_errors import KernelLoweringError
@@ -35,15 +35,16 @@ class TiledMixin:
         c = lambda v: em.const(v, "index")  # noqa: E731
         idx = [None] * len(S)
         opened = 0
+        split = split_loop([S[d] for d in order[:-1]])   # the last: p, in whole tiles
         for k, d in enumerate(order[:-2]):
             iv = em.fresh()
-            lo, hi = self._part_range(S[d], 1) if k == 0 else (c(0), c(S[d]))
+            lo, hi = self._part_range(S[d], 1) if k == split else (c(0), c(S[d]))
             em.emit(f"scf.for {iv} = {lo} to {hi} step {c(1)} {{")
             em.push()
             opened += 1
             em.vars[iv] = Var(iv, S[d])
             idx[d] = Aff.var(iv)
-        if order[:-2]:
+        if split < len(order) - 2:
             plo, phi, pmid = c(0), c(P), c((P // TP) * TP)
         else:   # p is the loop the threads split: parts of whole tiles
             plo, phi = self._part_range(P, TP)

@@ -41,7 +41,7 @@ loads and stores, and the JIT compile; it re-exports the names callers read here
 from dataclasses import dataclass
 
 from stax._mlir import ExecutionEngine, PassManager, ir
-from stax.dialects.schedule import dims_used, has_schedule, read_schedule
+from stax.dialects.schedule import dims_used, has_schedule, read_schedule, split_loop
 # the one shared index analysis (not a pass): used when the kernel has no schedule for
 # these strides, and to compose an index through a view
 from stax.passes import kernel_schedule
@@ -302,16 +302,18 @@ class _KernelLowering(TiledMixin, ReductionMixin, OpsMixin):
 
     def _loop_nest(self, shape, body, vectorize=True):
         """for idx in shape: body(idx), innermost dim vectorized; tail in 1 lane.
-        The outermost dim covers only this call's part (see _part_range)."""
+        The outermost loop of more than one iteration (schedule.split_loop) covers only
+        this call's part (see _part_range)."""
         em = self.em
         idx = []
         opened = 0
         top = self.em.indent == 2  # only top-level nests are split across threads
         if not shape and top and self.tiling is None:
             self.splittable = False
+        split = split_loop(shape) if top else -1
         for d, n in enumerate(shape[:-1] if shape else []):
             iv = em.fresh()
-            lo, hi = (self._part_range(n, 1) if (d == 0 and top)
+            lo, hi = (self._part_range(n, 1) if d == split
                       else (em.const(0, 'index'), em.const(n, 'index')))
             em.emit(f"scf.for {iv} = {lo} to {hi} "
                     f"step {em.const(1, 'index')} {{")
@@ -324,8 +326,11 @@ class _KernelLowering(TiledMixin, ReductionMixin, OpsMixin):
         else:
             n = shape[-1]
             W = em.W if vectorize else 1
-            if len(shape) == 1 and top:
+            if split == len(shape) - 1:
                 self._split_vector_loop(n, W, idx, body)
+                for _ in range(opened):
+                    em.pop()
+                    em.emit("}")
                 return
             main = (n // W) * W if W > 1 else 0
             if main:
