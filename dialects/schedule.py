@@ -36,7 +36,7 @@ from stax._mlir import ir
 __all__ = ["ATTR", "VERSION", "CPU_MODES", "CPU_TAILS", "Read", "Result", "GpuTiling", "CpuTiling", "KernelSchedule",
            "read_schedule", "has_schedule", "schedule_errors", "to_attr", "dims_used",
            "gpu_mode", "with_gpu_tiling", "set_schedule",
-           "stride_along", "split_loop"]
+           "stride_along", "split_loop", "split_candidates"]
 
 ATTR = "stax.schedule"
 VERSION = 1
@@ -553,6 +553,19 @@ def split_loop(extents) -> int:
     return len(extents) - 1
 
 
+def split_candidates(extents, lanes) -> list:
+    """The loops of a pointwise nest (extents, outermost first, the vector loop last)
+    that the threads may split: the vector loop only in a rank-1 nest or where it holds
+    a whole vector of `lanes` (a split vector loop runs W-wide steps between runtime
+    bounds; a shorter one is all tail, and a concat or pad along it is not checked for
+    lanes: passes/cpu_tiling). A runtime extent (not an int) has its vector loop."""
+    extents = list(extents)
+    if len(extents) == 1 or (extents and (not isinstance(extents[-1], int) or
+                                          extents[-1] >= lanes)):
+        return extents
+    return extents[:-1]
+
+
 def _check_cpu(c, kind, rank, reduced, domain):
     """tiling.cpu: known mode and tail, a loop order that is a permutation of the domain's
     dims (the reduced dims innermost in a reduction), a vector dim and a split dim of the
@@ -590,7 +603,7 @@ def _check_cpu(c, kind, rank, reduced, domain):
         raise _Bad(f"field 'tiling.cpu.vector_dim' = {vd} must be a dim of the domain "
                    f"(rank {rank}; -1 for rank 0)")
     sd = _int(_need(c, "split_dim", ir.IntegerAttr, w))
-    if sd != -1 and (sd not in order or any(domain[d] != 1 for d in order[:order.index(sd)])):
+    if sd != -1 and (sd not in order or any(domain[d] > 1 for d in order[:order.index(sd)])):
         raise _Bad(f"field 'tiling.cpu.split_dim' = {sd} must be the dim of the outermost "
                    f"loop of more than one iteration (loop order {order}, domain "
                    f"{list(domain)}) or -1 (no split)")

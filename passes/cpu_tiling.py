@@ -41,7 +41,8 @@ off, the thread split off) that the generator honours the same way.
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.dialects.schedule import CpuTiling, dims_used, split_loop, stride_along
+from stax.dialects.schedule import (CpuTiling, dims_used, split_candidates, split_loop,
+                                    stride_along)
 from stax.passes import kernel_schedule
 
 __all__ = ["cpu_tiling", "CPU_TILE", "one_lane_reason", "cpu_tile"]
@@ -128,7 +129,7 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
         # a lane loop exists when the innermost extent holds a vector, or always in a
         # rank-1 kernel (its loop's bounds are the thread part's, runtime values)
         lanes = rank == 1 or (rank > 1 and S[vdim] >= W)
-        split = _split_dim(S, order) if rank else -1
+        split = None   # below, once the lanes are known
         t = cpu_tile(S, reads, results, order)
         if t is not None and all(one_lane_reason(d, S, reads, results, boundaries) is None
                                  for d in t):
@@ -156,6 +157,9 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
         mode, W = "scalar", 1
         if kind != "pointwise":
             vdim = D[-1]
+    if split is None:   # pointwise: the vector loop may be split (schedule.split_candidates)
+        cands = list(order)[:len(split_candidates([S[d] for d in order], W))]
+        split = _split_dim(S, cands) if cands else -1
     n = S[vdim] if vdim >= 0 else 1
     tail = "scalar" if W == 1 or n % W else "none"
     return CpuTiling(W, PARALLEL_MIN_ELEMENTS, work, mode=mode, loop_order=tuple(order),

@@ -91,3 +91,29 @@ def test_kernels_defining_the_truncation_helper_load_into_one_module():
     t = torch.empty(4, dtype=torch.bfloat16)
     loaded[1](x, t)
     torch.testing.assert_close(t, x.float().sum(1).bfloat16(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("shape", [(1, 1), (256, 768), (300, 1000)])
+def test_layer_norm_output_and_its_cos_read_the_stash_before_it_is_overwritten(shape, dynamic):
+    """F.layer_norm(x) and cos of it, both returned, in training (stax-fuzz seed 3010,
+    program 3010009048): the row kernel stashes x - mean in the layer norm's output buffer
+    and reads it back in the output loop. It stored the layer norm's own value there
+    first, then read that back as x - mean for the cos: cos(b) came out as cos of the
+    output re-normalized (0.552 against 0.979 at [1, 1]). Now every output's value is
+    computed before any is stored (static and runtime-size generators)."""
+    d = shape[-1]
+    w, b = torch.randn(d), torch.randn(d)
+
+    def fn(x):
+        y = torch.nn.functional.layer_norm(x, (d,), w, b)
+        # y is saved for the backward: an output of the kernel, yielded before the cos
+        return torch.cos(y).flatten(0) * 2.0
+
+    cf = torch.compile(fn, backend="stax", fullgraph=True, dynamic=dynamic)
+    for rows in ((shape[0], shape[0] + 3) if dynamic else (shape[0],)):
+        x = torch.randn(rows, d, requires_grad=True)
+        got, want = cf(x), fn(x)
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert all(r.route == "stax-cpu" for r in B.reports()), [r.summary() for r in B.reports()]

@@ -9,6 +9,7 @@ import ctypes
 import torch
 
 from stax.runtime.cpu_parallel import team
+from stax.runtime.errors import StaxIndexError
 
 __all__ = ["CpuKernel", "SizedCpuKernel", "cpu_parallelism", "PARALLEL_MIN_ELEMENTS", "load_cpu_kernels",
            "kernel_text", "KernelLoadError"]
@@ -109,6 +110,7 @@ class CpuKernel:
             raise KernelLoadError(f"JIT did not produce symbol {name}")
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
         self._addr = addr
+        self._index_error = _index_error_global(engine, name)
         self.n_args = n_args
         self._all = slice(0, n_args)
         self._slots = [_ArgSlot(n_args)]
@@ -132,6 +134,20 @@ class CpuKernel:
             self._run_parts(slot, self._may_split)
         finally:
             slots.append(slot)
+        if self._index_error is not None and self._index_error[0]:
+            self._raise_index_error()
+
+    def _raise_index_error(self):
+        """A gather of this call met an index out of range (it read a clamped one): clear
+        the record and raise as eager does, before any output is returned."""
+        rec = self._index_error
+        index, size = rec[1], rec[2]
+        rec[0] = rec[1] = rec[2] = 0
+        raise StaxIndexError(
+            f"index {index} is out of bounds for a dimension of size {size} (valid: "
+            f"{-size} to {size - 1}); stax kernel {self.name} gathers along it (embedding, "
+            "index_select or tensor indexing): check the index tensor's values. Eager "
+            "PyTorch raises here too; no output of this call was returned")
 
     def _run_parts(self, slot, may_split):
         """Run the native function on the slot's arguments: whole, or split over the
@@ -274,6 +290,8 @@ class SizedCpuKernel(CpuKernel):
             self._run_parts(slot, self.splittable and work >= PARALLEL_MIN_ELEMENTS)
         finally:
             slots.append(slot)
+        if self._index_error is not None and self._index_error[0]:
+            self._raise_index_error()
 
 
 #: functions a kernel may call outside itself (the code generator's math falls back to
@@ -281,6 +299,21 @@ class SizedCpuKernel(CpuKernel):
 _EXTERNAL_OK = frozenset({"expf", "exp", "logf", "log", "tanhf", "tanh", "erff", "erf",
                           "powf", "pow", "sqrtf", "sqrt", "fmodf", "fmod", "log1pf", "log1p",
                           "expm1f", "expm1", "sinf", "sin", "cosf", "cos", "atan2f", "atan2"})
+
+
+def _index_error_global(engine, name):
+    """The kernel's index-error record (3 int64: set, index, dim size), which a gather
+    writes when it meets an index out of range (targets/cpu_emitter.gather_index), as a
+    ctypes array over the JIT's global; None for a kernel without gathers. Its address
+    comes from the kernel module's `<name>_index_error_addr` function: the JIT looks up
+    functions, not data."""
+    addr_fn = engine.raw_lookup(f"{name}_index_error_addr")
+    if not addr_fn:
+        return None
+    result = ctypes.c_int64()
+    packed = (ctypes.c_void_p * 1)(ctypes.addressof(result))
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr_fn)(ctypes.addressof(packed))
+    return (ctypes.c_int64 * 3).from_address(result.value)
 
 
 def _check_module(module, name: str, n_sizes: int = 0) -> int:

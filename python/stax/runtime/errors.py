@@ -4,11 +4,18 @@ compiler share them. Every one is a `StaxError` (a RuntimeError)."""
 
 __all__ = ["StaxError", "StaxGuardError", "StaxCompileError", "StaxUnsupportedError",
            "StaxArtifactError", "StaxArtifactFormatError", "StaxArtifactIntegrityError",
-           "StaxArtifactVersionError", "StaxArtifactPlanError", "StaxInvariantError"]
+           "StaxArtifactVersionError", "StaxArtifactPlanError", "StaxInvariantError",
+           "StaxIndexError"]
 
 
 class StaxError(RuntimeError):
     """Base of every error stax raises on purpose."""
+
+
+class StaxIndexError(StaxError, IndexError):
+    """A gather met an index out of range at run time (eager raises there too: an
+    IndexError for embedding and tensor indexing, a RuntimeError for index_select on an
+    inner dim; this is both)."""
 
 
 class StaxGuardError(StaxError):

@@ -34,6 +34,10 @@ class Emitter(IndexAlgebra):
         self.memo = [{}]
         self.idx_memo = [{}]
         self.lane_var = None
+        # the module global a gather records an out-of-range index in (gather_index);
+        # the kernel's generator names it, and module_globals() defines it once used
+        self.index_error_symbol = None
+        self.uses_index_error = False
 
     # --- raw text
     def fresh(self):
@@ -77,6 +81,58 @@ class Emitter(IndexAlgebra):
                 self.consts[key] = (name, f"vector.broadcast {s} : {elem} to {ty}")
             return self.consts[key][0]
         return self.const(value if not isinstance(value, str) else float(value), ty)
+
+    # --- gathers
+    def gather_index(self, kv, size, last, unsigned):
+        """The position a gather reads for index `kv` (an index value) along a dim of
+        `size` elements (`last` = size - 1; SSA index values, constants or runtime
+        sizes): a negative index counts from the end; one still out of range is recorded
+        in the kernel's index-error global (index_error_record: the runtime raises
+        IndexError after the call, as eager does) and clamped into range, so the kernel
+        never reads outside the buffer."""
+        zero = self.const(0, "index")
+        pos = kv
+        if not unsigned:
+            neg = self.op(f"arith.cmpi slt, {kv}, {zero} : index", "i1")
+            wrapped = self.op(f"arith.addi {kv}, {size} : index", "index")
+            pos = self.op(f"arith.select {neg}, {wrapped}, {kv} : index", "index")
+        # unsigned: a still-negative position is huge, so one compare covers both ends
+        bad = self.op(f"arith.cmpi uge, {pos}, {size} : index", "i1")
+        self.index_error_record(bad, kv, size)
+        if not unsigned:
+            pos = self.op(f"arith.maxsi {pos}, {zero} : index", "index")
+        return self.op(f"arith.minsi {pos}, {last} : index", "index")
+
+    def index_error_record(self, bad, kv, size):
+        """Where `bad` holds: store 1, the index and the dim's size in the kernel's
+        index-error global (runtime.cpu_kernel reads and clears it after the call).
+        Values defined inside the `scf.if` are fresh, never memoized."""
+        self.uses_index_error = True
+        g, raw, n = self.fresh(), self.fresh(), self.fresh()
+        ty = "memref<3xi64>"
+        self.emit(f"scf.if {bad} {{")
+        self.indent += 2
+        self.emit(f"{g} = memref.get_global @{self.index_error_symbol} : {ty}")
+        self.emit(f"{raw} = arith.index_cast {kv} : index to i64")
+        self.emit(f"{n} = arith.index_cast {size} : index to i64")
+        for k, val in enumerate((self.const(1, "i64"), raw, n)):
+            self.emit(f"memref.store {val}, {g}[{self.const(k, 'index')}] : {ty}")
+        self.indent -= 2
+        self.emit("}")
+
+    def module_globals(self) -> list:
+        """Module-level lines this kernel needs: its index-error global and the function
+        that returns the global's address (the JIT looks up functions, not data)."""
+        if not self.uses_index_error:
+            return []
+        sym = self.index_error_symbol
+        return [f"memref.global @{sym} : memref<3xi64> = dense<0>",
+                f"func.func @{sym}_addr() -> i64 attributes {{llvm.emit_c_interface}} {{",
+                f"    %g = memref.get_global @{sym} : memref<3xi64>",
+                "    %p = memref.extract_aligned_pointer_as_index %g : memref<3xi64> -> index",
+                "    %i = arith.index_cast %p : index to i64",
+                "    return %i : i64",
+                "  }"]
 
     # --- scopes (values defined inside a loop body are not visible after it)
     def push(self):

@@ -112,9 +112,10 @@ class OpsMixin:
 
     def _eval_gather(self, o, idx):
         """input[..., indices[i_d], ...]. The index is loaded where the result is read; a
-        negative one counts from the end, and it is clamped into range so a bad index
-        cannot read outside the buffer (torch raises there). An index that differs
-        between vector lanes makes the kernel 1-lane."""
+        negative one counts from the end; one out of range is recorded (the runtime
+        raises IndexError after the call, as eager does) and clamped, so it cannot read
+        outside the buffer (Emitter.gather_index). An index that differs between vector
+        lanes makes the kernel 1-lane."""
         em = self.em
         d = ir.IntegerAttr(o.attributes["dim"]).value
         n = _shape(o.operands[0])[d]
@@ -123,15 +124,10 @@ class OpsMixin:
         k = self._eval(o.operands[1], [idx[d]])
         if k.vec:
             raise NeedScalar()
-        cast = "index_castui" if dtype_of(_etype(o.operands[1])).unsigned else "index_cast"
+        unsigned = dtype_of(_etype(o.operands[1])).unsigned
+        cast = "index_castui" if unsigned else "index_cast"
         kv = em.op(f"arith.{cast} {k.ssa} : {k.comp} to index", "index")
-        if not dtype_of(_etype(o.operands[1])).unsigned:
-            # negative: from the end (compare as signed in the index type)
-            neg = em.op(f"arith.cmpi slt, {kv}, {em.const(0, 'index')} : index", "i1")
-            wrapped = em.op(f"arith.addi {kv}, {em.const(n, 'index')} : index", "index")
-            kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : index", "index")
-            kv = em.op(f"arith.maxsi {kv}, {em.const(0, 'index')} : index", "index")
-        kv = em.op(f"arith.minsi {kv}, {em.const(n - 1, 'index')} : index", "index")
+        kv = em.gather_index(kv, em.const(n, "index"), em.const(n - 1, "index"), unsigned)
         em.vars[kv] = Var(kv, n)
         new = list(idx)
         new[d] = Aff.var(kv)

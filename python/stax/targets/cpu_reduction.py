@@ -156,9 +156,16 @@ class ReductionMixin:
             if full_outs:
                 def body(inner):
                     idx = self._at_domain(full_index(inner))
+                    # every value before any store: the stash buffer is an output, and
+                    # once its own value is stored a later output (a layer norm's
+                    # output and its cos) would read that instead of the stashed
+                    # x - mean (stax-fuzz seed 3010, program 3010009048)
+                    vals = []
                     for i in full_outs:
                         yidx = self._domain_to_output_index(i, idx)
-                        self._store(i, self._eval(self.yielded[i], yidx), yidx)
+                        vals.append((i, yidx, self._eval(self.yielded[i], yidx)))
+                    for i, yidx, val in vals:
+                        self._store(i, val, yidx)
                 self.stash_active = self.stash is not None and not column_mode
                 if column_mode:
                     self._plain_loops(inner_shape, body)

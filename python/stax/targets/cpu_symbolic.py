@@ -40,7 +40,7 @@ import re
 
 from stax._mlir import ExecutionEngine, PassManager, ir
 from stax.dialects import symbolic
-from stax.dialects.schedule import split_loop
+from stax.dialects.schedule import split_candidates, split_loop
 from stax.runtime.cpu_kernel import SizedCpuKernel
 from stax.targets import llvm
 from stax.targets.cpu_dtypes import dtype_of, with_libcall_helpers
@@ -186,6 +186,7 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
 
     def _lower(self, width):
         self.em = em = Emitter(width)
+        em.index_error_symbol = f"{self.name}_index_error"
         self.dims = None
         self.row_vals = {}
         self.stash = None
@@ -205,7 +206,7 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
         text = [f"func.func @{self.name}({', '.join(params)}) attributes "
                 "{llvm.emit_c_interface} {"]
         text += consts + self.prologue + em.lines + ["    return", "  }"]
-        return "module {\n  " + "\n".join(text) + "\n}\n"
+        return "module {\n  " + "\n  ".join(em.module_globals() + ["\n".join(text)]) + "\n}\n"
 
     # --------------------------------------------------------------- sizes
     def _size(self, d) -> str:
@@ -343,8 +344,8 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
     # --------------------------------------------------------------- gather
     def _eval_gather(self, o, idx):
         """input[..., indices[i_d], ...] (cpu_ops' gather with the gathered dim's size a
-        runtime value): a negative index counts from the end, and every index is clamped
-        into range so a bad one cannot read outside the buffer."""
+        runtime value): a negative index counts from the end; one out of range is
+        recorded (the runtime raises IndexError) and clamped (Emitter.gather_index)."""
         em = self.em
         d = ir.IntegerAttr(o.attributes["dim"]).value
         n = _dims(o.operands[0])[d]
@@ -356,14 +357,8 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
         unsigned = dtype_of(etype(o.operands[1])).unsigned
         kv = em.op(f"arith.{'index_castui' if unsigned else 'index_cast'} {k.ssa} : "
                    f"{k.comp} to index", "index")
-        zero = em.const(0, "index")
-        if not unsigned:
-            neg = em.op(f"arith.cmpi slt, {kv}, {zero} : index", "i1")
-            wrapped = em.op(f"arith.addi {kv}, {self._size(n)} : index", "index")
-            kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : index", "index")
-            kv = em.op(f"arith.maxsi {kv}, {zero} : index", "index")
-        last = self._size(symbolic.dim_sum([n, -1]))
-        kv = em.op(f"arith.minsi {kv}, {last} : index", "index")
+        kv = em.gather_index(kv, self._size(n), self._size(symbolic.dim_sum([n, -1])),
+                             unsigned)
         em.vars[kv] = Var(kv, self._extent_of(n))
         new = list(idx)
         new[d] = Aff.var(kv)
@@ -429,7 +424,7 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
             return
         idx = []
         # the outermost loop of more than one iteration (a static 1 is not split)
-        at = split_loop(shape) if split else -1
+        at = split_loop(split_candidates(shape, em.W)) if split else -1
         for d, n in enumerate(shape[:-1]):
             lo, hi = (self._runtime_part_range(n, 1) if d == at
                       else (em.const(0, "index"), self._size(n)))

@@ -137,8 +137,12 @@ class RuntimeReductionMixin:
             if full_outs:
                 def body(inner):
                     idx = self._full_index(inner)
-                    for i in full_outs:
-                        self._store(i, self._eval(self.yielded[i], idx), idx)
+                    # every value before any store: the stash buffer is an output, and
+                    # once its own value is stored a later output would read that
+                    # instead of the stash (stax-fuzz seed 3010, program 3010009048)
+                    vals = [(i, self._eval(self.yielded[i], idx)) for i in full_outs]
+                    for i, val in vals:
+                        self._store(i, val, idx)
                 self.stash_active = self.stash is not None
                 if self.column:
                     self._plain_runtime_loops([S[d] for d in D], body)

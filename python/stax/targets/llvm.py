@@ -41,7 +41,8 @@ loads and stores, and the JIT compile; it re-exports the names callers read here
 from dataclasses import dataclass
 
 from stax._mlir import ExecutionEngine, PassManager, ir
-from stax.dialects.schedule import dims_used, has_schedule, read_schedule, split_loop
+from stax.dialects.schedule import (dims_used, has_schedule, read_schedule, split_candidates,
+                                    split_loop)
 # the one shared index analysis (not a pass): used when the kernel has no schedule for
 # these strides, and to compose an index through a view
 from stax.passes import kernel_schedule
@@ -271,6 +272,7 @@ class _KernelLowering(TiledMixin, ReductionMixin, OpsMixin):
 
     def _lower(self, width):
         self.em = em = Emitter(width)
+        em.index_error_symbol = f"{self.name}_index_error"
         self.dims = None   # with a schedule: the Aff of each domain dim, in the loop body
         self.row_vals = {}
         self.stash = None
@@ -293,7 +295,7 @@ class _KernelLowering(TiledMixin, ReductionMixin, OpsMixin):
         consts = ["    " + f"{n} = {t}" for n, t in em.consts.values()]
         text = [f"func.func @{self.name}({params}) attributes {{llvm.emit_c_interface}} {{"]
         text += consts + body_lines + ["    return", "  }"]
-        return "module {\n  " + "\n".join(text) + "\n}\n"
+        return "module {\n  " + "\n  ".join(em.module_globals() + ["\n".join(text)]) + "\n}\n"
 
     # --------------------------------------------------------------- loops
     def _part_range(self, n, align):
@@ -310,7 +312,8 @@ class _KernelLowering(TiledMixin, ReductionMixin, OpsMixin):
         top = self.em.indent == 2  # only top-level nests are split across threads
         if not shape and top and self.tiling is None:
             self.splittable = False
-        split = split_loop(shape) if top else -1
+        W = em.W if vectorize else 1
+        split = split_loop(split_candidates(shape, W)) if top else -1
         for d, n in enumerate(shape[:-1] if shape else []):
             iv = em.fresh()
             lo, hi = (self._part_range(n, 1) if d == split
@@ -325,7 +328,6 @@ class _KernelLowering(TiledMixin, ReductionMixin, OpsMixin):
             body([])
         else:
             n = shape[-1]
-            W = em.W if vectorize else 1
             if split == len(shape) - 1:
                 self._split_vector_loop(n, W, idx, body)
                 for _ in range(opened):
