@@ -1,7 +1,7 @@
 # Session 30 on the H200: fuzz (static, backward, dynamic), eager CUDA's sign of an
 # unbatched cross-entropy zero, the issue-9 cases, where the Llama block's time goes,
 # and the dynamic benchmark.
-#   bash benchmarks/gpu_session30.sh [check|profile|final]
+#   bash benchmarks/gpu_session30.sh [check|profile|dynamic|final]
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r
 nvidia-smi --query-gpu=name --format=csv > $OUT/r/machine.txt; cat COMMIT >> $OUT/r/machine.txt
@@ -23,10 +23,15 @@ PY
   wait
   timeout 250 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s30a.md --jsonl $OUT/r/gpu-h200-s30a.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
   ;;
-profile)
+profile)   # after the CUDA cross-entropy sign fix; fuzz 3702 alone (it was killed beside four other jobs)
+  STAX_TEST_DEVICE=cuda timeout 100 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_numerics_ops.py -k "cross_entropy or nll" > $OUT/r/pytest-ce-cuda.log 2>&1; echo "pytest rc=$?"
+  ( timeout 200 python3 -m stax.tools.stax_fuzz --seed 3702 --count 40 --device cuda --dynamic --backward -v > $OUT/r/fuzz-3702-dynbwd.log 2>&1; echo "fuzz3702 rc=$?"; free -g > $OUT/r/free.txt ) &
   timeout 150 python3 benchmarks/profile_gpu.py --cases llama_block --top 30 > $OUT/r/profile-llama.log 2>&1; echo "profile rc=$?"
-  timeout 120 python3 benchmarks/dispatch_gap.py > $OUT/r/dispatch-gap.log 2>&1; echo "gap rc=$?"
-  timeout 300 python3 benchmarks/dynamic.py --device cuda --out $OUT/r/dynamic-cuda-h200.md > $OUT/r/dynamic.log 2>&1; echo "dynamic rc=$?"
+  wait
+  timeout 200 python3 benchmarks/dispatch_gap.py > $OUT/r/dispatch-gap.log 2>&1; echo "gap rc=$?"
+  ;;
+dynamic)
+  timeout 560 python3 benchmarks/dynamic.py --device cuda --out $OUT/r/dynamic-cuda-h200.md > $OUT/r/dynamic.log 2>&1; echo "dynamic rc=$?"
   ;;
 final)
   timeout 250 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s30b.md --jsonl $OUT/r/gpu-h200-s30b.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"

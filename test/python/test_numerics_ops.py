@@ -591,8 +591,9 @@ def test_cross_entropy_unbatched_target_and_all_ignored():
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_cross_entropy_signed_zero_loss_as_eager(dynamic):
     """One class: the loss is exactly 0, +0.0 unbatched and -0.0 per row of a batch in
-    eager (0 - x[t] * w against -x[t] * w); atan2 turns that sign into 0 or -pi
-    (stax-fuzz --dynamic --backward seed 2905, program 2905008721)."""
+    eager on the CPU (0 - x[t] * w against -x[t] * w), -0.0 for both on CUDA; atan2
+    turns that sign into 0 or -pi (stax-fuzz --dynamic --backward seed 2905, program
+    2905008721). STAX_TEST_DEVICE=cuda runs it against eager CUDA."""
     def fn(x, t):
         loss = F.cross_entropy(x, t, reduction="none")
         return torch.atan2(loss, loss)

@@ -231,10 +231,11 @@ def _nll_loss_forward(b, node, a):
     x, n, c, reduction, hit, w = _nll_common(b, a, "nll_loss_forward", cd)
     xv = b.reshape(b.convert(b.v(a["self"]), cd), [n, c])
     picked = b.reduce("reduce_sum", b.select(hit, xv, b.full([n, c], cd, 0.0)), [1], False)
-    if reduction == 0 and x.dim() == 1:
-        # eager's unbatched loss is 0 - x[t] * w: +0.0 for a log-probability of 0 (one
-        # class), where the batched one is -x[t] * w = -0.0 (stax-fuzz --dynamic
-        # --backward seed 2905: atan2 of the loss turned the sign into pi)
+    if reduction == 0 and x.dim() == 1 and _val(a["self"]).device.type != "cuda":
+        # eager CPU's unbatched loss is 0 - x[t] * w: +0.0 for a log-probability of 0
+        # (one class), where the batched one is -x[t] * w = -0.0 (stax-fuzz --dynamic
+        # --backward seed 2905: atan2 of the loss turned the sign into pi). Eager CUDA
+        # computes -x[t] * w for both (-0.0; checked on the H200, session 30)
         loss = b.binary("sub", b.full([n], cd, 0.0), b.binary("mul", picked, w))
     else:
         loss = b.binary("mul", b.unary("neg", picked), w)              # [n]
