@@ -339,6 +339,19 @@ def test_dynamic_resizes_the_shared_leading_dim_and_keeps_broadcasting():
         assert p.seed != prog.seed
 
 
+def test_resized_huge_program_is_not_doubled():
+    """A program of 2^31 + 33 elements (the 64-bit offset cases) runs at smaller sizes
+    only: at twice the size its host runs outgrew the H200 machine's memory (stax-fuzz
+    --device cuda --dynamic --backward seed 3702, program 3702011139, killed)."""
+    from stax.fuzz.dynamic import HUGE_ELEMENTS, resized_programs
+    n = (1 << 31) + 33
+    prog = Program([InputSpec("x0", (n,), "bfloat16")], [Stmt("v1", "x0 * 2", ["x0"])],
+                   ["v1"], seed=7)
+    sizes = [p.inputs[0].shape[0] for p in resized_programs(prog)]
+    assert sizes and all(s < n for s in sizes) and 1 in sizes, sizes
+    assert n > HUGE_ELEMENTS
+
+
 def test_dynamic_keeps_indices_into_a_resized_dim_in_range():
     """An index input drawn for the resized leading dim is narrowed with it (on the GPU an
     index out of range is a device-side assert: it lost the CUDA context, and the fuzzer
