@@ -136,3 +136,100 @@ def test_runtime_size_kernel_raises():
     assert all(r.route == "stax-cpu" for r in reps), [r.summary() for r in reps]
     assert any(getattr(v, "dynamic", False) for r in reps for v in r.variants), \
         ([r.summary() for r in reps], sized)
+
+
+# --------------------------------------------------------------------- the Triton target
+# On the GPU an index out of range is a device-side assert (`tt.assert`), as eager
+# CUDA's gathers assert: the CUDA context is lost, as in eager. Before, the Triton
+# kernels clamped the index and returned a row silently.
+
+_EMBED_IR = """
+func.func @main(%w: tensor<50x16xf32>, %i: tensor<37xi64>) -> tensor<37x16xf32> {
+  %r = "stax_graph.kernel"(%w, %i) ({
+  ^bb0(%a: tensor<50x16xf32>, %b: tensor<37xi64>):
+    %g = "stax.gather"(%a, %b) {dim = 0 : i64} : (tensor<50x16xf32>, tensor<37xi64>) -> tensor<37x16xf32>
+    %s = "stax.add"(%g, %g) : (tensor<37x16xf32>, tensor<37x16xf32>) -> tensor<37x16xf32>
+    "stax_graph.yield"(%s) : (tensor<37x16xf32>) -> ()
+  }) {kind = "pointwise", name = "k0_embedding"} : (tensor<50x16xf32>, tensor<37xi64>) -> tensor<37x16xf32>
+  return %r : tensor<37x16xf32>
+}
+"""
+
+
+def _static_embedding_ttir():
+    """The TTIR of a static gather kernel (a 50 x 16 table, 37 indices; out = 2 * row)."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_triton_compile import ttir_of
+    from stax._mlir import ir, new_context
+    from stax.targets.kernel_ir import kernel_ops
+    ctx = new_context()
+    with ctx:
+        m = ir.Module.parse(_EMBED_IR)
+        (k,) = kernel_ops(m)
+        return ttir_of(k, "k0_embedding")
+
+
+def test_triton_gather_asserts_in_range_in_the_interpreter():
+    pytest.importorskip("triton")
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from ttir_interp import DeviceAssert, run_ttir
+    t = _static_embedding_ttir()
+    assert "tt.assert" in t.text
+    w = torch.randn(50, 16)
+    ids = torch.randint(-50, 50, (37,))
+    out = torch.empty(37, 16)
+    run_ttir(t.text, t.grid, [w, ids, out], t.name)
+    g = F.embedding(torch.where(ids < 0, ids + 50, ids), w)
+    torch.testing.assert_close(out, g + g)
+    for bad in (50, -51, 1 << 40):
+        ids2 = ids.clone()
+        ids2[-1] = bad
+        with pytest.raises(DeviceAssert):
+            run_ttir(t.text, t.grid, [w, ids2, torch.empty(37, 16)], t.name)
+
+
+def test_triton_gather_assert_compiles_to_ptx():
+    pytest.importorskip("triton")
+    from stax.targets.triton import compile_ttir
+    t = _static_embedding_ttir()
+    compiled, _ = compile_ttir(t, arch=90)
+    assert "__assertfail" in compiled.asm["ptx"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_out_of_range_index_is_a_device_assert_as_in_eager():
+    """In a subprocess (a device-side assert loses the process's CUDA context): eager and
+    stax both fail with a device-side assert on an index past the table, and both run
+    the in-range call; the stax graph's route is triton."""
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+        import sys, torch, torch.nn.functional as F
+        import stax.backend as B
+        def f(w, i):
+            return F.embedding(i, w) * 2.0
+        w = torch.randn(50257, 768, device="cuda")
+        i = torch.randint(0, 50257, (4096,), device="cuda")
+        cf = torch.compile(f, backend="stax")
+        torch.testing.assert_close(cf(w, i), f(w, i))
+        assert {r.route for r in B.reports()} == {"triton"}, [r.summary() for r in B.reports()]
+        bad = i.clone(); bad[-1] = 50257
+        fn = f if sys.argv[1] == "eager" else cf
+        try:
+            fn(w, bad); torch.cuda.synchronize()
+        except Exception as e:
+            print("RAISED", type(e).__name__, str(e).splitlines()[0][:200])
+            sys.exit(0)
+        print("NO ERROR"); sys.exit(1)
+    """)
+    for who in ("eager", "stax"):
+        r = subprocess.run([sys.executable, "-c", code, who], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0 and "RAISED" in r.stdout, (who, r.stdout[-2000:],
+                                                            r.stderr[-2000:])
+        assert "device-side assert" in r.stdout or "assert" in r.stdout.lower(), r.stdout

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_triton_runtime_sizes import (CONCAT_SYMBOLIC, _routes, check,  # noqa: E402
                                        symbolic_graph, text_graph)
-from ttir_interp import run_ttir  # noqa: E402
+from ttir_interp import DeviceAssert, run_ttir  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 gpu = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
@@ -113,12 +113,21 @@ def _gather_text(it, rows, width):
 
 
 def _gather_ref(w, i):
-    # what the kernels do with an index out of range: wrap a negative one, clamp
+    # in-range indices: a negative one wraps
     n = w.shape[0]
     i = i.long()
     i = torch.where(i < 0, i + n, i).clamp(0, n - 1)
     g = w.index_select(0, i)
     return g * g
+
+
+def _gather_bad(it, rows, width):
+    """In-range indices but the last, which is `rows` (one past the end)."""
+    def make(n):
+        i = torch.randint(-rows, rows, (n,), dtype=it)
+        i[-1] = rows
+        return torch.randn(rows, width), i
+    return make
 
 
 def _gather_make(it, rows, width, wild):
@@ -185,9 +194,11 @@ def test_gather_runtime_number_of_indices(it):
         g_ = F.embedding(torch.where(i < 0, i + w.shape[0], i).long(), w)
         return g_ * g_
     check(g, emb, _gather_make(it, 50, 16, wild=False), ROWS)
-    # out-of-range indices: clamped, and the interpreter's bounds checks see no
-    # out-of-bounds read
-    check(g, _gather_ref, _gather_make(it, 50, 16, wild=True), [(1,), (13,), (37,)])
+    # an index out of range is a device-side assert (eager CUDA's too), never a read
+    # outside the table
+    for n in (1, 13, 37):
+        with pytest.raises(DeviceAssert):
+            check(g, _gather_ref, _gather_bad(it, 50, 16), [(n,)])
 
 
 def test_gather_symbolic_table_rows():
@@ -200,12 +211,16 @@ def test_gather_symbolic_table_rows():
 
     def ref(w, i):
         n = w.shape[0]
-        i = torch.where(i < 0, i + n, i).long().clamp(0, n - 1)
+        i = torch.where(i < 0, i + n, i).long()
         s = w.index_select(0, i)
         return s + s
-    check(g, ref, lambda n, r, c: (torch.randn(r, c), torch.randint(-2 * r, 2 * r, (n,),
+    check(g, ref, lambda n, r, c: (torch.randn(r, c), torch.randint(-r, r, (n,),
                                                                      dtype=torch.int32)),
           [(1, 1, 1), (17, 3, 5), (31, 7, 2), (5, 64, 3), (2, 13, 16)])
+    with pytest.raises(DeviceAssert):   # -r - 1: out of range after wrapping
+        check(g, lambda w, i: w[:i.shape[0]] * 0, lambda n, r, c: (torch.randn(r, c), torch.full((n,), -r - 1,
+                                                                      dtype=torch.int32)),
+              [(3, 7, 2)])
 
 
 def test_gather_feeds_a_row_reduction():
@@ -255,10 +270,12 @@ def test_variants_i64_and_div16():
     gg = text_graph(_gather_text("i32", 50, 16))
     kg = gg.compiled[0]
     for n in (1, 13, 37):
-        w, i = _gather_make(torch.int32, 50, 16, wild=True)(n)
+        w, i = _gather_make(torch.int32, 50, 16, wild=False)(n)
         out = torch.full((n, 16), 77.0)
         _run_variant(kg, i64, [w, i, out], [n])
         torch.testing.assert_close(out, _gather_ref(w, i), rtol=0, atol=0)
+        with pytest.raises(DeviceAssert):
+            _run_variant(kg, i64, list(_gather_bad(torch.int32, 50, 16)(n)) + [out], [n])
 
 
 def test_compiles_to_ptx():
@@ -307,5 +324,5 @@ def test_gpu_embedding_gather(it):
     g = text_graph(_gather_text(et, 50257, 768), device="cuda")
     check(g, _gather_ref, _gather_make(it, 50257, 768, wild=False),
           [(1,), (17,), (257,), (2048,), (4096,)], device="cuda")
-    check(g, _gather_ref, _gather_make(it, 50257, 768, wild=True), [(1,), (1023,)],
-          device="cuda")
+    # (an index out of range is a device-side assert, which loses the CUDA context:
+    # test_gather_bounds.py checks it in a subprocess)

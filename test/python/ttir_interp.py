@@ -34,6 +34,11 @@ class OutOfBounds(AssertionError):
     """An unmasked lane of a load or store addresses memory outside its tensor."""
 
 
+class DeviceAssert(AssertionError):
+    """A `tt.assert` whose condition is false in some lane (on a GPU: a device-side
+    assert, the CUDA context lost)."""
+
+
 _FT = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16,
        "bf16": torch.bfloat16, "f8E4M3FN": torch.float8_e4m3fn, "f8E5M2": torch.float8_e5m2}
 _IT = {"i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64}
@@ -329,6 +334,12 @@ class _Machine:
             p, off = vals
             env[r] = ("ptr", p[1], torch.broadcast_tensors(p[2], off.long())[0] + off.long())
             return
+        if n == "tt.assert":   # a device-side assert: every lane's condition holds
+            cond = vals[0]
+            if not bool(torch.as_tensor(cond).bool().all()):
+                msg = re.search(r'"([^"]*)"', t)
+                raise DeviceAssert(f"ttir_interp: tt.assert failed: {msg.group(1) if msg else ''}")
+            return
         if n == "tt.load":
             p = vals[0]
             mask = vals[1] if len(vals) > 1 else None
@@ -408,7 +419,12 @@ class _Machine:
             a, b = vals
             if n == "arith.cmpi":
                 if pred.startswith("u"):
-                    a, b = _u(a, src_elem), _u(b, src_elem)
+                    if src_elem != "i1" and _bits(src_elem) == 64:
+                        # unsigned order of 64-bit values: flip the sign bit, compare signed
+                        a, b = (torch.bitwise_xor(torch.as_tensor(x).long(), -(1 << 63))
+                                for x in (a, b))
+                    else:
+                        a, b = _u(a, src_elem), _u(b, src_elem)
                     pred = pred[1:]
                 elif pred.startswith("s"):
                     pred = pred[1:]

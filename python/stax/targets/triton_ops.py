@@ -85,11 +85,28 @@ class _OpsMixin:
         return self._eval(o.operands[0], Ix(ix.base + (V(kv, k.shape, self.it, hi=n),),
                                             tuple(exprs)))
 
+    def _assert_in_range(self, kv: str, size: str, sh, elem: str):
+        """A device-side assert that every wrapped index kv (of type `elem`) of an active
+        lane is in [0, size): eager CUDA's gathers assert so too (`device-side assert
+        triggered`, the CUDA context lost) where the CPU raises IndexError. Lanes outside
+        the block's bounds (their masked index load is undefined) pass."""
+        em = self.em
+        ty, bty = em.ty(sh, elem), em.ty(sh, "i1")
+        ok = em.op(f"arith.cmpi ult, {kv}, {size} : {ty}", "c")
+        mask = self._full_mask(sh) if sh else None
+        if mask is not None:
+            idle = self._not(V(em.mat(mask, sh), sh, "i1"))
+            ok = em.op(f"arith.ori {ok}, {em.mat(idle, sh)} : {bty}", "c")
+        em.emit(f'tt.assert {ok}, "stax: index out of bounds in a gather (embedding, '
+                f'index_select or tensor indexing)" : {bty}')
+
     def _gather_index(self, k: V, size: V, last: V) -> str:
-        """The loaded indices k in the index type, a negative one wrapped by `size` (the
-        gathered dim's extent), then clamped into [0, last]: an out-of-range index reads
-        in bounds, never outside the buffer. `size` and `last` are constants here and
-        runtime sizes in the runtime-size generator."""
+        """The loaded indices k in the index type: a negative one wrapped by `size` (the
+        gathered dim's extent) and asserted in range (_assert_in_range), both at the
+        wider of the two widths (a 64-bit index past 2^32 must not truncate into range),
+        then clamped into [0, last]: an out-of-range index reads in bounds, never outside
+        the buffer. `size` and `last` are constants here and runtime sizes in the
+        runtime-size generator."""
         em = self.em
         sh = k.shape
         kty, ity = em.ty(sh, k.elem), em.ty(sh, self.it)
@@ -97,12 +114,20 @@ class _OpsMixin:
         kb, ib = int(k.elem[1:]), int(self.it[1:])
         if kb < ib:
             kv = em.op(f"arith.extsi {kv} : {kty} to {ity}", "i")
-        elif kb > ib:
-            kv = em.op(f"arith.trunci {kv} : {kty} to {ity}", "i")
+        wide = k.elem if kb > ib else self.it
+        wty = em.ty(sh, wide)
+        n = em.mat(size, sh)
+        if kb > ib:   # the size at the index's width
+            n = em.mat(V(None, (), wide, cval=size.cval), sh) if size.is_const else \
+                em.op(f"arith.extsi {n} : {ity} to {wty}", "i")
+        zero = em.mat(V(None, (), wide, cval=0), sh)
+        neg = em.op(f"arith.cmpi slt, {kv}, {zero} : {wty}", "c")
+        wrapped = em.op(f"arith.addi {kv}, {n} : {wty}", "i")
+        kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : {em.ty(sh, 'i1')}, {wty}", "i")
+        self._assert_in_range(kv, n, sh, wide)
+        if kb > ib:   # in range (or asserted): the low bits are the index
+            kv = em.op(f"arith.trunci {kv} : {wty} to {ity}", "i")
         zero = em.mat(V(None, (), self.it, cval=0), sh)
-        neg = em.op(f"arith.cmpi slt, {kv}, {zero} : {ity}", "c")
-        wrapped = em.op(f"arith.addi {kv}, {em.mat(size, sh)} : {ity}", "i")
-        kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : {em.ty(sh, 'i1')}, {ity}", "i")
         kv = em.op(f"arith.maxsi {kv}, {zero} : {ity}", "i")
         return em.op(f"arith.minsi {kv}, {em.mat(last, sh)} : {ity}", "i")
 
