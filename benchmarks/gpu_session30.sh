@@ -33,7 +33,10 @@ profile)   # after the CUDA cross-entropy sign fix; fuzz 3702 alone (it was kill
 dynamic)
   timeout 560 python3 benchmarks/dynamic.py --device cuda --out $OUT/r/dynamic-cuda-h200.md > $OUT/r/dynamic.log 2>&1; echo "dynamic rc=$?"
   ;;
-final)
+final)   # the gather assert on CUDA (eager and stax in subprocesses), GPU gather kernels, fuzz, bench
+  ( timeout 250 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_gather_bounds.py test/python/test_triton_sized_concat.py test/python/test_kv_cache_decode_triton.py > $OUT/r/pytest-gather-cuda.log 2>&1; echo "pytest rc=$?" ) &
+  ( timeout 250 python3 -m stax.tools.stax_fuzz --seed 3703 --count 60 --device cuda > $OUT/r/fuzz-3703.log 2>&1; echo "fuzz3703 rc=$?" ) &
+  wait
   timeout 250 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s30b.md --jsonl $OUT/r/gpu-h200-s30b.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
   ;;
 esac
