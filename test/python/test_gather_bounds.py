@@ -233,3 +233,27 @@ def test_cuda_out_of_range_index_is_a_device_assert_as_in_eager():
         assert r.returncode == 0 and "RAISED" in r.stdout, (who, r.stdout[-2000:],
                                                             r.stderr[-2000:])
         assert "device-side assert" in r.stdout or "assert" in r.stdout.lower(), r.stdout
+
+
+def test_concurrent_calls_each_get_their_own_error():
+    """Threads calling one compiled graph at once, some with a bad index: exactly the
+    calls with a bad index raise (the kernel's record is taken under its lock), the rest
+    return eager's values."""
+    import concurrent.futures
+    w = torch.randn(1000, 256)
+    cf = torch.compile(_embed, backend="stax", dynamic=False)
+    good = torch.randint(0, 1000, (512,))
+    cf(w, good)
+    bad = good.clone()
+    bad[100] = 1000
+    want = _embed(w, good)
+
+    def call(k):
+        try:
+            out = cf(w, bad if k % 3 == 0 else good)
+        except StaxIndexError:
+            return k, "raised"
+        return k, "ok" if torch.equal(out, want) else "wrong"
+    with concurrent.futures.ThreadPoolExecutor(4) as ex:
+        got = dict(ex.map(call, range(60)))
+    assert all(v == ("raised" if k % 3 == 0 else "ok") for k, v in got.items()), got

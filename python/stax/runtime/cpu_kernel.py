@@ -5,6 +5,7 @@ ExecutionEngine only (no PassManager, no stax compiler module)."""
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import torch
 
@@ -111,6 +112,7 @@ class CpuKernel:
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
         self._addr = addr
         self._index_error = _index_error_global(engine, name)
+        self._index_lock = threading.Lock()
         self.n_args = n_args
         self._all = slice(0, n_args)
         self._slots = [_ArgSlot(n_args)]
@@ -131,11 +133,22 @@ class CpuKernel:
             else:  # as zip() did: the first n_args tensors
                 for i, t in zip(range(self.n_args), tensors):
                     slot.ptrs[i] = t.data_ptr()
-            self._run_parts(slot, self._may_split)
+            self._run_checked(slot, self._may_split)
         finally:
             slots.append(slot)
-        if self._index_error is not None and self._index_error[0]:
-            self._raise_index_error()
+
+    def _run_checked(self, slot, may_split):
+        """_run_parts, then (a kernel with gathers) raise if it met an index out of range.
+        The record is one per kernel, so a kernel with one runs, checks and clears it
+        under its lock: a concurrent call from another thread can neither take this
+        call's error nor clear it unseen."""
+        if self._index_error is None:
+            self._run_parts(slot, may_split)
+            return
+        with self._index_lock:
+            self._run_parts(slot, may_split)
+            if self._index_error[0]:
+                self._raise_index_error()
 
     def _raise_index_error(self):
         """A gather of this call met an index out of range (it read a clamped one): clear
@@ -287,11 +300,9 @@ class SizedCpuKernel(CpuKernel):
             for i, s in enumerate(sizes):
                 slot.sizes[i] = int(s)
             work = max(t.numel() for t in tensors) if tensors else 0
-            self._run_parts(slot, self.splittable and work >= PARALLEL_MIN_ELEMENTS)
+            self._run_checked(slot, self.splittable and work >= PARALLEL_MIN_ELEMENTS)
         finally:
             slots.append(slot)
-        if self._index_error is not None and self._index_error[0]:
-            self._raise_index_error()
 
 
 #: functions a kernel may call outside itself (the code generator's math falls back to
