@@ -501,10 +501,24 @@ class ConcatOp(Stax.Operation, name="concat", traits=[ext.Pure]):
         return True
 
 
+#: stax.gather's unit attribute: a negative index is out of range, not counted from the end
+NO_NEGATIVE_WRAP = "no_negative_wrap"
+
+
+def gather_wraps_negative(op) -> bool:
+    """Does this stax.gather count a negative index from the end (aten.index), or is it
+    out of range (embedding, index_select: NO_NEGATIVE_WRAP)?"""
+    return NO_NEGATIVE_WRAP not in op.attributes
+
+
 class GatherOp(Stax.Operation, name="gather", traits=[ext.Pure]):
     """Pick slices of `input` along `dim` by a 1-D integer index tensor
     (torch.index_select): result.shape = input.shape with shape[dim] = len(indices).
-    An index must be in [-size, size); a negative one counts from the end."""
+    An index must be in [-size, size); a negative one counts from the end. With the unit
+    attribute `no_negative_wrap` (F.embedding, index_select: eager raises on a negative
+    index there) an index must be in [0, size). An index out of range is an error at run
+    time (the CPU raises StaxIndexError, the GPU asserts); the kernel never reads outside
+    `input`."""
     input: ext.Operand[Tensor]
     indices: ext.Operand[Tensor]
     dim: Any
@@ -515,6 +529,11 @@ class GatherOp(Stax.Operation, name="gather", traits=[ext.Pure]):
         if dim is None:
             return False
         ti, tx, tr = _ty(self.input), _ty(self.indices), _ty(self.result)
+        flag = self.operation.attributes[NO_NEGATIVE_WRAP] \
+            if NO_NEGATIVE_WRAP in self.operation.attributes else None
+        if flag is not None and not isinstance(flag, ir.UnitAttr):
+            return _fail(self, f"attribute '{NO_NEGATIVE_WRAP}' must be a unit attribute, "
+                               f"got {flag}")
         if not 0 <= dim < ti.rank:
             return _fail(self, f"attribute 'dim' = {dim} out of range for rank {ti.rank}")
         if tx.rank != 1 or not _is_int(tx.element_type) or _is_bool(tx.element_type):

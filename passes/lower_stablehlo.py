@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 from stax._mlir import ir
+from stax.dialects.stax_dialect import gather_wraps_negative
 from stax.passes.registry import PassError
 
 PASS_NAME = "stax-to-stablehlo"
@@ -397,14 +398,16 @@ def _lower_matmul(e: _Emitter, a: V, b: V, shape, et) -> V:
     return e.convert(out, et)
 
 
-def _lower_gather(e: _Emitter, x: V, idx: V, d: int, shape, et) -> V:
+def _lower_gather(e: _Emitter, x: V, idx: V, d: int, shape, et, wrap=True) -> V:
     """stax.gather (index_select along d) as stablehlo.gather: one start index per
     output row along d, a full slice of the other dims. A negative index counts from
-    the end; XLA clamps out-of-range start indices into the operand."""
+    the end (unless no_negative_wrap); XLA clamps out-of-range start indices into the
+    operand (neuronx-cc has no assert: an index out of range is not an error here)."""
     n, r = idx.shape[0], len(x.shape)
     k = idx if idx.et == "i64" else e.convert(idx, "i64")
-    neg = e.cmp("LT", k, e.like(k, 0))
-    k = e.select(neg, e.op("add", [k, e.like(k, x.shape[d])], k.shape, "i64"), k)
+    if wrap:
+        neg = e.cmp("LT", k, e.like(k, 0))
+        k = e.select(neg, e.op("add", [k, e.like(k, x.shape[d])], k.shape, "i64"), k)
     k2 = e.op("reshape", [k], [n, 1], "i64")
     offset = [i for i in range(r) if i != d]
     sizes = [1 if i == d else x.shape[i] for i in range(r)]
@@ -448,7 +451,8 @@ def _lower_op(e: _Emitter, op, ins: list[V]) -> list[V]:
     if short == "concat":
         return [e.op("concatenate", ins, shape, et, f"dimension = {_int(op, 'dim')} : i64")]
     if short == "gather":
-        return [_lower_gather(e, ins[0], ins[1], _int(op, "dim"), shape, et)]
+        return [_lower_gather(e, ins[0], ins[1], _int(op, "dim"), shape, et,
+                              wrap=gather_wraps_negative(op))]
     if short == "pad":
         pv = e.const(_scalar(op, "value"), [], et)
         low, high = _i64s(op, "low"), _i64s(op, "high")

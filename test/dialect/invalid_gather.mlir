@@ -32,3 +32,11 @@ func.func @no_dim(%x: tensor<16x64xf32>, %i: tensor<6xi64>) {
   %0 = "stax.gather"(%x, %i) : (tensor<16x64xf32>, tensor<6xi64>) -> tensor<6x64xf32>
   return
 }
+
+// -----
+
+func.func @no_wrap_not_unit(%x: tensor<16x64xf32>, %i: tensor<6xi64>) {
+  // expected-error @+1 {{'stax.gather' op attribute 'no_negative_wrap' must be a unit attribute, got true}}
+  %0 = "stax.gather"(%x, %i) {dim = 0 : i64, no_negative_wrap = true} : (tensor<16x64xf32>, tensor<6xi64>) -> tensor<6x64xf32>
+  return
+}

@@ -90,6 +90,26 @@ def test_negative_index_of_tensor_indexing_wraps_as_eager():
         cf(x, bad)
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("name", ["embedding", "index_select"])
+def test_negative_index_of_embedding_and_index_select_raises_as_eager(name, dynamic):
+    """F.embedding and index_select do not count a negative index from the end: eager
+    raises, and so does stax (stax.gather's no_negative_wrap); before, stax wrapped it
+    and returned the last row."""
+    fn, make, n = CASES[name]
+    cf = torch.compile(fn, backend="stax", dynamic=dynamic)
+    x = make()
+    for k in (3, 5):
+        good = torch.randint(0, n, (k,))
+        torch.testing.assert_close(cf(x, good), fn(x, good))
+        bad = good.clone()
+        bad[1] = -1
+        _eager_raises(fn, x, bad)
+        with pytest.raises(StaxIndexError, match="index -1 is out of bounds"):
+            cf(x, bad)
+    assert _routes() == {"stax-cpu"}
+
+
 def test_large_embedding_split_over_threads_raises():
     """A 50257 x 768 table and 256 x 64 token ids: the kernel is split over the threads;
     a bad id in the last part is seen after the parts join."""
@@ -156,7 +176,7 @@ func.func @main(%w: tensor<50x16xf32>, %i: tensor<37xi64>) -> tensor<37x16xf32> 
 """
 
 
-def _static_embedding_ttir():
+def _static_embedding_ttir(no_wrap=False):
     """The TTIR of a static gather kernel (a 50 x 16 table, 37 indices; out = 2 * row)."""
     import os
     import sys
@@ -166,7 +186,8 @@ def _static_embedding_ttir():
     from stax.targets.kernel_ir import kernel_ops
     ctx = new_context()
     with ctx:
-        m = ir.Module.parse(_EMBED_IR)
+        m = ir.Module.parse(_EMBED_IR.replace(
+            "{dim = 0 : i64}", "{dim = 0 : i64, no_negative_wrap}" if no_wrap else "{dim = 0 : i64}"))
         (k,) = kernel_ops(m)
         return ttir_of(k, "k0_embedding")
 
@@ -190,6 +211,23 @@ def test_triton_gather_asserts_in_range_in_the_interpreter():
         ids2[-1] = bad
         with pytest.raises(DeviceAssert):
             run_ttir(t.text, t.grid, [w, ids2, torch.empty(37, 16)], t.name)
+
+
+def test_triton_gather_without_negative_wrap_asserts_on_a_negative_index():
+    pytest.importorskip("triton")
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from ttir_interp import DeviceAssert, run_ttir
+    t = _static_embedding_ttir(no_wrap=True)
+    w = torch.randn(50, 16)
+    ids = torch.randint(0, 50, (37,))
+    out = torch.empty(37, 16)
+    run_ttir(t.text, t.grid, [w, ids, out], t.name)
+    torch.testing.assert_close(out, 2 * F.embedding(ids, w))
+    ids[5] = -1
+    with pytest.raises(DeviceAssert):
+        run_ttir(t.text, t.grid, [w, ids, torch.empty(37, 16)], t.name)
 
 
 def test_triton_gather_assert_compiles_to_ptx():

@@ -6,6 +6,7 @@ import torch
 import torch.fx
 
 from stax._mlir import ir
+from stax.dialects.stax_dialect import NO_NEGATIVE_WRAP
 from stax.dialects.symbolic import dim_product
 from stax.importer.common import _norm_dim, _out, _val, _vshape
 from stax.importer.specs import _Fallback
@@ -16,9 +17,11 @@ aten = torch.ops.aten
 
 # ----------------------------------------------------------------------------- gathers
 
-def _gather_rows(b, node, x, idx, dim):
+def _gather_rows(b, node, x, idx, dim, wrap_negative):
     """x gathered along `dim` by an integer index tensor of any shape (the result takes
-    the index's shape in place of `dim`), as stax.gather of the flattened index."""
+    the index's shape in place of `dim`), as stax.gather of the flattened index. Without
+    `wrap_negative` a negative index is out of range (F.embedding and index_select raise
+    there; x[idx] counts it from the end)."""
     shape, dtype = _out(node)
     xs = _vshape(x)
     ix = _vshape(idx)
@@ -31,8 +34,10 @@ def _gather_rows(b, node, x, idx, dim):
     if dim_product(gshape) != dim_product(shape):
         # index_select on a 0-d tensor with several indices: eager returns one element
         raise _Fallback(f"gathered {gshape} but eager returns {list(shape)}")
-    g = b.emit("gather", [x, flat], [b.tt(gshape, dtype)],
-               {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)})
+    attrs = {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)}
+    if not wrap_negative:
+        attrs[NO_NEGATIVE_WRAP] = ir.UnitAttr.get()
+    g = b.emit("gather", [x, flat], [b.tt(gshape, dtype)], attrs)
     return b.reshape(g, shape) if gshape != list(shape) else g
 
 
@@ -46,12 +51,13 @@ def _index_select(b, node, a):
     x = b.v(a["self"])
     if not _vshape(x):  # a 0-d tensor indexes as a 1-element 1-d one
         x = b.reshape(x, [1])
-    return _gather_rows(b, node, x, b.v(a["index"]), _norm_dim(a["dim"], len(_vshape(x))))
+    return _gather_rows(b, node, x, b.v(a["index"]), _norm_dim(a["dim"], len(_vshape(x))),
+                        wrap_negative=False)
 
 
 @_reg(aten.embedding.default)
 def _embedding(b, node, a):
-    return _gather_rows(b, node, b.v(a["weight"]), b.v(a["indices"]), 0)
+    return _gather_rows(b, node, b.v(a["weight"]), b.v(a["indices"]), 0, wrap_negative=False)
 
 
 @_reg(aten.index.Tensor)
@@ -66,4 +72,4 @@ def _index(b, node, a):
     if ival is None or (ival.dim() != 1 and d != 0):
         raise _Fallback("a multi-dim index on an inner dim")
     x = b.v(a["self"])
-    return _gather_rows(b, node, x, b.v(idxs[d]), d)
+    return _gather_rows(b, node, x, b.v(idxs[d]), d, wrap_negative=True)

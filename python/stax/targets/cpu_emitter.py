@@ -83,16 +83,17 @@ class Emitter(IndexAlgebra):
         return self.const(value if not isinstance(value, str) else float(value), ty)
 
     # --- gathers
-    def gather_index(self, kv, size, last, unsigned):
+    def gather_index(self, kv, size, last, unsigned, wrap=True):
         """The position a gather reads for index `kv` (an index value) along a dim of
         `size` elements (`last` = size - 1; SSA index values, constants or runtime
-        sizes): a negative index counts from the end; one still out of range is recorded
+        sizes): a negative index counts from the end (unless not `wrap`: the gather's
+        no_negative_wrap, where it is out of range); one still out of range is recorded
         in the kernel's index-error global (index_error_record: the runtime raises
         IndexError after the call, as eager does) and clamped into range, so the kernel
         never reads outside the buffer."""
         zero = self.const(0, "index")
         pos = kv
-        if not unsigned:
+        if not unsigned and wrap:
             neg = self.op(f"arith.cmpi slt, {kv}, {zero} : index", "i1")
             wrapped = self.op(f"arith.addi {kv}, {size} : index", "index")
             pos = self.op(f"arith.select {neg}, {wrapped}, {kv} : index", "index")

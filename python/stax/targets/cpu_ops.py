@@ -12,7 +12,7 @@ import math
 import torch
 
 from stax._mlir import ir
-from stax.dialects.stax_dialect import scalar_attr_value
+from stax.dialects.stax_dialect import gather_wraps_negative, scalar_attr_value
 from stax.dialects.symbolic import dim_sum
 from stax.targets import cpu_math
 from stax.targets.cpu_dtypes import DTYPES, DType, dtype_of
@@ -127,7 +127,8 @@ class OpsMixin:
         unsigned = dtype_of(_etype(o.operands[1])).unsigned
         cast = "index_castui" if unsigned else "index_cast"
         kv = em.op(f"arith.{cast} {k.ssa} : {k.comp} to index", "index")
-        kv = em.gather_index(kv, em.const(n, "index"), em.const(n - 1, "index"), unsigned)
+        kv = em.gather_index(kv, em.const(n, "index"), em.const(n - 1, "index"), unsigned,
+                             wrap=gather_wraps_negative(o.operation))
         em.vars[kv] = Var(kv, n)
         new = list(idx)
         new[d] = Aff.var(kv)

@@ -41,6 +41,7 @@ import re
 from stax._mlir import ExecutionEngine, PassManager, ir
 from stax.dialects import symbolic
 from stax.dialects.schedule import split_candidates, split_loop
+from stax.dialects.stax_dialect import gather_wraps_negative
 from stax.runtime.cpu_kernel import SizedCpuKernel
 from stax.targets import llvm
 from stax.targets.cpu_dtypes import dtype_of, with_libcall_helpers
@@ -358,7 +359,7 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
         kv = em.op(f"arith.{'index_castui' if unsigned else 'index_cast'} {k.ssa} : "
                    f"{k.comp} to index", "index")
         kv = em.gather_index(kv, self._size(n), self._size(symbolic.dim_sum([n, -1])),
-                             unsigned)
+                             unsigned, wrap=gather_wraps_negative(o.operation))
         em.vars[kv] = Var(kv, self._extent_of(n))
         new = list(idx)
         new[d] = Aff.var(kv)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from stax._mlir import ir
-from stax.dialects.stax_dialect import scalar_attr_value
+from stax.dialects.stax_dialect import gather_wraps_negative, scalar_attr_value
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import ROUNDED_RESULT_OPS
 from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
@@ -79,7 +79,8 @@ class _OpsMixin:
         n = _shape(o.operands[0])[d]
         k = self._eval(o.operands[1], Ix(ix.base, (ix.exprs[d],)))
         kv = self._gather_index(k, V(None, (), self.it, cval=n),
-                                V(None, (), self.it, cval=n - 1))
+                                V(None, (), self.it, cval=n - 1),
+                                wrap=gather_wraps_negative(o.operation))
         exprs = list(ix.exprs)
         exprs[d] = ir.AffineDimExpr.get(len(ix.base))
         return self._eval(o.operands[0], Ix(ix.base + (V(kv, k.shape, self.it, hi=n),),
@@ -100,9 +101,10 @@ class _OpsMixin:
         em.emit(f'tt.assert {ok}, "stax: index out of bounds in a gather (embedding, '
                 f'index_select or tensor indexing)" : {bty}')
 
-    def _gather_index(self, k: V, size: V, last: V) -> str:
+    def _gather_index(self, k: V, size: V, last: V, wrap: bool = True) -> str:
         """The loaded indices k in the index type: a negative one wrapped by `size` (the
-        gathered dim's extent) and asserted in range (_assert_in_range), both at the
+        gathered dim's extent; not with the gather's no_negative_wrap, where it is out of
+        range) and asserted in range (_assert_in_range), both at the
         wider of the two widths (a 64-bit index past 2^32 must not truncate into range),
         then clamped into [0, last]: an out-of-range index reads in bounds, never outside
         the buffer. `size` and `last` are constants here and runtime sizes in the
@@ -120,10 +122,11 @@ class _OpsMixin:
         if kb > ib:   # the size at the index's width
             n = em.mat(V(None, (), wide, cval=size.cval), sh) if size.is_const else \
                 em.op(f"arith.extsi {n} : {ity} to {wty}", "i")
-        zero = em.mat(V(None, (), wide, cval=0), sh)
-        neg = em.op(f"arith.cmpi slt, {kv}, {zero} : {wty}", "c")
-        wrapped = em.op(f"arith.addi {kv}, {n} : {wty}", "i")
-        kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : {em.ty(sh, 'i1')}, {wty}", "i")
+        if wrap:
+            zero = em.mat(V(None, (), wide, cval=0), sh)
+            neg = em.op(f"arith.cmpi slt, {kv}, {zero} : {wty}", "c")
+            wrapped = em.op(f"arith.addi {kv}, {n} : {wty}", "i")
+            kv = em.op(f"arith.select {neg}, {wrapped}, {kv} : {em.ty(sh, 'i1')}, {wty}", "i")
         self._assert_in_range(kv, n, sh, wide)
         if kb > ib:   # in range (or asserted): the low bits are the index
             kv = em.op(f"arith.trunci {kv} : {wty} to {ity}", "i")

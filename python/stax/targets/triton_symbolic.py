@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from stax._mlir import ir
 from stax.dialects import symbolic
-from stax.dialects.stax_dialect import scalar_attr_value
+from stax.dialects.stax_dialect import gather_wraps_negative, scalar_attr_value
 from stax.targets.cpu_symbolic import (arg_dims, contiguous_strides, has_runtime_sizes,
                                        symbol_sources, symbols_of)
 from stax.targets.kernel_ir import REDUCTION_OPS, ROUNDED_RESULT_OPS, VIEW_OPS
@@ -426,13 +426,14 @@ class _SizedLowering(_SizedReductionMixin, _Lowering):
 
     def _eval_sized_gather(self, o, idx):
         """input[..., indices[i_d], ...]: the index loaded where the result is read, a
-        negative one wrapped by the dim's size n, then clamped into [0, n) (n a runtime
-        size for a symbolic dim) so an out-of-range index reads in bounds, never outside
-        the buffer (torch raises there), as the static generator does."""
+        negative one wrapped by the dim's size n (unless no_negative_wrap), asserted in
+        range and clamped into [0, n) (n a runtime size for a symbolic dim), as the static
+        generator does (triton_ops._gather_index)."""
         d = ir.IntegerAttr(o.attributes["dim"]).value
         n = _dims(o.operands[0])[d]
         k = self._eval(o.operands[1], [idx[d]])
-        kv = self._gather_index(k, self._size(n), self._size(symbolic.dim_sum([n, -1])))
+        kv = self._gather_index(k, self._size(n), self._size(symbolic.dim_sum([n, -1])),
+                                wrap=gather_wraps_negative(o.operation))
         sub = list(idx)
         sub[d] = V(kv, k.shape, self.it, hi=n if isinstance(n, int) else None)
         return self._eval(o.operands[0], sub)
