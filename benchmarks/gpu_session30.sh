@@ -1,7 +1,7 @@
 # Session 30 on the H200: fuzz (static, backward, dynamic), eager CUDA's sign of an
 # unbatched cross-entropy zero, the issue-9 cases, where the Llama block's time goes,
 # and the dynamic benchmark.
-#   bash benchmarks/gpu_session30.sh [check|profile|dynamic|final]
+#   bash benchmarks/gpu_session30.sh [check|profile|dynamic|final|last]
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r
 nvidia-smi --query-gpu=name --format=csv > $OUT/r/machine.txt; cat COMMIT >> $OUT/r/machine.txt
@@ -38,6 +38,11 @@ final)   # the gather assert on CUDA (eager and stax in subprocesses), GPU gathe
   ( timeout 250 python3 -m stax.tools.stax_fuzz --seed 3703 --count 60 --device cuda > $OUT/r/fuzz-3703.log 2>&1; echo "fuzz3703 rc=$?" ) &
   wait
   timeout 250 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s30b.md --jsonl $OUT/r/gpu-h200-s30b.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
+  ;;
+last)   # after no_negative_wrap: the gather tests on CUDA, fuzz
+  ( timeout 200 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_gather_bounds.py test/python/test_triton_sized_concat.py test/python/test_triton_kernels_gpu.py > $OUT/r/pytest-gather-cuda-last.log 2>&1; echo "pytest rc=$?" ) &
+  ( timeout 200 python3 -m stax.tools.stax_fuzz --seed 3704 --count 60 --device cuda --backward > $OUT/r/fuzz-3704-bwd.log 2>&1; echo "fuzz3704 rc=$?" ) &
+  wait
   ;;
 esac
 tail -n 12 $OUT/r/*.log

@@ -241,8 +241,9 @@ def test_triton_gather_assert_compiles_to_ptx():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_out_of_range_index_is_a_device_assert_as_in_eager():
     """In a subprocess (a device-side assert loses the process's CUDA context): eager and
-    stax both fail with a device-side assert on an index past the table, and both run
-    the in-range call; the stax graph's route is triton."""
+    stax both fail with a device-side assert on an index past the table and on a
+    negative one (F.embedding does not wrap it), and both run the in-range call; the
+    stax graph's route is triton."""
     import subprocess
     import sys
     import textwrap
@@ -256,7 +257,7 @@ def test_cuda_out_of_range_index_is_a_device_assert_as_in_eager():
         cf = torch.compile(f, backend="stax")
         torch.testing.assert_close(cf(w, i), f(w, i))
         assert {r.route for r in B.reports()} == {"triton"}, [r.summary() for r in B.reports()]
-        bad = i.clone(); bad[-1] = 50257
+        bad = i.clone(); bad[-1] = int(sys.argv[2])
         fn = f if sys.argv[1] == "eager" else cf
         try:
             fn(w, bad); torch.cuda.synchronize()
@@ -265,9 +266,9 @@ def test_cuda_out_of_range_index_is_a_device_assert_as_in_eager():
             sys.exit(0)
         print("NO ERROR"); sys.exit(1)
     """)
-    for who in ("eager", "stax"):
-        r = subprocess.run([sys.executable, "-c", code, who], capture_output=True, text=True,
-                           timeout=300)
+    for who, bad in (("eager", 50257), ("stax", 50257), ("eager", -1), ("stax", -1)):
+        r = subprocess.run([sys.executable, "-c", code, who, str(bad)], capture_output=True,
+                           text=True, timeout=300)
         assert r.returncode == 0 and "RAISED" in r.stdout, (who, r.stdout[-2000:],
                                                             r.stderr[-2000:])
         assert "device-side assert" in r.stdout or "assert" in r.stdout.lower(), r.stdout
