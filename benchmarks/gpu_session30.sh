@@ -45,7 +45,7 @@ last)   # after no_negative_wrap: the gather tests on CUDA, fuzz
   wait
   ;;
 fpfusion)   # enable_fp_fusion=False: the one-element layer norm repro, fuzz 3704 again, GPU numerics, bench
-  timeout 60 python3 benchmarks/repro_3704011115.py > $OUT/r/repro-3704011115.log 2>&1; echo "repro rc=$?"
+  timeout 60 python3 benchmarks/data/fuzz_gpu_repro_3704011115.py > $OUT/r/repro-3704011115.log 2>&1; echo "repro rc=$?"
   ( timeout 200 python3 -m stax.tools.stax_fuzz --seed 3704 --count 60 --device cuda --backward > $OUT/r/fuzz-3704-bwd.log 2>&1; echo "fuzz3704 rc=$?" ) &
   ( STAX_TEST_DEVICE=cuda timeout 200 python3 -m pytest -q -x -rfE -p no:cacheprovider -p no:logging test/python/test_numerics_ops.py -k "layer_norm or softmax or gelu or rms" > $OUT/r/pytest-numerics-cuda.log 2>&1; echo "pytest rc=$?" ) &
   wait

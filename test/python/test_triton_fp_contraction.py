@@ -5,7 +5,7 @@ A fused kernel holds what were several eager kernels; contracting across them ro
 product once where eager rounds it twice. A one-element layer norm's input gradient,
 rstd * (g*w - mean(g*w)) with rstd = 1/sqrt(eps) = 316, came out 4.9e-4 on the H200 where
 eager's (and the true value) is exactly 0 (stax-fuzz --device cuda --backward seed 3704,
-program 3704011115; `benchmarks/repro_3704011115.py`). No GPU needed for the PTX check;
+program 3704011115; `benchmarks/data/fuzz_gpu_repro_3704011115.py`). No GPU needed for the PTX check;
 the gradient check runs with CUDA."""
 import pytest
 import torch
