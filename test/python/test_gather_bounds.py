@@ -12,6 +12,9 @@ route is stax-cpu every time (the error is stax's, not a fallback's).
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -20,6 +23,7 @@ import stax.backend as B
 from stax.errors import StaxIndexError
 
 pytestmark = pytest.mark.usefixtures("stax_strict")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # ttir_interp, test_triton_compile
 
 
 def _embed(w, i):
@@ -178,9 +182,6 @@ func.func @main(%w: tensor<50x16xf32>, %i: tensor<37xi64>) -> tensor<37x16xf32> 
 
 def _static_embedding_ttir(no_wrap=False):
     """The TTIR of a static gather kernel (a 50 x 16 table, 37 indices; out = 2 * row)."""
-    import os
-    import sys
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from test_triton_compile import ttir_of
     from stax._mlir import ir, new_context
     from stax.targets.kernel_ir import kernel_ops
@@ -194,9 +195,6 @@ def _static_embedding_ttir(no_wrap=False):
 
 def test_triton_gather_asserts_in_range_in_the_interpreter():
     pytest.importorskip("triton")
-    import os
-    import sys
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from ttir_interp import DeviceAssert, run_ttir
     t = _static_embedding_ttir()
     assert "tt.assert" in t.text
@@ -215,9 +213,6 @@ def test_triton_gather_asserts_in_range_in_the_interpreter():
 
 def test_triton_gather_without_negative_wrap_asserts_on_a_negative_index():
     pytest.importorskip("triton")
-    import os
-    import sys
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from ttir_interp import DeviceAssert, run_ttir
     t = _static_embedding_ttir(no_wrap=True)
     w = torch.randn(50, 16)
@@ -245,7 +240,6 @@ def test_cuda_out_of_range_index_is_a_device_assert_as_in_eager():
     negative one (F.embedding does not wrap it), and both run the in-range call; the
     stax graph's route is triton."""
     import subprocess
-    import sys
     import textwrap
     code = textwrap.dedent("""
         import sys, torch, torch.nn.functional as F

@@ -113,6 +113,8 @@ class CpuKernel:
         self._addr = addr
         self._index_error = _index_error_global(engine, name)
         self._index_lock = threading.Lock()
+        # a kernel without gathers runs its parts straight (no check on the launch path)
+        self._run = self._run_parts if self._index_error is None else self._run_checked
         self.n_args = n_args
         self._all = slice(0, n_args)
         self._slots = [_ArgSlot(n_args)]
@@ -133,18 +135,15 @@ class CpuKernel:
             else:  # as zip() did: the first n_args tensors
                 for i, t in zip(range(self.n_args), tensors):
                     slot.ptrs[i] = t.data_ptr()
-            self._run_checked(slot, self._may_split)
+            self._run(slot, self._may_split)
         finally:
             slots.append(slot)
 
     def _run_checked(self, slot, may_split):
-        """_run_parts, then (a kernel with gathers) raise if it met an index out of range.
-        The record is one per kernel, so a kernel with one runs, checks and clears it
+        """_run_parts of a kernel with gathers, then raise if it met an index out of
+        range. The record is one per kernel, so the kernel runs, checks and clears it
         under its lock: a concurrent call from another thread can neither take this
         call's error nor clear it unseen."""
-        if self._index_error is None:
-            self._run_parts(slot, may_split)
-            return
         with self._index_lock:
             self._run_parts(slot, may_split)
             if self._index_error[0]:
@@ -300,7 +299,7 @@ class SizedCpuKernel(CpuKernel):
             for i, s in enumerate(sizes):
                 slot.sizes[i] = int(s)
             work = max(t.numel() for t in tensors) if tensors else 0
-            self._run_checked(slot, self.splittable and work >= PARALLEL_MIN_ELEMENTS)
+            self._run(slot, self.splittable and work >= PARALLEL_MIN_ELEMENTS)
         finally:
             slots.append(slot)
 

@@ -24,7 +24,7 @@ class Val:
 class Emitter(IndexAlgebra):
     """The body lines and hoisted constants of one kernel function, W lanes wide."""
 
-    def __init__(self, width):
+    def __init__(self, width, kernel_name="kernel"):
         self.W = width
         self.lines = []
         self.indent = 2
@@ -35,8 +35,8 @@ class Emitter(IndexAlgebra):
         self.idx_memo = [{}]
         self.lane_var = None
         # the module global a gather records an out-of-range index in (gather_index);
-        # the kernel's generator names it, and module_globals() defines it once used
-        self.index_error_symbol = None
+        # module_text() defines it once used
+        self.index_error_symbol = f"{kernel_name}_index_error"
         self.uses_index_error = False
 
     # --- raw text
@@ -83,14 +83,17 @@ class Emitter(IndexAlgebra):
         return self.const(value if not isinstance(value, str) else float(value), ty)
 
     # --- gathers
-    def gather_index(self, kv, size, last, unsigned, wrap=True):
-        """The position a gather reads for index `kv` (an index value) along a dim of
-        `size` elements (`last` = size - 1; SSA index values, constants or runtime
-        sizes): a negative index counts from the end (unless not `wrap`: the gather's
-        no_negative_wrap, where it is out of range); one still out of range is recorded
-        in the kernel's index-error global (index_error_record: the runtime raises
-        IndexError after the call, as eager does) and clamped into range, so the kernel
-        never reads outside the buffer."""
+    def gather_index(self, k: Val, size, last, unsigned, wrap=True):
+        """The position (an index value) a gather reads for the loaded index `k` (a
+        scalar; `unsigned`: its integer type's signedness) along a dim of `size` elements
+        (`last` = size - 1; SSA index values, constants or runtime sizes): a negative
+        index counts from the end (unless not `wrap`: the gather's no_negative_wrap,
+        where it is out of range); one still out of range is recorded in the kernel's
+        index-error global (index_error_record: the runtime raises IndexError after the
+        call, as eager does) and clamped into range, so the kernel never reads outside
+        the buffer."""
+        cast = "index_castui" if unsigned else "index_cast"
+        kv = self.op(f"arith.{cast} {k.ssa} : {k.comp} to index", "index")
         zero = self.const(0, "index")
         pos = kv
         if not unsigned and wrap:
@@ -121,9 +124,15 @@ class Emitter(IndexAlgebra):
         self.indent -= 2
         self.emit("}")
 
-    def module_globals(self) -> list:
-        """Module-level lines this kernel needs: its index-error global and the function
-        that returns the global's address (the JIT looks up functions, not data)."""
+    def module_text(self, func_lines) -> str:
+        """The kernel's module: the lines of its function, after the module-level lines
+        it needs (_module_globals)."""
+        return "module {\n  " + "\n  ".join(self._module_globals() + ["\n".join(func_lines)]) \
+            + "\n}\n"
+
+    def _module_globals(self) -> list:
+        """Its index-error global, once a gather uses it, and the function that returns
+        the global's address (the JIT looks up functions, not data)."""
         if not self.uses_index_error:
             return []
         sym = self.index_error_symbol

@@ -124,10 +124,8 @@ class OpsMixin:
         k = self._eval(o.operands[1], [idx[d]])
         if k.vec:
             raise NeedScalar()
-        unsigned = dtype_of(_etype(o.operands[1])).unsigned
-        cast = "index_castui" if unsigned else "index_cast"
-        kv = em.op(f"arith.{cast} {k.ssa} : {k.comp} to index", "index")
-        kv = em.gather_index(kv, em.const(n, "index"), em.const(n - 1, "index"), unsigned,
+        kv = em.gather_index(k, em.const(n, "index"), em.const(n - 1, "index"),
+                             dtype_of(_etype(o.operands[1])).unsigned,
                              wrap=gather_wraps_negative(o.operation))
         em.vars[kv] = Var(kv, n)
         new = list(idx)

@@ -186,8 +186,7 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
             return with_deep_stack(self.op, self._lower_any_width)
 
     def _lower(self, width):
-        self.em = em = Emitter(width)
-        em.index_error_symbol = f"{self.name}_index_error"
+        self.em = em = Emitter(width, self.name)
         self.dims = None
         self.row_vals = {}
         self.stash = None
@@ -207,7 +206,7 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
         text = [f"func.func @{self.name}({', '.join(params)}) attributes "
                 "{llvm.emit_c_interface} {"]
         text += consts + self.prologue + em.lines + ["    return", "  }"]
-        return "module {\n  " + "\n  ".join(em.module_globals() + ["\n".join(text)]) + "\n}\n"
+        return em.module_text(text)
 
     # --------------------------------------------------------------- sizes
     def _size(self, d) -> str:
@@ -355,11 +354,9 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
         k = self._eval(o.operands[1], [idx[d]])
         if k.vec:
             raise NeedScalar()
-        unsigned = dtype_of(etype(o.operands[1])).unsigned
-        kv = em.op(f"arith.{'index_castui' if unsigned else 'index_cast'} {k.ssa} : "
-                   f"{k.comp} to index", "index")
-        kv = em.gather_index(kv, self._size(n), self._size(symbolic.dim_sum([n, -1])),
-                             unsigned, wrap=gather_wraps_negative(o.operation))
+        kv = em.gather_index(k, self._size(n), self._size(symbolic.dim_sum([n, -1])),
+                             dtype_of(etype(o.operands[1])).unsigned,
+                             wrap=gather_wraps_negative(o.operation))
         em.vars[kv] = Var(kv, self._extent_of(n))
         new = list(idx)
         new[d] = Aff.var(kv)

@@ -271,8 +271,7 @@ class _KernelLowering(TiledMixin, ReductionMixin, OpsMixin):
         return tail
 
     def _lower(self, width):
-        self.em = em = Emitter(width)
-        em.index_error_symbol = f"{self.name}_index_error"
+        self.em = em = Emitter(width, self.name)
         self.dims = None   # with a schedule: the Aff of each domain dim, in the loop body
         self.row_vals = {}
         self.stash = None
@@ -295,7 +294,7 @@ class _KernelLowering(TiledMixin, ReductionMixin, OpsMixin):
         consts = ["    " + f"{n} = {t}" for n, t in em.consts.values()]
         text = [f"func.func @{self.name}({params}) attributes {{llvm.emit_c_interface}} {{"]
         text += consts + body_lines + ["    return", "  }"]
-        return "module {\n  " + "\n  ".join(em.module_globals() + ["\n".join(text)]) + "\n}\n"
+        return em.module_text(text)
 
     # --------------------------------------------------------------- loops
     def _part_range(self, n, align):
