@@ -375,6 +375,9 @@ def median_ms_interleaved(fns: dict, args, *, warmup: int = 2, rounds: int = 5,
 import dataclasses  # noqa: E402
 
 FAILED = "FAILED"
+#: a device's time_all may time a reference (the GPU's bandwidth copy) in the same rounds
+#: as the case under this label; run_case records it as the case's `reference_ms`
+REFERENCE_LABEL = "reference"
 
 
 @dataclasses.dataclass
@@ -608,7 +611,10 @@ def run_case(case: Case, variants: list[Variant], device: Device) -> dict:
     timed = {"eager": _timed_fn(step_fn(case, case.model), case)}
     timed.update({st.variant.label: _timed_fn(st.compiled, case) for st in states if st.ok})
     graphs_before = _dynamo_graphs()
-    for label, (ms, n) in device.time_all(timed).items():
+    timings = device.time_all(timed)
+    if REFERENCE_LABEL in timings:
+        rec["reference_ms"] = timings.pop(REFERENCE_LABEL)[0]
+    for label, (ms, n) in timings.items():
         rec["variants"][label]["ms"], rec["variants"][label]["n"] = ms, n
     if _dynamo_graphs() != graphs_before:
         for st in states:

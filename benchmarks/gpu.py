@@ -20,9 +20,11 @@ checked element by element against float64, with tolerances derived from eager's
 error (benchmarks/checks.py), on the first call, after the warm recompile and before
 and after the timed runs; every stax graph must report the route "triton" and no
 fallback op. A variant that fails is FAILED with the reason and has no time or ratio.
-Latency: the median of N runs, each timed by CUDA events, after warm-up. Achieved GB/s
-(bytes of the inputs read + outputs written, the minimum any implementation must move)
-is compared with the device-to-device copy bandwidth measured first.
+Latency: the median of N runs, each timed by CUDA events, after warm-up; the runs of
+eager, the variants and a 1 GiB copy are interleaved in 5 rounds, so a change of the
+machine's state moves them alike. Achieved GB/s (bytes of the inputs read + outputs
+written, the minimum any implementation must move) is compared with that copy's
+bandwidth, timed in the same rounds as the case.
 
 Writes a markdown report (benchmarks/results/gpu-<label>.md or --out) and, with
 --jsonl, one JSON line per case as soon as it finishes (partial runs keep what ran);
@@ -126,9 +128,54 @@ def warm_recompile(make_compiled, run):
                                                 for k in tt.STATS}
 
 
+def cuda_ms_interleaved(fns: dict, *, target_s: float = 1.0, rounds: int = 5,
+                        warmup: int = 3, min_runs: int = 10,
+                        max_runs: int = 100) -> dict:
+    """label -> (median ms, N) of each zero-argument callable, each run timed by a pair of
+    CUDA events after warm-up. The runs are interleaved in `rounds` rounds (order rotated
+    every round), so a change of the machine's state during the measurement (clocks,
+    other tenants) moves every label alike and their ratios stay comparable."""
+    names = list(fns)
+    per = {}
+    for n in names:
+        for _ in range(warmup):
+            fns[n]()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fns[n]()
+        torch.cuda.synchronize()
+        per[n] = time.perf_counter() - t0
+    counts = {n: int(min(max_runs, max(min_runs, target_s / max(per[n], 1e-6))))
+              for n in names}
+    times = {n: [] for n in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for n in order:
+            for _ in range(-(-counts[n] // rounds)):
+                a = torch.cuda.Event(enable_timing=True)
+                b = torch.cuda.Event(enable_timing=True)
+                a.record()
+                fns[n]()
+                b.record()
+                b.synchronize()
+                times[n].append(a.elapsed_time(b))
+    return {n: (statistics.median(times[n]), len(times[n])) for n in names}
+
+
+#: bytes a copy of COPY_ELEMS f32 moves (read + write): the bandwidth reference
+COPY_ELEMS = 1 << 28
+
+
 def cuda_device(target_s: float) -> common.Device:
     def time_all(fns):
-        return {label: cuda_ms(fn, target_s=target_s) for label, fn in fns.items()}
+        # a 1 GiB device-to-device copy is timed in the same rounds as the case, so the
+        # case's fraction of copy bandwidth compares two figures of one machine state
+        x = torch.randn(COPY_ELEMS, device="cuda")
+        y = torch.empty_like(x)
+        fns = dict(fns, **{common.REFERENCE_LABEL: lambda: y.copy_(x)})
+        out = cuda_ms_interleaved(fns, target_s=target_s)
+        del x, y
+        return out
     return common.Device("cuda", "triton", sync=torch.cuda.synchronize, time_all=time_all,
                          warm_recompile=warm_recompile)
 
@@ -192,6 +239,13 @@ def _gbs(r, label, copy_gbs):
     return r["bytes"] / (ms * 1e-3) / 1e9
 
 
+def _case_copy_gbs(r, copy_gbs):
+    """The copy bandwidth timed in the same rounds as the case (the session's start-up
+    figure for a record without one)."""
+    ms = r.get("reference_ms")
+    return copy_gbs if not ms else 2 * 4 * COPY_ELEMS / (ms * 1e-3) / 1e9
+
+
 def build_report(results, prov, state, cmdline, copy_gbs, copy_ms, labels,
                  env_notes=()) -> str:
     """The markdown report; figures only of variants that passed (common.figure)."""
@@ -208,21 +262,24 @@ def build_report(results, prov, state, cmdline, copy_gbs, copy_ms, labels,
              "passed every check (FAILED otherwise; reasons under Failures). ratio = stax ms "
              "/ the Inductor ms of the same tuning (default with default, tuned with tuned; "
              "lower is better). GB/s = (inputs read + outputs written) / time, and its "
-             "fraction of the copy bandwidth.\n")
+             "fraction of the copy bandwidth timed in the same rounds as the case (copy GB/s "
+             "column). The timed runs of eager, every variant and the copy are interleaved "
+             "in 5 rounds, order rotated each round.\n")
     L.append("| case | " + " | ".join(f"{lb} ms" for lb in ["eager"] + labels) + " | " +
              " | ".join(f"{s} / {i}" for s, i in pairs) +
-             " | stax GB/s (of copy) | inductor GB/s (of copy) |")
-    L.append("|" + " --- |" * (len(labels) + len(pairs) + 4))
+             " | stax GB/s (of copy) | inductor GB/s (of copy) | copy GB/s |")
+    L.append("|" + " --- |" * (len(labels) + len(pairs) + 5))
 
     def gb_cell(r, lb):
         g = _gbs(r, lb, copy_gbs)
-        return "-" if g is None else f"{g:.0f} ({g / copy_gbs:.0%})"
+        return "-" if g is None else f"{g:.0f} ({g / _case_copy_gbs(r, copy_gbs):.0%})"
 
     for r in results:
         L.append(f"| {r['name']} | " + " | ".join(common.cell(r, lb)
                                                    for lb in ["eager"] + labels) + " | " +
                  " | ".join(fmt(common.ratio(r, s, i), ".2f") for s, i in pairs) +
-                 f" | {gb_cell(r, 'stax')} | {gb_cell(r, 'inductor')} |")
+                 f" | {gb_cell(r, 'stax')} | {gb_cell(r, 'inductor')} | "
+                 f"{_case_copy_gbs(r, copy_gbs):.0f} |")
     L.append("\n## Compile time and checks\n")
     L.append("cold = first call after `torch._dynamo.reset()` with empty caches; stax warm = "
              "the same after clearing stax's in-memory kernel cache (kernels from the disk "
@@ -255,7 +312,7 @@ def build_report(results, prov, state, cmdline, copy_gbs, copy_ms, labels,
         if r["kind"] in ("pointwise", "reduction") and r.get("bytes"):
             want = TARGET_PW_BW if r["kind"] == "pointwise" else TARGET_RED_BW
             g = _gbs(r, "stax", copy_gbs)
-            frac = g / copy_gbs if g is not None else None
+            frac = g / _case_copy_gbs(r, copy_gbs) if g is not None else None
             L.append(f"| >= {want:.0%} of copy bandwidth | {r['name']} | {fmt(frac, '.1%')} | "
                      f"{mark(frac, frac is not None and frac >= want)} |")
         if r["kind"] in ("block", "train"):

@@ -2,7 +2,8 @@
 
 Every `func.func` of stax ops (unfused; `stax_graph.kernel` bodies are inlined, so the
 pass also runs after stax-fuse) is replaced by a `func.func` of plain `stablehlo` ops
-with the same signature. What it guarantees:
+with the same arguments and results, followed by one result per gather: its index check.
+What it guarantees:
 
 - only `stablehlo.*` ops (no chlo, no custom_call), so XLA's CPU client runs the result
   and the HloModuleProto jaxlib makes from it holds only core HLO opcodes;
@@ -15,6 +16,12 @@ with the same signature. What it guarantees:
   largest value, as in torch), bf16/f16 transcendental math is computed in f32 and
   rounded once, bf16/f16 matmuls and sums accumulate in f32 (`dot_general` with an f32
   result, then convert);
+- an index out of range is never read silently: XLA clamps a gather's start index and
+  neuronx-cc has no assert, so each gather's index check (`tensor<3xi64>`: how many of
+  its indices are out of range, the position of the first, that index) is an extra
+  result, listed in the function's `stax.index_checks` attribute (result number, the
+  gathered dim's size, whether a negative index counts from the end); the caller raises
+  when a count is not 0 (`stax.targets.neuron`), as eager raises IndexError;
 - `erf` is a polynomial of plain ops (|error| < 2e-7 in f32), not chlo.erf;
 - the module carries `mhlo.frontend_attributes = {neff_input_names = "..."}` (the
   Neuron input names, comma separated; `input0,...` unless already set), which jaxlib
@@ -30,9 +37,12 @@ from stax.passes.registry import PassError
 
 PASS_NAME = "stax-to-stablehlo"
 
-__all__ = ["PASS_NAME", "run", "lower_module", "LoweringError", "FRONTEND_ATTRS"]
+__all__ = ["PASS_NAME", "run", "lower_module", "LoweringError", "FRONTEND_ATTRS",
+           "INDEX_CHECKS_ATTR", "INDEX_CHECK_FIELDS", "index_checks"]
 
 FRONTEND_ATTRS = "mhlo.frontend_attributes"
+#: the function attribute listing its index checks: [{result, size, negative_wraps}]
+INDEX_CHECKS_ATTR = "stax.index_checks"
 
 try:  # the structural op names live in the dialect module
     from stax.dialects.stax_dialect import FALLBACK, KERNEL, YIELD
@@ -137,6 +147,7 @@ class _Emitter:
         self.n = 0
         self.loc = ""
         self.indent = "    "
+        self.index_checks: list = []   # (check value, dim size, negative wraps) per gather
 
     def fresh(self) -> str:
         self.n += 1
@@ -401,13 +412,16 @@ def _lower_matmul(e: _Emitter, a: V, b: V, shape, et) -> V:
 def _lower_gather(e: _Emitter, x: V, idx: V, d: int, shape, et, wrap=True) -> V:
     """stax.gather (index_select along d) as stablehlo.gather: one start index per
     output row along d, a full slice of the other dims. A negative index counts from
-    the end (unless no_negative_wrap); XLA clamps out-of-range start indices into the
-    operand (neuronx-cc has no assert: an index out of range is not an error here)."""
+    the end (unless no_negative_wrap). XLA clamps an out-of-range start index into the
+    operand and neuronx-cc has no assert, so the gather also yields its index check
+    (_index_check), a result of the function the caller reads after the run."""
     n, r = idx.shape[0], len(x.shape)
     k = idx if idx.et == "i64" else e.convert(idx, "i64")
+    raw = k
     if wrap:
         neg = e.cmp("LT", k, e.like(k, 0))
         k = e.select(neg, e.op("add", [k, e.like(k, x.shape[d])], k.shape, "i64"), k)
+    e.index_checks.append((_index_check(e, raw, k, x.shape[d]), x.shape[d], wrap))
     k2 = e.op("reshape", [k], [n, 1], "i64")
     offset = [i for i in range(r) if i != d]
     sizes = [1 if i == d else x.shape[i] for i in range(r)]
@@ -416,6 +430,26 @@ def _lower_gather(e: _Emitter, x: V, idx: V, d: int, shape, et, wrap=True) -> V:
     return e.op("gather", [x, k2], shape, et,
                 f"dimension_numbers = {dn}, slice_sizes = {_arr(sizes)}, "
                 "indices_are_sorted = false")
+
+
+#: an index check's layout: tensor<3xi64> = [count, position, index]
+INDEX_CHECK_FIELDS = ("count", "position", "index")
+
+
+def _index_check(e: _Emitter, raw: V, pos: V, size: int) -> V:
+    """tensor<3xi64>: how many of the gather's indices are out of range (pos, the wrapped
+    position, outside [0, size)), the position of the first such one in the index tensor
+    (n if none) and its index as given (0 if none)."""
+    n = raw.shape[0]
+    bad = e.op("or", [e.cmp("LT", pos, e.like(pos, 0)), e.cmp("GE", pos, e.like(pos, size))],
+               pos.shape, "i1")
+    count = e.reduce("add", e.select(bad, e.like(pos, 1), e.like(pos, 0)), 0, [0])
+    where = e.op("iota", [], [n], "i64", "iota_dimension = 0 : i64")
+    first = e.reduce("minimum", e.select(bad, where, e.like(where, n)), n, [0])
+    at_first = e.cmp("EQ", where, e.bcast(first, [n], []))
+    value = e.reduce("add", e.select(at_first, raw, e.like(raw, 0)), 0, [0])
+    return e.op("concatenate", [e.reshape(v, [1]) for v in (count, first, value)], [3], "i64",
+                "dimension = 0 : i64")
 
 
 def _lower_op(e: _Emitter, op, ins: list[V]) -> list[V]:
@@ -551,8 +585,14 @@ def _lower_func(fop) -> str:
     vis = ""
     if "sym_visibility" in fop.attributes:
         vis = ir.StringAttr(fop.attributes["sym_visibility"]).value + " "
+    # every gather's index check is a result after the function's own
+    checks = [f"{{result = {len(outs) + i} : i64, size = {size} : i64, "
+              f"negative_wraps = {'true' if wraps else 'false'}}}"
+              for i, (_, size, wraps) in enumerate(e.index_checks)]
+    outs = outs + [v for v, _, _ in e.index_checks]
+    attrs = f" attributes {{{INDEX_CHECKS_ATTR} = [{', '.join(checks)}]}}" if checks else ""
     res_t = ", ".join(o.ty for o in outs)
-    head = f"  func.func {vis}@{sym}({', '.join(args)}) -> ({res_t}) {{"
+    head = f"  func.func {vis}@{sym}({', '.join(args)}) -> ({res_t}){attrs} {{"
     ret = (f"    return {', '.join(o.name for o in outs)} : {res_t}" if outs else "    return")
     return "\n".join([head] + e.lines + [ret, "  }" + _loc_text(fop)])
 
@@ -593,6 +633,25 @@ def _main_arg_count(module) -> int:
     if fs:
         return len(ir.FunctionType(ir.TypeAttr(fs[0].attributes["function_type"]).value).inputs)
     return 0
+
+
+def index_checks(module, func: str = "main") -> list[dict]:
+    """The index checks of the lowered function `func`: [{"result", "size",
+    "negative_wraps"}], one per gather, in the function's result order."""
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func" or ir.StringAttr(op.attributes["sym_name"]).value != func:
+            continue
+        if INDEX_CHECKS_ATTR not in op.attributes:
+            return []
+        out = []
+        for d in ir.ArrayAttr(op.attributes[INDEX_CHECKS_ATTR]):
+            d = ir.DictAttr(d)
+            out.append({"result": ir.IntegerAttr(d["result"]).value,
+                        "size": ir.IntegerAttr(d["size"]).value,
+                        "negative_wraps": ir.BoolAttr(d["negative_wraps"]).value})
+        return out
+    return []
 
 
 def set_input_names(module, names: list[str]) -> None:

@@ -10,7 +10,7 @@ import threading
 import torch
 
 from stax.runtime.cpu_parallel import team
-from stax.runtime.errors import StaxIndexError
+from stax.runtime.errors import index_out_of_range
 
 __all__ = ["CpuKernel", "SizedCpuKernel", "cpu_parallelism", "PARALLEL_MIN_ELEMENTS", "load_cpu_kernels",
            "kernel_text", "KernelLoadError"]
@@ -30,6 +30,12 @@ LIBCALL_HELPERS = frozenset({"__truncsfbf2"})
 # Work (elements touched) below which a kernel runs on the calling thread only: a
 # hand-off to the worker costs tens of microseconds.
 PARALLEL_MIN_ELEMENTS = 1 << 16
+
+#: the first word of a kernel's index-error record: which indices the gather that met an
+#: out-of-range one accepts (0 means no error): negative ones counted from the end (tensor
+#: indexing), or none (embedding and index_select: a negative index is out of range)
+INDEX_ERROR_WRAPS = 1
+INDEX_ERROR_NO_WRAP = 2
 
 _pool = None
 
@@ -153,13 +159,10 @@ class CpuKernel:
         """A gather of this call met an index out of range (it read a clamped one): clear
         the record and raise as eager does, before any output is returned."""
         rec = self._index_error
-        index, size = rec[1], rec[2]
+        kind, index, size = rec[0], rec[1], rec[2]
         rec[0] = rec[1] = rec[2] = 0
-        raise StaxIndexError(
-            f"index {index} is out of bounds for a dimension of size {size} (valid: "
-            f"{-size} to {size - 1}); stax kernel {self.name} gathers along it (embedding, "
-            "index_select or tensor indexing): check the index tensor's values. Eager "
-            "PyTorch raises here too; no output of this call was returned")
+        raise index_out_of_range(index, size, kind != INDEX_ERROR_NO_WRAP,
+                                 f"stax kernel {self.name}")
 
     def _run_parts(self, slot, may_split):
         """Run the native function on the slot's arguments: whole, or split over the

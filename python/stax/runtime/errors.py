@@ -18,6 +18,19 @@ class StaxIndexError(StaxError, IndexError):
     inner dim; this is both)."""
 
 
+def index_out_of_range(index: int, size: int, negative_wraps: bool, where: str) -> StaxIndexError:
+    """The error of a gather that met `index` along a dim of `size` elements: the valid
+    range is `-size .. size-1` where a negative index counts from the end (tensor
+    indexing), else `0 .. size-1` (embedding, index_select). `where` names the kernel or
+    graph that gathers."""
+    low = -size if negative_wraps else 0
+    return StaxIndexError(
+        f"index {index} is out of bounds for a dimension of size {size} (valid: {low} to "
+        f"{size - 1}); {where} gathers along it (embedding, index_select or tensor "
+        "indexing): check the index tensor's values. Eager PyTorch raises here too; no "
+        "output of this call was returned")
+
+
 class StaxGuardError(StaxError):
     """A compiled graph was called with arguments it was not specialized for."""
 

@@ -9,6 +9,7 @@ W == 1 (the 1-lane fallback, a loop tail) nothing is a vector. The index methods
 from cpu_index.IndexAlgebra."""
 from dataclasses import dataclass
 
+from stax.runtime.cpu_kernel import INDEX_ERROR_NO_WRAP, INDEX_ERROR_WRAPS
 from stax.targets.cpu_dtypes import fmt_float_for
 from stax.targets.cpu_index import IndexAlgebra
 
@@ -102,15 +103,17 @@ class Emitter(IndexAlgebra):
             pos = self.op(f"arith.select {neg}, {wrapped}, {kv} : index", "index")
         # unsigned: a still-negative position is huge, so one compare covers both ends
         bad = self.op(f"arith.cmpi uge, {pos}, {size} : index", "i1")
-        self.index_error_record(bad, kv, size)
+        self.index_error_record(bad, kv, size, negative_wraps=wrap and not unsigned)
         if not unsigned:
             pos = self.op(f"arith.maxsi {pos}, {zero} : index", "index")
         return self.op(f"arith.minsi {pos}, {last} : index", "index")
 
-    def index_error_record(self, bad, kv, size):
-        """Where `bad` holds: store 1, the index and the dim's size in the kernel's
-        index-error global (runtime.cpu_kernel reads and clears it after the call).
-        Values defined inside the `scf.if` are fresh, never memoized."""
+    def index_error_record(self, bad, kv, size, negative_wraps=True):
+        """Where `bad` holds: store the gather's kind (INDEX_ERROR_WRAPS: a negative index
+        counts from the end, INDEX_ERROR_NO_WRAP: it is out of range), the index and the
+        dim's size in the kernel's index-error global (runtime.cpu_kernel reads and clears
+        it after the call, and names the valid range by the kind). Values defined inside
+        the `scf.if` are fresh, never memoized."""
         self.uses_index_error = True
         g, raw, n = self.fresh(), self.fresh(), self.fresh()
         ty = "memref<3xi64>"
@@ -119,7 +122,8 @@ class Emitter(IndexAlgebra):
         self.emit(f"{g} = memref.get_global @{self.index_error_symbol} : {ty}")
         self.emit(f"{raw} = arith.index_cast {kv} : index to i64")
         self.emit(f"{n} = arith.index_cast {size} : index to i64")
-        for k, val in enumerate((self.const(1, "i64"), raw, n)):
+        kind = INDEX_ERROR_WRAPS if negative_wraps else INDEX_ERROR_NO_WRAP
+        for k, val in enumerate((self.const(kind, "i64"), raw, n)):
             self.emit(f"memref.store {val}, {g}[{self.const(k, 'index')}] : {ty}")
         self.indent -= 2
         self.emit("}")

@@ -15,7 +15,10 @@ neuronx-cc fuses and schedules the whole graph itself, and one flat function is 
 jaxlib (`pip install stax[neuron]`, jax/jaxlib 0.10.2) converts the StableHLO text to a
 serialized `HloModuleProto` (`mlir_module_to_xla_computation(..., return_tuple=True)`:
 several outputs are one tuple) and compiles the same text for XLA's CPU client, so a user
-checks numerics here before going to a Neuron device.
+checks numerics here before going to a Neuron device. After the graph's own outputs the
+tuple holds one index check per gather (stax-to-stablehlo): the callable raises
+StaxIndexError when one counts an index out of range, and the manifest's `index_checks`
+tell a Neuron runtime to do the same.
 
 Artifacts of each graph go to `$STAX_NEURON_ARTIFACTS/<hash>/`, else
 `$STAX_CACHE_DIR/neuron/<hash>/`, else `~/.cache/stax/neuron/<hash>/` (hash of the
@@ -24,7 +27,8 @@ StableHLO text and input names):
     hlo_module.pb          serialized HloModuleProto (what neuronx-cc reads)
     hlo_module.txt         its HLO text
     stablehlo.mlir         the StableHLO it came from
-    manifest.json          inputs/outputs: names, shapes, dtypes; hashes; versions
+    manifest.json          inputs/outputs: names, shapes, dtypes; index checks; hashes;
+                           versions
     neuronx_cc_command.txt the neuronx-cc command line (run it in that folder)
 """
 from __future__ import annotations
@@ -33,7 +37,10 @@ import dataclasses
 import hashlib
 import json
 import os
+
 import torch
+
+from stax.passes.lower_stablehlo import INDEX_CHECK_FIELDS, index_checks
 
 __all__ = ["NEURON_ROUTE", "NEURON_TARGET", "NeuronCompileError", "NeuronLegalityError",
            "HloModule", "lower_to_stablehlo", "stablehlo_to_hlo", "check_legality",
@@ -455,13 +462,14 @@ class NeuronGraph:
     route = NEURON_ROUTE
 
     def __init__(self, *, graph_id, kind, artifact_dir, stablehlo, hlo, manifest, runner,
-                 guards, feeds, outputs, structure, notes):
+                 guards, feeds, outputs, structure, notes, index_checks=()):
         self.graph_id, self.kind = graph_id, kind
         self.artifact_dir = artifact_dir
         self.stablehlo, self.hlo, self.manifest = stablehlo, hlo, manifest
         self.runner = runner
         self._guards, self._feeds, self._outputs = guards, feeds, outputs
         self._structure = structure
+        self._index_checks = list(index_checks)
         self.notes = list(notes)
         self.kernels: list = []            # (the report counts kernels; here: none)
         self.library_calls: list = []
@@ -487,6 +495,7 @@ class NeuronGraph:
         self._check(args)
         feeds = [args[i] if kind == "arg" else const for kind, i, const in self._feeds]
         outs = self.runner(feeds)
+        self._raise_on_index_check(outs)
         result = []
         for spec in self._outputs:
             if spec.kind == "none":
@@ -508,6 +517,18 @@ class NeuronGraph:
         if kind == "single":
             return result[0]
         return tuple(result) if kind == "tuple" else result
+
+    def _raise_on_index_check(self, outs):
+        """A gather met an index out of range (XLA read a clamped one): raise as eager
+        does, before any output is returned."""
+        for c in self._index_checks:
+            count, position, index = (int(v) for v in outs[c["result"]])
+            if count:
+                from stax.runtime.errors import index_out_of_range
+                raise index_out_of_range(
+                    index, c["size"], c["negative_wraps"],
+                    f"Neuron graph {self.graph_id} (at position {position} of the index "
+                    f"tensor; {count} index(es) out of range)")
 
     def __call__(self, *args):
         return self._call(list(args))
@@ -575,6 +596,7 @@ def _compile_graph(gm, example_inputs, *, kind, graph_id, notes) -> NeuronGraph:
                 "they would run in PyTorch, which cannot run on a Neuron device")
         in_names = [s.name for s in imported.inputs]
         text = lower_to_stablehlo(module, in_names, notes=notes)
+        checks = index_checks(module)
         dump.write("stablehlo.mlir", text)
     digest = hashlib.sha256((text + "\0" + ",".join(in_names)).encode()).hexdigest()
     folder = os.path.join(artifact_root(), digest[:16])
@@ -603,7 +625,10 @@ def _compile_graph(gm, example_inputs, *, kind, graph_id, notes) -> NeuronGraph:
         "inputs": [{"index": i, "name": s.name, "kind": s.kind, "shape": s.shape,
                     "dtype": _dtype_name(s.dtype)} for i, s in enumerate(imported.inputs)],
         "outputs": outputs_m,
-        "hlo_outputs": "one tuple of the 'tensor' outputs, in result_index order",
+        "hlo_outputs": "one tuple of the 'tensor' outputs, in result_index order, then "
+                       "one index check per gather (index_checks)",
+        "index_checks": [dict(c, fields=list(INDEX_CHECK_FIELDS),
+                              rule="raise IndexError when count != 0") for c in checks],
         "stablehlo_sha256": hashlib.sha256(text.encode()).hexdigest(),
         "hlo_module_sha256": hashlib.sha256(hlo.proto).hexdigest(),
         "neuronx_cc_command": neuronx_cc_command(),
@@ -624,4 +649,5 @@ def _compile_graph(gm, example_inputs, *, kind, graph_id, notes) -> NeuronGraph:
     debug.log(f"{kind} graph {graph_id}: Neuron artifacts in {folder}")
     return NeuronGraph(graph_id=graph_id, kind=kind, artifact_dir=folder, stablehlo=text,
                        hlo=hlo, manifest=manifest, runner=runner, guards=guards, feeds=feeds,
-                       outputs=imported.outputs, structure=output_structure(gm), notes=notes)
+                       outputs=imported.outputs, structure=output_structure(gm), notes=notes,
+                       index_checks=checks)
