@@ -611,11 +611,16 @@ def run_case(case: Case, variants: list[Variant], device: Device) -> dict:
     timed = {"eager": _timed_fn(step_fn(case, case.model), case)}
     timed.update({st.variant.label: _timed_fn(st.compiled, case) for st in states if st.ok})
     graphs_before = _dynamo_graphs()
-    timings = device.time_all(timed)
+    timings = device.time_all(timed)   # label -> (ms, N) or (ms, N, back-to-back ms)
     if REFERENCE_LABEL in timings:
-        rec["reference_ms"] = timings.pop(REFERENCE_LABEL)[0]
-    for label, (ms, n) in timings.items():
-        rec["variants"][label]["ms"], rec["variants"][label]["n"] = ms, n
+        ref = timings.pop(REFERENCE_LABEL)
+        rec["reference_ms"] = ref[0]
+        if len(ref) > 2:
+            rec["reference_b2b_ms"] = ref[2]
+    for label, t in timings.items():
+        rec["variants"][label]["ms"], rec["variants"][label]["n"] = t[0], t[1]
+        if len(t) > 2:
+            rec["variants"][label]["b2b_ms"] = t[2]
     if _dynamo_graphs() != graphs_before:
         for st in states:
             if st.ok:

@@ -131,10 +131,14 @@ def warm_recompile(make_compiled, run):
 def cuda_ms_interleaved(fns: dict, *, target_s: float = 1.0, rounds: int = 5,
                         warmup: int = 3, min_runs: int = 10,
                         max_runs: int = 100) -> dict:
-    """label -> (median ms, N) of each zero-argument callable, each run timed by a pair of
-    CUDA events after warm-up. The runs are interleaved in `rounds` rounds (order rotated
-    every round), so a change of the machine's state during the measurement (clocks,
-    other tenants) moves every label alike and their ratios stay comparable."""
+    """label -> (latency ms, N, back-to-back ms) of each zero-argument callable, after
+    warm-up. Latency: the median of N single calls, each timed by a pair of CUDA events
+    from an idle device, so the host's dispatch before the first launch counts (what one
+    synchronous call costs). Back-to-back: the median over the rounds of a run of calls
+    issued without waiting, timed by one pair of events, per call (what the device spends
+    when the host keeps ahead of it: the kernels' own time). The rounds interleave the
+    labels (order rotated every round), so a change of the machine's state during the
+    measurement (clocks, other tenants) moves every label alike."""
     names = list(fns)
     per = {}
     for n in names:
@@ -148,10 +152,12 @@ def cuda_ms_interleaved(fns: dict, *, target_s: float = 1.0, rounds: int = 5,
     counts = {n: int(min(max_runs, max(min_runs, target_s / max(per[n], 1e-6))))
               for n in names}
     times = {n: [] for n in names}
+    b2b = {n: [] for n in names}
     for r in range(rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         for n in order:
-            for _ in range(-(-counts[n] // rounds)):
+            k = -(-counts[n] // rounds)
+            for _ in range(k):
                 a = torch.cuda.Event(enable_timing=True)
                 b = torch.cuda.Event(enable_timing=True)
                 a.record()
@@ -159,7 +165,16 @@ def cuda_ms_interleaved(fns: dict, *, target_s: float = 1.0, rounds: int = 5,
                 b.record()
                 b.synchronize()
                 times[n].append(a.elapsed_time(b))
-    return {n: (statistics.median(times[n]), len(times[n])) for n in names}
+            a = torch.cuda.Event(enable_timing=True)
+            b = torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(k):
+                fns[n]()
+            b.record()
+            b.synchronize()
+            b2b[n].append(a.elapsed_time(b) / k)
+    return {n: (statistics.median(times[n]), len(times[n]), statistics.median(b2b[n]))
+            for n in names}
 
 
 #: bytes a copy of COPY_ELEMS f32 moves (read + write): the bandwidth reference
@@ -233,16 +248,19 @@ def fmt(v, spec):
 
 
 def _gbs(r, label, copy_gbs):
+    """GB/s of a variant from its back-to-back time per call (its latency where the record
+    has none): the kernels' bandwidth, without the host's dispatch of a single call."""
     ms = common.figure(r, label)
     if not r.get("bytes") or ms is None:
         return None
+    ms = r["variants"][label].get("b2b_ms") or ms
     return r["bytes"] / (ms * 1e-3) / 1e9
 
 
 def _case_copy_gbs(r, copy_gbs):
-    """The copy bandwidth timed in the same rounds as the case (the session's start-up
-    figure for a record without one)."""
-    ms = r.get("reference_ms")
+    """The copy bandwidth timed back-to-back in the same rounds as the case (the session's
+    start-up figure for a record without one)."""
+    ms = r.get("reference_b2b_ms") or r.get("reference_ms")
     return copy_gbs if not ms else 2 * 4 * COPY_ELEMS / (ms * 1e-3) / 1e9
 
 
@@ -261,14 +279,18 @@ def build_report(results, prov, state, cmdline, copy_gbs, copy_ms, labels,
     L.append("Median of N runs (CUDA events per run, after warm-up), only for variants that "
              "passed every check (FAILED otherwise; reasons under Failures). ratio = stax ms "
              "/ the Inductor ms of the same tuning (default with default, tuned with tuned; "
-             "lower is better). GB/s = (inputs read + outputs written) / time, and its "
-             "fraction of the copy bandwidth timed in the same rounds as the case (copy GB/s "
-             "column). The timed runs of eager, every variant and the copy are interleaved "
-             "in 5 rounds, order rotated each round.\n")
+             "lower is better). Latency: one call from an idle device (host dispatch "
+             "included). b2b: per call of a run of calls issued back to back (the device's "
+             "time). GB/s = (inputs read + outputs written) / b2b time, and its fraction of "
+             "the copy bandwidth timed back to back in the same rounds as the case (copy "
+             "GB/s column). The timed runs of eager, every variant and the copy are "
+             "interleaved in 5 rounds, order rotated each round.\n")
     L.append("| case | " + " | ".join(f"{lb} ms" for lb in ["eager"] + labels) + " | " +
-             " | ".join(f"{s} / {i}" for s, i in pairs) +
+             " | ".join(f"{s} / {i}" for s, i in pairs) + " | " +
+             " | ".join(f"{lb} b2b ms" for lb in ["eager"] + labels) + " | " +
+             " | ".join(f"{s} / {i} b2b" for s, i in pairs) +
              " | stax GB/s (of copy) | inductor GB/s (of copy) | copy GB/s |")
-    L.append("|" + " --- |" * (len(labels) + len(pairs) + 5))
+    L.append("|" + " --- |" * (2 * (len(labels) + len(pairs)) + 5))
 
     def gb_cell(r, lb):
         g = _gbs(r, lb, copy_gbs)
@@ -277,7 +299,10 @@ def build_report(results, prov, state, cmdline, copy_gbs, copy_ms, labels,
     for r in results:
         L.append(f"| {r['name']} | " + " | ".join(common.cell(r, lb)
                                                    for lb in ["eager"] + labels) + " | " +
-                 " | ".join(fmt(common.ratio(r, s, i), ".2f") for s, i in pairs) +
+                 " | ".join(fmt(common.ratio(r, s, i), ".2f") for s, i in pairs) + " | " +
+                 " | ".join(common.cell(r, lb, "b2b_ms") for lb in ["eager"] + labels) +
+                 " | " +
+                 " | ".join(fmt(common.ratio(r, s, i, "b2b_ms"), ".2f") for s, i in pairs) +
                  f" | {gb_cell(r, 'stax')} | {gb_cell(r, 'inductor')} | "
                  f"{_case_copy_gbs(r, copy_gbs):.0f} |")
     L.append("\n## Compile time and checks\n")
