@@ -14,6 +14,12 @@ check)
   wait
   timeout 280 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s31a.md --jsonl $OUT/r/gpu-h200-s31a.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
   ;;
+kv)   # the KV-cache decode test after the other GPU test files in one process (it failed so in `check`), fuzz, bench
+  ( timeout 250 python3 -m pytest -q -x --tb=long -p no:cacheprovider -p no:logging test/python/test_dynamic_gpu.py test/python/test_kv_cache_decode_triton.py > $OUT/r/pytest-kv-after-dynamic.log 2>&1; echo "pytest rc=$?" ) &
+  ( timeout 250 python3 -m stax.tools.stax_fuzz --seed 3803 --count 60 --device cuda --dynamic > $OUT/r/fuzz-3803-dyn.log 2>&1; echo "fuzz3803 rc=$?" ) &
+  wait
+  timeout 280 python3 benchmarks/gpu.py --no-autotune --cases softmax,layernorm,gpt2_block,llama_block,gpt2_train_step --out $OUT/r/gpu-h200-s31b.md --jsonl $OUT/r/gpu-h200-s31b.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
+  ;;
 dynamic)
   timeout 560 python3 benchmarks/dynamic.py --device cuda --out $OUT/r/dynamic-cuda-h200.md > $OUT/r/dynamic.log 2>&1; echo "dynamic rc=$?"
   ;;

@@ -332,11 +332,6 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
             group = spec.alias.group if spec.alias is not None else None
             alone = group is None or sharing[group] == 1
             root = _view_root(v, producer, VIEW_OPS)
-            if root in list(block.arguments):
-                # a fresh tensor in eager that the IR reads straight from an argument
-                # (`trunc` of an int, a reshape of x): copied, never returned aliased
-                results.append(OutputPlan("fresh", slot_of[v], strides, offset))
-                continue
             # outputs share a storage exactly when eager's do (its `group`): a second
             # output over a root an earlier one returns, in another group or none (`v1`
             # and `v1.clone()`, one value in the IR), is a copy; outputs eager keeps in
@@ -345,6 +340,13 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
                 raise CannotStayDynamic(
                     f"output {spec.index} shares a storage with another output in eager, "
                     "but the compiled graph computes them apart")
+            if root in list(block.arguments):
+                # a fresh tensor in eager that the IR reads straight from an argument
+                # (`trunc` of an int, a reshape of x, `cat(...).copy_(x)`): copied, never
+                # returned aliased; the outputs of one eager storage (`v.copy_(x)` and `v`)
+                # are copied into one new storage
+                results.append(OutputPlan("fresh", slot_of[v], strides, offset, alone, group))
+                continue
             if root in group_of_root and (group is None or group_of_root[root] != group):
                 results.append(OutputPlan("fresh", slot_of[v], strides, offset))
                 continue

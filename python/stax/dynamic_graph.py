@@ -308,6 +308,7 @@ class DynamicGraph:
         # and need eager's strides share one copy, as eager's share one storage
         relaid: dict = {}
         shared: dict = {}   # eager storage group -> [(output position, tensor, layout)]
+        fresh_groups: dict = {}   # the same, for copies that must share one new storage
         for kind, ref, strides, offset, alone, group in self.outputs:
             if kind == "none":
                 result.append(None)
@@ -323,7 +324,12 @@ class DynamicGraph:
             if kind == "fresh":
                 want = ([_evaluate(s, env) for s in strides] if strides is not None
                         else torch.empty(t.shape).stride())
-                result.append(fresh_copy(t, t.shape, want, want_offset))
+                if not alone and group is not None:   # laid out together below
+                    fresh_groups.setdefault(group, []).append((len(result), t, want,
+                                                               want_offset))
+                    result.append(None)
+                else:
+                    result.append(fresh_copy(t, t.shape, want, want_offset))
                 continue
             if strides is not None and t.dim():
                 want = [_evaluate(s, env) for s in strides]
@@ -339,6 +345,9 @@ class DynamicGraph:
         for members in shared.values():
             for pos, t in _relaid_group(members):
                 result[pos] = t
+        for members in fresh_groups.values():
+            for pos, t in _in_one_new_storage(members):
+                result[pos] = t
         return result
 
 
@@ -350,6 +359,12 @@ def _relaid_group(members):
     if all(not any(sz > 1 and a != b for sz, a, b in zip(t.shape, t.stride(), want))
            for _, t, want, _ in members):
         return [(pos, t) for pos, t, _, _ in members]
+    return _in_one_new_storage(members)
+
+
+def _in_one_new_storage(members):
+    """Each member ((position, tensor, eager strides, eager offset)) laid out as eager has
+    it in one new storage: [(position, tensor)]."""
     t0 = members[0][1]
     flat = torch.empty((max(extent(t.shape, want, off) for _, t, want, off in members),),
                        dtype=t0.dtype, device=t0.device)

@@ -117,3 +117,33 @@ def test_layer_norm_output_and_its_cos_read_the_stash_before_it_is_overwritten(s
         assert got.stride() == want.stride()
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     assert all(r.route == "stax-cpu" for r in B.reports()), [r.summary() for r in B.reports()]
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
+@pytest.mark.parametrize("rows, width", [(1, 1), (256, 512), (300, 2047)])
+def test_copy_into_a_cat_and_the_cat_share_a_fresh_storage_dynamic(rows, width, dtype):
+    """`v = cat([a, b, b]); w = v.copy_(x); return w, v` (stax-fuzz --dynamic seed 3013,
+    program 3013009090): eager returns one fresh tensor twice. aot_autograd hands stax
+    `(copy, copy)`, a value the IR reads straight from the argument x (a broadcast of
+    it), so the dynamic graph copied it once per output: two storages where eager has
+    one. Now the copies of one eager storage group go into one new storage. Called at
+    several sizes of one compile; values, strides and storage sharing as eager."""
+    def fn(a, b, x):
+        v = torch.cat([a, b, b], 0)
+        w = v.copy_(x)
+        return w, v
+
+    def make(*shape):
+        t = torch.randn(*shape)
+        return t > 0 if dtype == torch.bool else t
+
+    cf = torch.compile(fn, backend="stax", fullgraph=True, dynamic=True)
+    for n in (width, width + 7, 3):
+        a, b, x = make(rows, n), make(rows + 1, n), make(n)
+        got, want = cf(a, b, x), fn(a, b, x)
+        for g, e in zip(got, want):
+            assert g.shape == e.shape and g.stride() == e.stride()
+            assert torch.equal(g, e)
+        assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
+        assert got[0].untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    assert all(r.route == "stax-cpu" for r in B.reports()), [r.summary() for r in B.reports()]
