@@ -107,7 +107,11 @@ def build_report(results, state, prov, cmdline, warm, env_notes) -> str:
              "splits large kernels over torch.get_num_threads() parts (on torch's OpenMP "
              "team) and runs matmuls through torch (library calls)")
     L.append("- stax allocates its CPU buffers of 4 MiB or more advised MADV_HUGEPAGE "
-             "(stax.runtime.cpu_alloc); eager and Inductor allocate through torch's CPU "
+             "and recycles one once nothing holds it (stax.runtime.cpu_alloc; "
+             "STAX_CPU_OUTPUT_CACHE_MB="
+             f"{os.environ.get('STAX_CPU_OUTPUT_CACHE_MB', '512 (default)')}: a timed "
+             "call's output, dropped, is the next call's buffer, as on the GPU with "
+             "torch's caching allocator); eager and Inductor allocate through torch's CPU "
              "allocator as configured (THP_MEM_ALLOC_ENABLE="
              f"{os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}), so on the large cases "
              "part of a difference is page faults of fresh outputs, not kernel time")
