@@ -286,7 +286,7 @@ class _B:
 
     @staticmethod
     def tt(v, et):
-        return ir.RankedTensorType.get(list(ir.RankedTensorType(v.type).shape), et)
+        return _retyped(v.type, et)
 
     def full(self, like, et, value):
         if isinstance(et, ir.IntegerType):
@@ -317,6 +317,13 @@ class _B:
 
     def bitcast(self, v, et):
         return self.op("bitcast", [v], self.tt(v, et))
+
+
+def _retyped(t, et):
+    """Tensor type `t` with element type `et`: its shape and its encoding kept (a
+    symbolic dim's `#stax.sizes<...>` names the size a `?` stands for)."""
+    rt = ir.RankedTensorType(t)
+    return ir.RankedTensorType.get(list(rt.shape), et, encoding=rt.encoding)
 
 
 def _i32():
@@ -417,7 +424,7 @@ class _Legalizer:
         return f
 
     def carrier(self, t):
-        return ir.RankedTensorType.get(list(ir.RankedTensorType(t).shape), _ui8())
+        return _retyped(t, _ui8())
 
     def retype(self, v):
         f = self.fmt(v.type)
@@ -574,8 +581,7 @@ class _Legalizer:
         b = _B(op, op.location)
         operands = [self.to_f32(b, v) if self.vfmt(v) else v for v in op.operands]
         f32 = ir.F32Type.get()
-        rtypes = [ir.RankedTensorType.get(list(ir.RankedTensorType(r.type).shape), f32)
-                  if self.fmt(r.type) else r.type for r in op.results]
+        rtypes = [_retyped(r.type, f32) if self.fmt(r.type) else r.type for r in op.results]
         attrs = dict(_attr_items(op))
         new = ir.Operation.create(op.name, results=rtypes, operands=operands, attributes=attrs,
                                   loc=op.location, ip=b.ip)

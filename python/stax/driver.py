@@ -101,6 +101,20 @@ def _needs_fp8_legalization(route, device, config) -> bool:
     return (major, minor) < (8, 9)
 
 
+def fp8_legalization(module, route, device, config, example_inputs, notes) -> list:
+    """The passes to run before the pipeline for fp8: `stax-legalize-fp8` where the
+    target cannot hold the graph's fp8 values (_needs_fp8_legalization; only graphs that
+    hold fp8 at all pay for it), encoding e4m3fn overflow as eager does on this device
+    (probed once). Notes that fp8 inputs go in as their bytes."""
+    if not (_needs_fp8_legalization(route, device, config) and "f8E" in str(module)):
+        return []
+    from stax.passes.legalize_fp8 import pipeline_entry
+    if any(_is_fp8(t) for t in example_inputs):
+        notes.append("fp8 inputs are passed as zero-copy uint8 views and fp8 "
+                     "arithmetic runs on the decoded values (stax-legalize-fp8)")
+    return [pipeline_entry(route, device)]
+
+
 UNFUSED_PIPELINE = ["canonicalize", "cse"]
 
 VIEW_OPS = ("stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice")
@@ -422,13 +436,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
         # fp8 values ride in uint8 carriers where the target cannot hold them: always on
         # the CPU target, on GPUs before sm_89, or when asked (`stax.legalize_fp8`).
         # (only graphs that hold fp8 at all pay for the pass)
-        legalize = _needs_fp8_legalization(route, device, config) and "f8E" in str(module)
-        # the pass encodes e4m3fn overflow as eager does on this device (probed once)
-        from stax.passes.legalize_fp8 import pipeline_entry
-        pre = [pipeline_entry(route, device)] if legalize else []
-        if legalize and any(_is_fp8(t) for t in example_inputs):
-            notes.append("fp8 inputs are passed as zero-copy uint8 views and fp8 "
-                         "arithmetic runs on the decoded values (stax-legalize-fp8)")
+        pre = fp8_legalization(module, route, device, config, example_inputs, notes)
         if config.fusion:
             if route == TRITON_ROUTE and config.max_autotune:
                 # the Triton matmul may take the whole epilogue, rounding the bias add

@@ -187,7 +187,8 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
     from stax.dialects import symbolic
     from stax.dialects.stax_dialect import FALLBACK
     from stax.driver import (FUSED_PIPELINE, KERNEL_OPS, UNFUSED_PIPELINE, VIEW_OPS,
-                             _block, _main_func, _run_passes, _wrap_stray_ops, name_kernels)
+                             _block, _main_func, _run_passes, _wrap_stray_ops,
+                             fp8_legalization, name_kernels)
     from stax.importer import UnsupportedGraph, import_graph
     from stax import dynamic_kernels
     from stax.targets.cpu_errors import KernelLoweringError
@@ -230,7 +231,11 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
         for arg, expr in sorted(slots.derived.items()):
             checks.append(_ArgCheck(arg, slots.names[arg], "size", dims=[expr]))
         length_guards = _slice_length_guards(module)
-        _run_passes(module, FUSED_PIPELINE if config.fusion else UNFUSED_PIPELINE, None)
+        fp8_notes: list = []
+        pre = fp8_legalization(module, config.target, dynamic_kernels.DEVICES[config.target],
+                               config, example_inputs, fp8_notes)
+        _run_passes(module, pre + (FUSED_PIPELINE if config.fusion else UNFUSED_PIPELINE),
+                    None)
         func_op = _main_func(module)
         _wrap_stray_ops(func_op)
         name_kernels(func_op)
@@ -383,11 +388,15 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
         notes = [f"dynamic{what}: compiled once for every size of "
                  f"{', '.join(sorted(symbols)) or 'its (all static) dims'}: "
                  f"{len(kernels)} kernel(s) with runtime sizes, {len(library_calls)} "
-                 f"matmul(s) through torch; {layout}"]
+                 f"matmul(s) through torch; {layout}"] + fp8_notes
+        carried = {torch.float8_e4m3fn, torch.float8_e5m2} if pre else set()
+        views = [None if isinstance(sp, tuple) or getattr(sp, "dtype", None) not in carried
+                 else sp.dtype for sp in specs]
         g = DynamicGraph(graph_id, checks, constants, steps, results, symbols,
                          _symbol_ranges(example_inputs), kernels, library_calls, notes,
                          (ctx, module), kind=kind, arg_order=slots.kept, n_args=n_args,
                          target=config.target)
+        g.output_views = views
         g.n_values = next_slot - len(block.arguments)  # slots beyond args and constants
         g.derived = tuple(derived)
         g.length_guards = length_guards

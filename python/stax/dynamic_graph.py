@@ -174,6 +174,9 @@ class DynamicGraph:
         self.constants = constants
         self.steps = steps
         self.outputs = outputs          # OutputPlan per output
+        # per output, eager's dtype where the graph computes it in a carrier of the same
+        # size (fp8 as uint8 bytes, stax-legalize-fp8): returned as a view, else None
+        self.output_views: list = [None] * len(outputs)
         self.symbols = symbols          # symbol -> (argument index, dim or None)
         self.ranges = ranges
         self.kernels = kernels
@@ -348,6 +351,10 @@ class DynamicGraph:
         for members in fresh_groups.values():
             for pos, t in _in_one_new_storage(members):
                 result[pos] = t
+        for pos, dtype in enumerate(self.output_views):
+            t = result[pos]
+            if dtype is not None and isinstance(t, torch.Tensor) and t.dtype != dtype:
+                result[pos] = t.view(dtype)   # fp8 bytes back as fp8, no copy
         return result
 
 
@@ -551,7 +558,16 @@ def _library_runner(op, out_dims):
     positions = (list(ir.DenseI64ArrayAttr(op.attributes["result_positions"]))
                  if "result_positions" in op.attributes else None)
 
+    # an fp8 operand or result the graph carries as uint8 bytes (stax-legalize-fp8's
+    # `fp8_views`): PyTorch runs the op on fp8 views and hands back bytes
+    views = (json.loads(ir.StringAttr(op.attributes["fp8_views"]).value)
+             if "fp8_views" in op.attributes else {"operands": {}, "results": {}})
+    in_views = {int(i): getattr(torch, n) for i, n in views.get("operands", {}).items()}
+    out_views = {int(i) for i in views.get("results", {})}
+
     def run(ins, env):
+        if in_views:
+            ins = [t.view(in_views[i]) if i in in_views else t for i, t in enumerate(ins)]
         got = fn(*_decode_call(call["args"], ins), **_decode_call(call["kwargs"], ins))
         if positions is not None:
             got = [got[p] for p in positions]
@@ -562,6 +578,8 @@ def _library_runner(op, out_dims):
             raise StaxGuardError(f"stax dynamic graph: {target} returned {len(got)} tensors "
                                  f"where the graph expects {len(out_dims)} (a bug: please "
                                  "report it)")
+        if out_views:
+            got = [t.view(torch.uint8) if i in out_views else t for i, t in enumerate(got)]
         for out, dims in zip(got, out_dims):
             want = [_evaluate(d, env) for d in dims]
             if list(out.shape) != want:

@@ -350,6 +350,18 @@ def test_eager_that_depends_on_its_thread_count_is_a_skip_not_a_failure(monkeypa
         torch.set_num_threads(n)
 
 
+def test_a_skip_on_the_second_call_stays_a_skip(monkeypatch):
+    """A second oracle's verdict on the second call (another seed's values) is a skip,
+    as on the first call; it was reported as a failure (3014009097's rerun)."""
+    prog = Program([InputSpec("x0", (4, 8), "float32")], [Stmt("v1", "x0 * 2", ["x0"])],
+                   ["v1"], seed=3)
+    verdicts = iter([None, Outcome("skip", "eager-thread-dependent", "eager at 1 thread")])
+    monkeypatch.setattr(C, "_compare", lambda *a, **k: next(verdicts))
+    o = C.check(prog)
+    assert (o.status, o.kind) == ("skip", "eager-thread-dependent"), o
+    assert o.message.startswith("second call: ")
+
+
 # -- --dynamic: one compile with dynamic=True, called at several sizes ------------------
 
 def test_fuzz_cpu_dynamic():

@@ -1,0 +1,75 @@
+"""fp8 in CPU kernels with runtime sizes (issue 10): a dynamic graph that holds fp8 runs
+stax-legalize-fp8 as a static one does (the CPU target holds no fp8: values ride as
+uint8 bytes, arithmetic on the decoded values), so one compile serves every size.
+Before, the runtime-size generator refused the fp8 element type and every size was a
+static compile of its own. fp8 outputs are bit-exact to eager and come back as fp8
+views of their bytes; float outputs within float tolerance; strides as eager's."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stax.backend as B
+from stax.dynamic_compile import DynamicShapes
+
+pytestmark = pytest.mark.usefixtures("stax_strict")
+
+FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
+ROWS = [1, 7, 257, 300]          # 1, a prime, sizes above the first
+
+
+def _dynamic_compiles_only():
+    """Every graph compiled once for every size (Dynamo's own graph for size 1, its 0/1
+    specialization, is one more such graph), none per size, route stax-cpu."""
+    reps = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert reps and len(reps) == len(B.reports()), [r.summary() for r in B.reports()]
+    for r in reps:
+        assert all(v.dynamic for v in r.variants) and r.fallback_reason is None, r.summary()
+        assert all(g.route == "stax-cpu" for g in r.graphs), r.summary()
+        assert "stax-legalize-fp8" in r.summary()
+    return reps
+
+
+def _same(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype)
+    assert got.stride() == want.stride()
+    if want.dtype in FP8:
+        assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+    else:
+        # a 512-term f32 row sum of values in the hundreds: summation order
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("fp8", FP8, ids=["e4m3fn", "e5m2"])
+def test_quantize_and_dequantize_rows_one_compile(fp8):
+    def f(x, scale, w):
+        q = (x.float() * scale).to(fp8)              # fp8 in, fp8 out
+        return q, (q.float() / scale * w).sum(-1)     # and a float row sum of the decoded
+    cf = torch.compile(f, backend="stax", dynamic=True)
+    w = torch.randn(512)
+    for rows in ROWS:
+        x = (torch.randn(rows, 512) * 30).to(fp8)    # some saturate, some are subnormal
+        scale = torch.rand(512) * 4
+        for got, want in zip(cf(x, scale, w), f(x, scale, w)):
+            _same(got, want)
+    reps = _dynamic_compiles_only()
+    assert len(reps) <= 2      # rows 1, and every other size in one graph
+
+
+def test_fp8_kv_cache_grows_along_a_symbolic_dim():
+    """A decode step's cache append: cat of the fp8 cache and the new fp8 rows along the
+    (growing) length, and the keys decoded for a dot with the query."""
+    def step(cache, new, q):
+        cache = torch.cat([cache, new], dim=1)                # [heads, len + 1, 64] fp8
+        return cache, (cache.float() * q).sum(-1)
+    cf = torch.compile(step, backend="stax", dynamic=True)
+    cache = (torch.randn(8, 5, 64) * 8).to(torch.float8_e4m3fn)
+    ref = cache
+    for _ in range(6):
+        new = (torch.randn(8, 1, 64) * 8).to(torch.float8_e4m3fn)
+        q = torch.randn(8, 1, 64)
+        (cache, s), (ref, s_ref) = cf(cache, new, q), step(ref, new, q)
+        _same(cache, ref)
+        _same(s, s_ref)
+    assert cache.shape[1] == 11
+    _dynamic_compiles_only()
