@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import torch
 
 from stax.errors import StaxGuardError
+from stax.runtime.cpu_alloc import HUGE_PAGE_MIN_BYTES, empty_huge_pages
 from stax.runtime.layout import extent, fresh_copy, lay_into
 
 __all__ = ["CannotStayDynamic", "DynamicGraph"]
@@ -297,7 +298,7 @@ class DynamicGraph:
         for st in self.steps:
             ins = [slots[i] for i in st.ins]
             if st.kind == "kernel":
-                outs = [torch.empty([_evaluate(d, env) for d in dims], dtype=dt, device=dev)
+                outs = [_empty([_evaluate(d, env) for d in dims], dt, dev)
                         for dims, dt in zip(st.out_dims, st.out_dtypes)]
                 st.fn(ins, outs, env)
             elif st.kind == "library":
@@ -356,6 +357,23 @@ class DynamicGraph:
             if dtype is not None and isinstance(t, torch.Tensor) and t.dtype != dtype:
                 result[pos] = t.view(dtype)   # fp8 bytes back as fp8, no copy
         return result
+
+
+def _empty(shape, dtype, dev):
+    """A kernel's output buffer: on the CPU a large one comes from
+    `runtime.cpu_alloc.empty_huge_pages` (huge pages, recycled once nobody holds it), as
+    the static wrapper's does."""
+    if str(dev) == "cpu":
+        n = dtype.itemsize
+        for d in shape:
+            n *= d
+        if n >= HUGE_PAGE_MIN_BYTES:
+            strides, acc = [], 1
+            for d in reversed(shape):
+                strides.append(acc)
+                acc *= max(d, 1)
+            return empty_huge_pages(shape, tuple(reversed(strides)), dtype)
+    return torch.empty(shape, dtype=dtype, device=dev)
 
 
 def _relaid_group(members):

@@ -151,3 +151,21 @@ def test_concurrent_calls_never_share_a_live_buffer(recycler):
     assert all(ok for _, ok, _ in results)
     live = [p for p, _, _ in results]
     assert len(set(live)) == len(live)       # all 40 outputs alive: 40 buffers
+
+
+def test_dynamic_graph_outputs_are_recycled_too(recycler):
+    """A graph compiled once for every size (dynamic=True) takes its large kernel outputs
+    from the same recycler: a dropped output's buffer serves the next call of its size,
+    a held one never does, and every call's values are eager's."""
+    f = torch.compile(_softmax, backend="stax", dynamic=True)
+    for rows in (2048, 2000):
+        x = torch.randn(rows, 1024)
+        torch.testing.assert_close(f(x), _softmax(x))
+    x = torch.randn(2048, 1024)
+    first = _ptr(f(x))
+    kept = f(x)
+    assert _ptr(kept) == first               # the dropped one's buffer
+    y = f(torch.randn(2048, 1024))
+    assert _ptr(y) != _ptr(kept)             # kept is held: a buffer of its own
+    torch.testing.assert_close(kept, _softmax(x))
+    assert recycler.stats["recycled"] >= 2
