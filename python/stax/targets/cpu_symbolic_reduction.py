@@ -2,7 +2,8 @@
 
 The reduction half of cpu_symbolic's lowering. A reduction kernel reduces one domain S
 (dims ints or size expressions) over dims D; every reduction of the kernel shares (S, D).
-A phase with argmax/argmin (row mode only) is one 1-lane loop (`_emit_arg_phase`).
+A phase with argmax/argmin is one 1-lane loop over its reduced dim (`_emit_arg_phase`);
+in column mode such a kernel runs its columns one lane at a time.
 Two modes, as the static generator (cpu_reduction) has:
 
 * row mode (the last dim is reduced: softmax, layer_norm, `sum(-1)`, `sum((1, 2))`): a
@@ -113,7 +114,9 @@ class RuntimeReductionMixin:
         self.column = bool(kept) and kept[-1] == len(S) - 1
         args = [r.operation.name for r in self.reductions if r.operation.name in _ARG_OPS]
         if args and self.column:
-            self._refuse(f"{args[0]} over a dim that is not the last")
+            # a column argmax/argmin (`x.argmax(0)`): the arg phase carries one (value,
+            # index) pair per column, so the columns run one lane at a time
+            self.em.W = 1
         loop_dims = kept[:-1] if self.column else kept
         if not kept:
             self.splittable = False
