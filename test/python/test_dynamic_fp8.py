@@ -6,11 +6,19 @@ static compile of its own. fp8 outputs are bit-exact to eager and come back as f
 views of their bytes; float outputs within float tolerance; strides as eager's."""
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 import torch
 
 import stax.backend as B
 from stax.dynamic_compile import DynamicShapes
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_dynamic_gpu as _gpu_fixtures  # noqa: E402
+
+interpreted_triton = _gpu_fixtures.interpreted_triton   # the fixture, shared
 
 pytestmark = pytest.mark.usefixtures("stax_strict")
 
@@ -73,3 +81,24 @@ def test_fp8_kv_cache_grows_along_a_symbolic_dim():
         _same(s, s_ref)
     assert cache.shape[1] == 11
     _dynamic_compiles_only()
+
+
+def test_triton_route_with_fp8_carried_as_bytes_interpreted(interpreted_triton):
+    """The triton target where fp8 is carried as bytes (`stax.legalize_fp8`, as on GPUs
+    before sm_89): one dynamic compile, its runtime-size Triton kernels run in the
+    bounds-checked TTIR interpreter, fp8 outputs bit-exact."""
+    def f(x, scale):
+        q = (x.float() * scale).to(torch.float8_e4m3fn)
+        return q, q.float().sum(-1)
+    cf = torch.compile(f, backend="stax", dynamic=True, options={"stax.legalize_fp8": True})
+    for rows in (3, 17, 40):
+        x = (torch.randn(rows, 64) * 30).to(torch.float8_e4m3fn)
+        scale = torch.rand(64) * 4
+        for got, want in zip(cf(x, scale), f(x, scale)):
+            _same(got, want)
+    reps = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert len(reps) == 1 and all(v.dynamic for v in reps[0].variants), \
+        [r.summary() for r in B.reports()]
+    assert all(g.route == "triton" for g in reps[0].graphs)
+    assert "stax-legalize-fp8" in reps[0].summary()
+    assert interpreted_triton["sized"] >= 2
