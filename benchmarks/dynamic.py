@@ -1,9 +1,11 @@
 """Dynamic shapes: a GPT-2 block at inference over many shapes, eager vs Inductor vs stax.
 
-    python benchmarks/dynamic.py [--device cpu|cuda] [--quick]
+    python benchmarks/dynamic.py [--device cpu|cuda] [--quick] [--size-oblivious]
                                  [--out benchmarks/results/dynamic-<device>.md]
 
-One model, 8 sequence lengths x 4 batch sizes (32 shapes), each backend in turn:
+One model, 8 sequence lengths x 4 batch sizes (32 shapes), each backend in turn
+(`--size-oblivious`: all of them under Dynamo's `backed_size_oblivious=True`, where a
+size of 1 is not specialized, so batch 1 needs no graph of its own):
 
     eager      the module as written
     inductor   torch.compile(model, backend="inductor", dynamic=True)
@@ -143,6 +145,9 @@ def main(argv=None) -> int:
     ap.add_argument("--target-s", type=float, default=0.3,
                     help="about how long each shape's timed runs take (s)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--size-oblivious", action="store_true",
+                    help="run every backend under Dynamo's backed_size_oblivious=True (no 0/1 "
+                         "specialization of a size, no graph of its own for batch 1)")
     args = ap.parse_args(argv)
     env_notes = common.init_env()
     import torch
@@ -157,16 +162,25 @@ def main(argv=None) -> int:
     g = torch.Generator().manual_seed(1)
     inputs = {f"{b}x{t}": torch.randn(b, t, hidden, generator=g).to(args.device)
               for t in seqs for b in batches}
-    results = [_run_backend(n, model, model64, inputs, args.device, args.target_s)
-               for n in ("eager", "inductor", "stax", "stax-static")]
+    import contextlib
+    import torch.fx.experimental._config as fx_config
+    dynamo_mode = (fx_config.patch(backed_size_oblivious=True) if args.size_oblivious
+                   else contextlib.nullcontext())
+    with dynamo_mode:
+        results = [_run_backend(n, model, model64, inputs, args.device, args.target_s)
+                   for n in ("eager", "inductor", "stax", "stax-static")]
     by = {r["backend"]: r for r in results}
     ok = not any(r["problems"] for r in results)
 
     prov = common.provenance(args.device)
     lines = ["# Dynamic shapes: GPT-2 block inference over 32 shapes", "",
              f"`python benchmarks/dynamic.py --device {args.device}"
-             f"{' --quick' if args.quick else ''}`", "",
+             f"{' --quick' if args.quick else ''}"
+             f"{' --size-oblivious' if args.size_oblivious else ''}`", "",
              *common.provenance_lines(prov), *[f"- {n}" for n in env_notes],
+             *(["- Dynamo: `torch.fx.experimental._config.backed_size_oblivious = True` for "
+                "every backend (a size of 1 is not specialized: batch 1 shares the graph)"]
+               if args.size_oblivious else []),
              f"- model: {label}, hidden {hidden}, heads {heads}, f32; batches {list(batches)}, "
              f"sequence lengths {list(seqs)}", "",
              "| backend | Dynamo graphs | stax variants | compiles | compile time (s) | "
@@ -220,7 +234,8 @@ def main(argv=None) -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     out = args.out or os.path.join(HERE, "results", f"dynamic-{args.device}"
-                                   f"{'-quick' if args.quick else ''}.md")
+                                   f"{'-quick' if args.quick else ''}"
+                                   f"{'-size-oblivious' if args.size_oblivious else ''}.md")
     if args.out != "-":
         with open(out, "w") as f:
             f.write(text)
