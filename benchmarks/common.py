@@ -331,6 +331,19 @@ def randomize_norms(model, scale: float = 0.1):
     return model
 
 
+def interleaved_schedule(per_call_s: dict, *, rounds: int, min_runs: int, max_runs: int,
+                         target_s: float):
+    """(name, runs) in interleaved order: each name gets about target_s of runs (from its
+    per-call seconds, within [min_runs, max_runs]) split over `rounds` rounds, the order
+    of the names rotated every round."""
+    names = list(per_call_s)
+    counts = {n: int(min(max_runs, max(min_runs, target_s / max(per_call_s[n], 1e-6))))
+              for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            yield n, -(-counts[n] // rounds)
+
+
 def median_ms_interleaved(fns: dict, args, *, warmup: int = 2, rounds: int = 5,
                           min_runs: int = 10, max_runs: int = 200,
                           target_s: float = 1.0, no_grad: bool = True) -> dict:
@@ -349,17 +362,13 @@ def median_ms_interleaved(fns: dict, args, *, warmup: int = 2, rounds: int = 5,
             for _ in range(warmup):
                 fns[n](*args)
             per[n] = (time.perf_counter() - t0) / max(warmup, 1)
-        counts = {n: int(min(max_runs, max(min_runs, target_s / max(per[n], 1e-6))))
-                  for n in names}
         times = {n: [] for n in names}
-        for r in range(rounds):
-            order = names[r % len(names):] + names[:r % len(names)]
-            for n in order:
-                k = -(-counts[n] // rounds)
-                for _ in range(k):
-                    t = time.perf_counter()
-                    fns[n](*args)
-                    times[n].append(time.perf_counter() - t)
+        for n, k in interleaved_schedule(per, rounds=rounds, min_runs=min_runs,
+                                         max_runs=max_runs, target_s=target_s):
+            for _ in range(k):
+                t = time.perf_counter()
+                fns[n](*args)
+                times[n].append(time.perf_counter() - t)
     return {n: (statistics.median(times[n]) * 1e3, len(times[n])) for n in names}
 
 

@@ -149,30 +149,26 @@ def cuda_ms_interleaved(fns: dict, *, target_s: float = 1.0, rounds: int = 5,
         fns[n]()
         torch.cuda.synchronize()
         per[n] = time.perf_counter() - t0
-    counts = {n: int(min(max_runs, max(min_runs, target_s / max(per[n], 1e-6))))
-              for n in names}
     times = {n: [] for n in names}
     b2b = {n: [] for n in names}
-    for r in range(rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for n in order:
-            k = -(-counts[n] // rounds)
-            for _ in range(k):
-                a = torch.cuda.Event(enable_timing=True)
-                b = torch.cuda.Event(enable_timing=True)
-                a.record()
-                fns[n]()
-                b.record()
-                b.synchronize()
-                times[n].append(a.elapsed_time(b))
+    for n, k in common.interleaved_schedule(per, rounds=rounds, min_runs=min_runs,
+                                            max_runs=max_runs, target_s=target_s):
+        for _ in range(k):
             a = torch.cuda.Event(enable_timing=True)
             b = torch.cuda.Event(enable_timing=True)
             a.record()
-            for _ in range(k):
-                fns[n]()
+            fns[n]()
             b.record()
             b.synchronize()
-            b2b[n].append(a.elapsed_time(b) / k)
+            times[n].append(a.elapsed_time(b))
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(k):
+            fns[n]()
+        b.record()
+        b.synchronize()
+        b2b[n].append(a.elapsed_time(b) / k)
     return {n: (statistics.median(times[n]), len(times[n]), statistics.median(b2b[n]))
             for n in names}
 

@@ -15,17 +15,8 @@ pytest.importorskip("jax")
 
 import stax.neuron_backend as NB  # noqa: E402
 from stax.errors import StaxIndexError  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch, tmp_path):
-    for var in ("STAX_DEBUG", "STAX_DEBUG_DIR", "STAX_STRICT"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("STAX_NEURON_ARTIFACTS", str(tmp_path / "neuron"))
-    torch._dynamo.reset()
-    NB.clear()
-    yield
-    torch._dynamo.reset()
+# test_neuron's autouse fixture (fresh Dynamo and backend state, a tmp artifact folder)
+from test_neuron import _fresh  # noqa: E402,F401
 
 
 def _compile(fn):
