@@ -345,3 +345,20 @@ def test_conv_training_fallback_multi_result():
         assert pos == [1, 2]
         assert [str(r.type) for r in op.results] == ["tensor<3x2x3x3xf32>", "tensor<3xf32>"]
     assert [o.kind for o in ig.outputs][-1] == "none"
+
+
+def test_an_op_with_no_tensor_result_is_refused_by_name():
+    """An op run for its effect (an assertion: `_assert_async`) has no result for a
+    stax_graph.fallback to hold: the importer refuses the graph naming the node (before:
+    an IndexError from inside the builder, seen on the H200)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from stax._mlir import new_context
+    from stax.importer import UnsupportedGraph, import_graph
+
+    def f(x):
+        torch.ops.aten._assert_async.msg(torch.tensor(True), "never")
+        return x * 2
+    gm = make_fx(f)(torch.randn(3))
+    with pytest.raises(UnsupportedGraph, match=r"node _assert_async \(aten._assert_async.msg\) "
+                       "returns no tensor"):
+        import_graph(gm, [torch.randn(3)], new_context())

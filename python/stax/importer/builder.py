@@ -347,6 +347,11 @@ class _Builder:
                 _check_static(f"result of node {node.name} ({target})", t)
             types.append(self.tt(t.shape, t.dtype))
             positions.append(i)
+        if not multi and not types:
+            # (an assertion or another op run for its effect: seen on the H200 under
+            # backed_size_oblivious, where it ended in an IndexError here)
+            raise UnsupportedGraph(f"node {node.name} ({target}) returns no tensor; "
+                                   "stax_graph.fallback runs ops with tensor results only")
         name = str(target)
         attrs = {"target": ir.StringAttr.get(name), "call": ir.StringAttr.get(json.dumps(call)),
                  "operand_layouts": ir.StringAttr.get(json.dumps(layouts))}
