@@ -197,7 +197,9 @@ def _emit_fallback(op, em, vals, define, fallback_ops, collective=False, device=
         else:
             em.emit(f"{var} = _restride({var}, {shape!r}, {st!r})", 2)
         # a result that is a view of an operand (schema `Tensor(a)`) is not this call's own
-        ret = overload._schema.returns[pos if pos is not None else 0]
+        # (one list return, `Tensor[]` of unbind_copy: every position is that return)
+        rets = overload._schema.returns
+        ret = rets[pos if pos is not None and pos < len(rets) else 0]
         define(r, var, st, root_dynamic=True, fresh=ret.alias_info is None)
     if positions is not None:
         em.emit(f"del {tmp}")
