@@ -22,8 +22,10 @@ seen = []
 
 def spy(gm, ex, **kw):
     for n in gm.graph.nodes:
-        if n.op == "call_function" and not isinstance(n.meta.get("val"), torch.Tensor):
-            seen.append(f"{n.target} -> {type(n.meta.get('val')).__name__}")
+        # Dynamo's graphs keep a node's value as `example_value`
+        val = n.meta.get("example_value", n.meta.get("val"))
+        if n.op == "call_function" and not isinstance(val, torch.Tensor):
+            seen.append(f"{n.target} -> {type(val).__name__}")
     return B.stax(gm, ex, **kw)
 
 

@@ -186,7 +186,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
     from stax._mlir import ir, new_context
     from stax.dialects import symbolic
     from stax.dialects.stax_dialect import FALLBACK
-    from stax.driver import (FUSED_PIPELINE, KERNEL_OPS, UNFUSED_PIPELINE, VIEW_OPS,
+    from stax.driver import (_FP8, FUSED_PIPELINE, KERNEL_OPS, UNFUSED_PIPELINE, VIEW_OPS,
                              _block, _main_func, _run_passes, _wrap_stray_ops,
                              fp8_legalization, name_kernels)
     from stax.importer import UnsupportedGraph, import_graph
@@ -389,9 +389,9 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
                  f"{', '.join(sorted(symbols)) or 'its (all static) dims'}: "
                  f"{len(kernels)} kernel(s) with runtime sizes, {len(library_calls)} "
                  f"matmul(s) through torch; {layout}"] + fp8_notes
-        carried = {torch.float8_e4m3fn, torch.float8_e5m2} if pre else set()
-        views = [None if isinstance(sp, tuple) or getattr(sp, "dtype", None) not in carried
-                 else sp.dtype for sp in specs]
+        # fp8 outputs ride as uint8 bytes once legalized: returned as fp8 views
+        views = [sp.dtype if pre and not isinstance(sp, tuple) and
+                 getattr(sp, "dtype", None) in _FP8 else None for sp in specs]
         g = DynamicGraph(graph_id, checks, constants, steps, results, symbols,
                          _symbol_ranges(example_inputs), kernels, library_calls, notes,
                          (ctx, module), kind=kind, arg_order=slots.kept, n_args=n_args,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any, NamedTuple
 
 import torch
@@ -327,7 +328,7 @@ class DynamicGraph:
             want_offset = _evaluate(offset, env) if offset is not None else 0
             if kind == "fresh":
                 want = ([_evaluate(s, env) for s in strides] if strides is not None
-                        else torch.empty(t.shape).stride())
+                        else _contiguous_strides(list(t.shape)))
                 if not alone and group is not None:   # laid out together below
                     fresh_groups.setdefault(group, []).append((len(result), t, want,
                                                                want_offset))
@@ -363,16 +364,8 @@ def _empty(shape, dtype, dev):
     """A kernel's output buffer: on the CPU a large one comes from
     `runtime.cpu_alloc.empty_huge_pages` (huge pages, recycled once nobody holds it), as
     the static wrapper's does."""
-    if str(dev) == "cpu":
-        n = dtype.itemsize
-        for d in shape:
-            n *= d
-        if n >= HUGE_PAGE_MIN_BYTES:
-            strides, acc = [], 1
-            for d in reversed(shape):
-                strides.append(acc)
-                acc *= max(d, 1)
-            return empty_huge_pages(shape, tuple(reversed(strides)), dtype)
+    if str(dev) == "cpu" and math.prod(shape) * dtype.itemsize >= HUGE_PAGE_MIN_BYTES:
+        return empty_huge_pages(shape, tuple(_contiguous_strides(shape)), dtype)
     return torch.empty(shape, dtype=dtype, device=dev)
 
 

@@ -32,6 +32,8 @@ import threading
 
 import torch
 
+from stax.runtime.layout import extent
+
 __all__ = ["empty_huge_pages", "HUGE_PAGE_MIN_BYTES", "OutputRecycler", "RECYCLER"]
 
 #: buffers from this size on are advised (below it a huge page is most of the buffer)
@@ -86,7 +88,7 @@ class OutputRecycler:
         if self.max_idle_bytes <= 0:
             self.stats["new"] += 1
             return _new_huge_pages(shape, strides, dtype)
-        nbytes = _storage_bytes(shape, strides, dtype)
+        nbytes = extent(shape, strides, 0) * dtype.itemsize
         with self._lock:
             for i, st in enumerate(self._held):
                 # the last reference is ours: no tensor anywhere reads or writes it
@@ -123,13 +125,6 @@ class OutputRecycler:
 
 #: storages tracked at most (a caller keeping many outputs alive: the oldest are forgotten)
 _MAX_TRACKED = 256
-
-
-def _storage_bytes(shape, strides, dtype) -> int:
-    if any(d == 0 for d in shape):
-        return 0
-    span = 1 + sum((d - 1) * s for d, s in zip(shape, strides))
-    return span * dtype.itemsize
 
 
 def _cap_from_env() -> int:
