@@ -350,13 +350,16 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
                 # (`trunc` of an int, a reshape of x, `cat(...).copy_(x)`): copied, never
                 # returned aliased; the outputs of one eager storage (`v.copy_(x)` and `v`)
                 # are copied into one new storage
-                results.append(OutputPlan("fresh", slot_of[v], strides, offset, alone, group))
+                results.append(OutputPlan("fresh", slot_of[v], strides, offset, alone, group,
+                                          spec.exact_strides))
                 continue
             if root in group_of_root and (group is None or group_of_root[root] != group):
-                results.append(OutputPlan("fresh", slot_of[v], strides, offset))
+                results.append(OutputPlan("fresh", slot_of[v], strides, offset,
+                                          exact_strides=spec.exact_strides))
                 continue
             group_of_root.setdefault(root, group)
-            results.append(OutputPlan("tensor", slot_of[v], strides, offset, alone, group))
+            results.append(OutputPlan("tensor", slot_of[v], strides, offset, alone, group,
+                                      spec.exact_strides))
         symbols = {}
         for c in checks:
             if c.kind == "symbol":
@@ -377,6 +380,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
         for k in kernels:
             used |= set(getattr(k, "symbols", ()))
         derived = sorted(s for s in used if symbolic.derived_parts(s) is not None)
+        used |= {s for a in imported.size_asserts for s in a.symbols}
         unbound = sorted({b for s in used for b in symbolic.base_symbols(s)} - set(symbols))
         if unbound:
             raise CannotStayDynamic(f"symbols {unbound} are no argument's dim or SymInt")
@@ -389,6 +393,10 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
                  f"{', '.join(sorted(symbols)) or 'its (all static) dims'}: "
                  f"{len(kernels)} kernel(s) with runtime sizes, {len(library_calls)} "
                  f"matmul(s) through torch; {layout}"] + fp8_notes
+        if imported.size_asserts:
+            notes.append(f"{len(imported.size_asserts)} runtime assertion(s) of Dynamo on the "
+                         "sizes, checked at every call: " +
+                         "; ".join(str(a.expr) for a in imported.size_asserts))
         # fp8 outputs ride as uint8 bytes once legalized: returned as fp8 views
         views = [sp.dtype if pre and not isinstance(sp, tuple) and
                  getattr(sp, "dtype", None) in _FP8 else None for sp in specs]
@@ -400,6 +408,7 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
         g.n_values = next_slot - len(block.arguments)  # slots beyond args and constants
         g.derived = tuple(derived)
         g.length_guards = length_guards
+        g.size_asserts = imported.size_asserts
         g.fallback_ops = fallback_ops
         g.launches_per_call += len(fallback_ops)
         return g

@@ -61,6 +61,20 @@ def symbolic_fmt(dims) -> str:
     return symbolic.fmt_dims(dims)
 
 
+def _exact_values(exprs, env) -> list:
+    """Stride expressions (sympy, or ints) at the symbols' values (an empty output's)."""
+    from torch.utils._sympy.interp import sympy_interp
+    from torch.utils._sympy.reference import PythonReferenceAnalysis
+    out = []
+    for e in exprs:
+        if isinstance(e, int):
+            out.append(e)
+        else:
+            values = {s: env[s.name] for s in e.free_symbols}
+            out.append(int(sympy_interp(PythonReferenceAnalysis, values, e)))
+    return out
+
+
 def _contiguous_strides(dims) -> list:
     from stax.dialects import symbolic
     out, acc = [], 1
@@ -138,6 +152,9 @@ class OutputPlan(NamedTuple):
     offset: Any = None
     alone: bool = True
     group: Any = None
+    #: eager's strides as sympy expressions where `strides` read `Max(1, u0)` as `u0`:
+    #: used for an empty output (importer.symbolic.exact_strides)
+    exact_strides: Any = None
 
 
 class _Step:
@@ -189,6 +206,8 @@ class DynamicGraph:
         self.calls = 0
         self._keepalive = keepalive
         self.length_guards: list = []   # _LengthGuard: slices of static dims (set by _build)
+        #: Dynamo's runtime assertions on sizes (importer.size_asserts.SizeAssert)
+        self.size_asserts: list = []
         # the static wrapper's rule (wrapper._cpu_input_on_gpu): a 0-d CPU input of a GPU
         # graph is accepted on either device and copied to the device per call
         self.host_scalars = frozenset(c.index for c in checks
@@ -262,6 +281,7 @@ class DynamicGraph:
                 if any(n != 1 and x != w for n, x, w in zip(a.shape, a.stride(), want)):
                     raise _fail(c, "strides", f"{want} (what Dynamo's fake tensor recorded; "
                                 f"{symbolic_fmt(c.strides)})", list(a.stride()))
+        _check_size_asserts(self.size_asserts, env, where)   # the model's own, first
         _check_length_guards(self.length_guards, env, where)
         for s, v in env.items():
             if s in self.derived:
@@ -314,7 +334,7 @@ class DynamicGraph:
         relaid: dict = {}
         shared: dict = {}   # eager storage group -> [(output position, tensor, layout)]
         fresh_groups: dict = {}   # the same, for copies that must share one new storage
-        for kind, ref, strides, offset, alone, group in self.outputs:
+        for kind, ref, strides, offset, alone, group, exact in self.outputs:
             if kind == "none":
                 result.append(None)
                 continue
@@ -329,6 +349,8 @@ class DynamicGraph:
             if kind == "fresh":
                 want = ([_evaluate(s, env) for s in strides] if strides is not None
                         else _contiguous_strides(list(t.shape)))
+                if exact is not None and t.numel() == 0:
+                    want = _exact_values(exact, env)
                 if not alone and group is not None:   # laid out together below
                     fresh_groups.setdefault(group, []).append((len(result), t, want,
                                                                want_offset))
@@ -338,6 +360,10 @@ class DynamicGraph:
                 continue
             if strides is not None and t.dim():
                 want = [_evaluate(s, env) for s in strides]
+                if exact is not None and t.numel() == 0:
+                    want = _exact_values(exact, env)
+                    if list(t.stride()) != want:
+                        t = t.as_strided(t.shape, want)   # no element to move
                 if not alone and group is not None:
                     shared.setdefault(group, []).append((len(result), t, want, want_offset))
                 elif any(sz > 1 and a != b for sz, a, b in zip(t.shape, t.stride(), want)) \
@@ -494,17 +520,34 @@ def _slice_length_guards(module) -> list:
     return out
 
 
+def _binding_text(symbols, env, where) -> str:
+    """Which argument and dim gave each symbol its value at this call."""
+    out = []
+    for s in sorted(symbols):
+        c, what = where[s]
+        out.append(f"argument {c.index} ('{c.name}') {what} (symbol {s}) is {env[s]}")
+    return "; ".join(out)
+
+
+def _check_size_asserts(asserts, env, where) -> None:
+    """Raise StaxGuardError when one of Dynamo's runtime assertions on sizes
+    (importer.size_asserts) fails at this call's sizes: eager raises there too."""
+    for a in asserts:
+        if not a.holds(env):
+            raise StaxGuardError(
+                f"stax dynamic graph: {_binding_text(a.symbols, env, where)}, so Dynamo's "
+                f"runtime assertion {a.expr} does not hold ({a.message}). Eager raises "
+                "here too: the model's own size check (torch._check, a slice of a buffer "
+                "to the input's length) rejects these sizes")
+
+
 def _check_length_guards(guards, env, where) -> None:
     """Raise StaxGuardError when a slice's symbolic length does not fit its static dim,
     naming the arguments and dims that bind its symbols, the length and the bound."""
     from stax.dialects import symbolic
 
     def binds(expr):
-        out = []
-        for s in sorted(symbolic.free_symbols(expr)):
-            c, what = where[s]
-            out.append(f"argument {c.index} ('{c.name}') {what} (symbol {s}) is {env[s]}")
-        return "; ".join(out)
+        return _binding_text(symbolic.free_symbols(expr), env, where)
     for g in guards:
         if isinstance(g, _SizeNeedGuard):
             n = _evaluate(g.size, env)

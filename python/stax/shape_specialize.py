@@ -39,8 +39,6 @@ variant's graphs, and its notes say what was specialized, e.g. "specialized for 
 from __future__ import annotations
 
 import dataclasses
-import math
-import operator
 import threading
 import time
 from typing import Any
@@ -48,6 +46,7 @@ from typing import Any
 import torch
 
 from stax import debug
+from stax.importer.size_asserts import DYNAMO_SIZE_CHECKS, SIZE_FUNCTIONS
 from stax.recompiles import announce
 
 __all__ = ["has_symbolic_inputs", "specialize_graph", "ShapeVariant", "ShapeSpecializer",
@@ -150,32 +149,19 @@ def specialize_graph(gm: torch.fx.GraphModule, values: dict[int, Any],
     return new
 
 
-#: runtime checks Dynamo puts in graphs with unbacked sizes (`mark_unbacked`, `.item()`):
-#: with the sizes constant they are evaluated once, when the variant is made (each
-#: raises as it would at run time when the call's sizes violate it), and dropped
-_SIZE_CHECKS = tuple(getattr(torch.ops.aten, name).default for name in (
-    "_assert_scalar", "sym_constrain_range", "sym_constrain_range_for_size")
-    if hasattr(torch.ops.aten, name)) + (torch._check, torch._check_is_size)
-#: the pure functions of sizes Dynamo writes (`mul(s77, 2)`, `ge(u0, 0)`, `sym_max`)
-_SIZE_FUNCTIONS = tuple(getattr(operator, name) for name in (
-    "add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "neg", "pos", "abs", "eq",
-    "ne", "lt", "le", "gt", "ge", "and_", "or_", "xor", "not_", "truth", "getitem")) + (
-    math.ceil, math.floor, math.sqrt, math.trunc, torch.sym_max, torch.sym_min,
-    torch.sym_not, torch.sym_int, torch.sym_float, torch.sym_sqrt, torch.sym_ite)
-
-
 def _fold_size_arithmetic(graph: torch.fx.Graph) -> None:
     """Compute, in place, the size arithmetic of a graph whose sizes are now constants
-    (`mul(5, 2)` -> 10, `ge(5, 0)` -> True), run its runtime size checks (`_SIZE_CHECKS`)
+    (`mul(5, 2)` -> 10, `ge(5, 0)` -> True), run its runtime size checks (`DYNAMO_SIZE_CHECKS`:
+    each raises as it would at run time when the call's sizes violate it)
     and drop them: what is left is the tensor work, with literal sizes."""
     for node in list(graph.nodes):
         if node.op != "call_function" or node.all_input_nodes:
             continue
-        if node.target in _SIZE_CHECKS:
+        if node.target in DYNAMO_SIZE_CHECKS:
             node.target(*node.args, **node.kwargs)   # raises when a check fails
             if not node.users:
                 graph.erase_node(node)
-        elif node.target in _SIZE_FUNCTIONS:
+        elif node.target in SIZE_FUNCTIONS:
             value = node.target(*node.args, **node.kwargs)
             for user in list(node.users):
                 user.replace_input_with(node, value)

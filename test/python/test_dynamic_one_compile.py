@@ -456,15 +456,17 @@ def test_select_along_a_static_dim_compiles_once(counts, fn, train):
     assert counts["static"] == 0 and counts["dynamic"] == (2 if train else 1), counts
 
 
-def test_a_step_slice_between_both_ends_says_why_it_is_per_size(counts):
-    """`x[:, 1:-1:2]`: Dynamo writes its length as `Max(1, (s - 1)//2)`, no polynomial, so
-    the graph is per size, and the report says so. (`x[:, -1]`, `x[:, 0]`, `x[:, -4:-1:2]`
-    compile once: test_dynamic_fixed_length_slices.)"""
+def test_a_step_slice_between_both_ends_compiles_once(counts):
+    """`x[:, 1:-1:2]`: its length is `(s - 1)//2` and the strides of a contiguous result
+    after it `8*Max(1, (s - 1)//2)`, which the graph reads as `8*((s - 1)//2)` (equal
+    wherever the result is not empty; an empty one gets eager's strides from the
+    expression itself). Compiled once; at t = 2 the result is empty. (`x[:, -1]`,
+    `x[:, 0]`, `x[:, -4:-1:2]`: test_dynamic_fixed_length_slices.)"""
     fn = lambda x: x[:, 1:-1:2] * 2  # noqa: E731
     cf = torch.compile(fn, backend="stax", dynamic=True)
-    for t in (5, 9, 33):
+    for t in (5, 9, 33, 2, 3, 4, 514):
         x = torch.randn(3, t, 8)
         _close(cf(x), fn(x))
-    assert "could not stay dynamic" in stax.explain(cf)
-    assert "which is not a polynomial of symbols" in stax.explain(cf)
-    assert counts["static"] == 3, counts
+    assert "could not stay dynamic" not in stax.explain(cf)
+    # (Dynamo itself recompiles where the length is 0 or 1: each compile is dynamic)
+    assert counts["static"] == 0 and counts["dynamic"] >= 1, counts

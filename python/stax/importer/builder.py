@@ -40,6 +40,7 @@ class _Builder:
         self.loc: ir.Location = ir.Location.unknown()
         self.fallback_ops: list[str] = []
         self.collectives: list[str] = []  # targets of stax_graph.collective ops
+        self.size_asserts: list = []   # importer.size_asserts.SizeAssert, in node order
         self.storage = StorageIndex()  # eager's storage of every value so far
 
     # -- raw emission

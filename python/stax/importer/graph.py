@@ -15,6 +15,7 @@ from stax._mlir import func, ir
 from stax.dialects.collective import is_collective_target
 from stax.dialects.stax_dialect import StaxVerificationError, verify_module
 from stax.importer import symbolic as isym
+from stax.importer import size_asserts
 from stax.importer.builder import _Builder
 from stax.importer.common import (_DTYPE_NAMES, _FP8_DTYPES, _bind, _check_static,
                                   _read_positions, _val, _vdtype, _vshape)
@@ -110,7 +111,7 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context, *,
         if val.layout != torch.strided:
             raise UnsupportedGraph(f"input {n.name} has layout {val.layout}")
         inputs.append(InputSpec(n.name, isym.dims(val.shape), val.dtype,
-                                isym.dims(val.stride()), str(val.device)))
+                                isym.strides(val.stride()), str(val.device)))
 
     constants: dict[str, torch.Tensor] = {}
     const_args: list[tuple[torch.fx.Node, torch.Tensor]] = []
@@ -192,7 +193,7 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context, *,
 
     return ImportedGraph(module=module, func_name="main", inputs=inputs, outputs=outputs,
                          fallback_ops=b.fallback_ops, collectives=b.collectives,
-                         constants=constants)
+                         constants=constants, size_asserts=b.size_asserts)
 
 
 def _output_spec(b: _Builder, out_node, o, input_index, results) -> OutputSpec:
@@ -219,8 +220,9 @@ def _output_spec(b: _Builder, out_node, o, input_index, results) -> OutputSpec:
                             f"gives {tuple(val.shape)} {val.dtype}")
     results.append(v)
     return OutputSpec("tensor", len(results) - 1, isym.dims(val.shape), val.dtype,
-                      isym.dims(val.stride()), isym.dim(val.storage_offset()),
-                      b.storage.output_alias(val))
+                      isym.strides(val.stride()), isym.dim(val.storage_offset()),
+                      b.storage.output_alias(val),
+                      isym.exact_strides(val.stride()) if b.symbolic else None)
 
 
 def _import_node(b: _Builder, node: torch.fx.Node):
@@ -231,6 +233,10 @@ def _import_node(b: _Builder, node: torch.fx.Node):
         if not isinstance(vals, (tuple, list)):
             raise ImporterError(f"node {node.name}: getitem on {src.name}, which has one result")
         return vals[idx]
+    if target in size_asserts.RUNTIME_ASSERTS:
+        return size_asserts.import_assert(b, node)   # a check on sizes: no IR
+    if size_asserts.only_asserted(node):
+        return size_asserts.predicate(node)   # sizes only assertions read: no IR
     if b.symbolic and (r := isym.pre_node(b, node, _DTYPE_NAMES)) is not isym.IMPORT:
         return r  # a size (sym_size, operator.mul): its dim, no IR
     if not isinstance(target, torch._ops.OpOverload):

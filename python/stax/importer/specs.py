@@ -46,6 +46,9 @@ class OutputSpec:
     storage_offset: int = 0
     #: how eager's output relates to the storages of the inputs and other outputs
     alias: StorageAlias | None = None
+    #: eager's strides as expressions where `strides` read `Max(1, u0)` as `u0`
+    #: (importer.symbolic.exact_strides): what an empty output's strides are
+    exact_strides: list | None = None
 
 
 @dataclass
@@ -57,3 +60,5 @@ class ImportedGraph:
     fallback_ops: list[str] = field(default_factory=list)  # targets of stax_graph.fallback ops
     collectives: list[str] = field(default_factory=list)  # of stax_graph.collective ops
     constants: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: Dynamo's runtime assertions on the symbols (importer.size_asserts.SizeAssert)
+    size_asserts: list = field(default_factory=list)

@@ -164,17 +164,21 @@ def dim(s, what="a size"):
         return s  # static, or already a dim
     if not isinstance(s, torch.SymInt):
         raise _unsupported(f"{what} is {s!r}, not an integer size")
-    expr = s.node.expr
+    return _expr_dim(s.node.expr, s.node.shape_env, what)
+
+
+def _expr_dim(expr, shape_env, what):
+    original = expr
     if expr.is_Integer:
         return int(expr)
     try:
         d = symbolic.normalize(str(expr))
     except symbolic.ExprError:
-        expr = _derive_floor_divisions(_resolve_min_max(expr, s.node.shape_env))
+        expr = _derive_floor_divisions(_resolve_min_max(expr, shape_env))
     try:
         d = symbolic.normalize(str(expr))
     except symbolic.ExprError as e:
-        raise _unsupported(f"{what} has the size {s.node.expr}, which is not a polynomial of "
+        raise _unsupported(f"{what} has the size {original}, which is not a polynomial of "
                            f"symbols ({e}); symbolic IR takes +, -, * and ** (and a floor "
                            "division of a polynomial by an integer) only") from None
     return int(d) if d.lstrip("-").isdigit() else d
@@ -307,6 +311,38 @@ def ratio(s, what="a size ratio") -> SizeRatio:
 def dims(shape, what="a shape"):
     """A shape (ints and SymInts) as dims (ints and normal-form strings)."""
     return [d if isinstance(d, int) else dim(d, what) for d in shape]
+
+
+def strides(st, what="strides"):
+    """A tensor's strides as dims. Torch writes a contiguous stride past an unbacked dim
+    `u0` as `Max(1, u0)` (so an empty tensor's strides stay positive); it is `u0` here:
+    equal at every u0 >= 1, and a tensor with a dim of 0 has no element whose address a
+    stride gives. (An output's strides at a size of 0: `exact_strides`.)"""
+    import sympy
+    try:
+        from torch.utils._sympy.functions import Max
+    except ImportError:
+        Max = sympy.Max
+    out = []
+    for s in st:
+        if not isinstance(s, torch.SymInt):
+            out.append(s)
+            continue
+        expr = s.node.expr.replace(
+            lambda e: isinstance(e, (Max, sympy.Max)) and len(e.args) == 2 and
+            sympy.Integer(1) in e.args,
+            lambda e: next(a for a in e.args if a != 1))
+        out.append(_expr_dim(expr, s.node.shape_env, what))
+    return out
+
+
+def exact_strides(st):
+    """The strides' own expressions (sympy, or ints) where `strides` changed one (a
+    `Max(1, u0)`), else None: what eager's empty output has."""
+    exprs = [s.node.expr if isinstance(s, torch.SymInt) else s for s in st]
+    if not any(getattr(e, "has", None) and "Max" in str(e) for e in exprs):
+        return None
+    return exprs
 
 
 def tensor_type(shape, element_type):
