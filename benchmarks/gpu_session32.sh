@@ -12,6 +12,7 @@ probe)
   wait
   ;;
 dynamic)
+  timeout 150 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_dynamic_size_asserts.py test/python/test_dynamic_one_compile.py test/python/test_dynamic_gpu.py > $OUT/r/pytest-dyn.log 2>&1; echo "pytest rc=$?"
   timeout ${DYN_T:-560} python3 benchmarks/dynamic.py --device cuda ${DYN_ARGS:-} --out $OUT/r/dynamic-cuda-h200${DYN_SUFFIX:-}.md > $OUT/r/dynamic${DYN_SUFFIX:-}.log 2>&1; echo "dynamic rc=$?"
   ;;
 check)
