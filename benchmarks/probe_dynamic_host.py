@@ -51,11 +51,15 @@ with fx_config.patch(backed_size_oblivious=True), torch.no_grad():
                 sync()
             print(f"{b}x{t} {label}: {host:.0f} us host per call (no sync), "
                   f"{(time.perf_counter() - t1) / 200 * 1e6:.0f} us synchronized")
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(200):
-            real(g, args)
-        sync()
-        prof.disable()
-        print(f"--- {b}x{t}: cProfile of 200 graph calls")
-        pstats.Stats(prof).sort_stats("tottime").print_stats(22)
+        for label, fn in (("graph", lambda: real(g, args)), ("torch.compile'd", lambda: cf(x))):
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(200):
+                fn()
+            sync()
+            prof.disable()
+            print(f"--- {b}x{t}: cProfile of 200 {label} calls")
+            st = pstats.Stats(prof)
+            st.sort_stats("tottime").print_stats(int(os.environ.get("TOP", "22")))
+            if label != "graph":
+                st.sort_stats("cumulative").print_stats(int(os.environ.get("TOP", "22")))
