@@ -42,6 +42,17 @@ def _symbolic():
     return symbolic
 
 
+#: marks, in a size's memo, that the checks on the sizes alone passed at these sizes
+_SIZES_CHECKED = ("sizes checked",)
+
+
+class _SizedEnv(dict):
+    """The symbols' values at one call (name -> int), with `memo`: the expressions already
+    evaluated at these values, kept per size by the graph (a repeated size evaluates
+    each expression once)."""
+    __slots__ = ("memo",)
+
+
 def _evaluate(d, env) -> int:
     """A dim (an int or a normal-form expression string) at the symbols' values."""
     if isinstance(d, int):
@@ -49,7 +60,13 @@ def _evaluate(d, env) -> int:
     v = env.get(d)
     if v is not None:
         return v   # a bare symbol
-    return _symbolic().evaluate(d, env)
+    memo = getattr(env, "memo", None)
+    if memo is None:
+        return _symbolic().evaluate(d, env)
+    v = memo.get(d)
+    if v is None:
+        v = memo[d] = _symbolic().evaluate(d, env)
+    return v
 
 
 def _derived_value(name: str, env) -> int:
@@ -206,6 +223,8 @@ class DynamicGraph:
         self.calls = 0
         self._keepalive = keepalive
         self.length_guards: list = []   # _LengthGuard: slices of static dims (set by _build)
+        self._binders = None   # bind's (dim, symbol) pairs per check, made on first use
+        self._memos: dict = {}   # the symbols' values -> _SizedEnv.memo
         #: Dynamo's runtime assertions on sizes (importer.size_asserts.SizeAssert)
         self.size_asserts: list = []
         # the static wrapper's rule (wrapper._cpu_input_on_gpu): a 0-d CPU input of a GPU
@@ -223,10 +242,15 @@ class DynamicGraph:
         if len(args) != self.n_args:
             raise StaxGuardError(f"stax dynamic graph {self.graph_id} ({self.kind}): "
                                  f"{self.n_args} arguments expected, got {len(args)}")
-        env: dict[str, int] = {}
-        where: dict[str, tuple] = {}
+        env = _SizedEnv()
+        where: dict[str, tuple] = {}   # symbol -> (check, dim or "value"): for messages
         dev = None
-        for c in self.checks:
+        binders = self._binders
+        if binders is None:   # per check, the (dim, symbol) pairs that bind a symbol
+            binders = self._binders = [
+                [(d, e) for d, e in enumerate(c.dims or ()) if isinstance(e, str) and
+                 e.isidentifier() and e not in self.derived] for c in self.checks]
+        for c, binds in zip(self.checks, binders):
             a = args[c.index]
             if c.kind in ("symbol", "size"):
                 if isinstance(a, (torch.SymInt, bool)) or not isinstance(a, int):
@@ -252,12 +276,17 @@ class DynamicGraph:
                             a.device)
             if a.dim() != len(c.dims):
                 raise _fail(c, "rank", len(c.dims), a.dim())
-            for d, expr in enumerate(c.dims):
-                if isinstance(expr, str) and expr.isidentifier() and expr not in env and \
-                        expr not in self.derived:
-                    env[expr], where[expr] = int(a.shape[d]), (c, f"dim {d}")
+            for d, expr in binds:
+                if expr not in env:
+                    env[expr], where[expr] = int(a.shape[d]), (c, d)
         for name in self.derived:   # floor divisions of the symbols just bound
             env[name] = _derived_value(name, env)
+        key = tuple(env.values())
+        env.memo = self._memos.get(key)
+        if env.memo is None:
+            if len(self._memos) >= 4096:
+                self._memos.clear()
+            env.memo = self._memos[key] = {}
         for c in self.checks:
             a = args[c.index]
             if c.kind == "size":   # a saved size such as s0*s1: what the symbols say
@@ -281,6 +310,8 @@ class DynamicGraph:
                 if any(n != 1 and x != w for n, x, w in zip(a.shape, a.stride(), want)):
                     raise _fail(c, "strides", f"{want} (what Dynamo's fake tensor recorded; "
                                 f"{symbolic_fmt(c.strides)})", list(a.stride()))
+        if _SIZES_CHECKED in env.memo:   # the checks below read the sizes only
+            return env
         _check_size_asserts(self.size_asserts, env, where)   # the model's own, first
         _check_length_guards(self.length_guards, env, where)
         for s, v in env.items():
@@ -289,10 +320,11 @@ class DynamicGraph:
             lo, hi = self.ranges.get(s, (None, None))
             if (lo is not None and v < lo) or (hi is not None and v > hi):
                 c, what = where[s]
-                raise _fail(c, f"{what} (symbol {s})",
+                raise _fail(c, f"{_where_text(what)} (symbol {s})",
                             f"a size in [{lo}, {hi if hi is not None else 'inf'}] (the "
                             "range Dynamo assumed: its 0/1 specialization, mark_dynamic's "
                             "min/max)", v)
+        env.memo[_SIZES_CHECKED] = True
         return env
 
     # -- run
@@ -520,12 +552,18 @@ def _slice_length_guards(module) -> list:
     return out
 
 
+def _where_text(what) -> str:
+    """A symbol's source in a guard message: "dim 1" for a tensor dim, else as it is."""
+    return f"dim {what}" if isinstance(what, int) else what
+
+
 def _binding_text(symbols, env, where) -> str:
     """Which argument and dim gave each symbol its value at this call."""
     out = []
     for s in sorted(symbols):
         c, what = where[s]
-        out.append(f"argument {c.index} ('{c.name}') {what} (symbol {s}) is {env[s]}")
+        out.append(f"argument {c.index} ('{c.name}') {_where_text(what)} (symbol {s}) is "
+                   f"{env[s]}")
     return "; ".join(out)
 
 

@@ -101,6 +101,8 @@ def test_a_call_that_breaks_the_assertion_raises_as_eager_does(monkeypatch):
     assert "is 70" in msg and "<= 64" in msg, msg
     assert "runtime assertion" in msg and "Eager raises here too" in msg, msg
     torch.testing.assert_close(graph(args)[0], m(x), rtol=1e-4, atol=1e-4)
+    with pytest.raises(StaxGuardError):   # a size's checks are remembered only once passed
+        graph(bad)
 
 
 def test_size_oblivious_buffer_slice_stays_dynamic():
