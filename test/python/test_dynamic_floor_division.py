@@ -65,6 +65,37 @@ def test_importer_writes_floor_divisions_as_derived_symbols():
     assert (r.num, r.den) == (1, f"fdiv2_{name}M1 + 1")
 
 
+def test_an_exact_division_of_sizes_is_its_quotient():
+    """`x.reshape(-1).view(-1, n)` of an [n, n] tensor: Dynamo writes the new dim as
+    `(s**2)//s`, which was no polynomial (per size, stax-fuzz seed 3025); an exact
+    division of polynomials is its quotient. Forward and backward compile once."""
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from stax.importer import symbolic as isym
+    env = ShapeEnv()
+    s = env.create_symintnode(env.create_symbol(37, ConstantSource("x")), hint=37)
+    name = str(s.node.expr)
+    assert isym.dim((s * s) // s) == name
+    assert isym.dim((s * s + 3 * s) // s) == f"{name} + 3"
+
+    def f(x):
+        n = x.shape[0]
+        return (x.reshape(-1) * 2).view(-1, n).sin()
+    cf = torch.compile(f, backend="stax", dynamic=True)
+    for n in (3, 5, 17, 513):
+        x = torch.randn(n, n, requires_grad=True)
+        xr = x.detach().clone().requires_grad_(True)
+        got, want = cf(x), f(xr)
+        assert got.shape == want.shape and got.stride() == want.stride()
+        torch.testing.assert_close(got, want)
+        got.sum().backward()
+        want.sum().backward()
+        torch.testing.assert_close(x.grad, xr.grad)
+    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    (v,) = rep.variants
+    assert v.dynamic and v.calls == 4 and rep.route == "stax-cpu", rep.summary()
+
+
 class StridedNet(torch.nn.Module):
     def __init__(self):
         super().__init__()

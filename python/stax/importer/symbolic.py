@@ -196,6 +196,15 @@ def _derive_floor_divisions(expr):
         return expr
 
     def derived(num, den):
+        if not den.is_Integer and den.free_symbols:
+            # a division of polynomials that is exact (`(s**2)//s`, a view's size in a
+            # backward): the quotient, for every value where the divisor is not 0
+            quotient, remainder = sympy.div(sympy.expand(num), den)
+            if remainder == 0 and quotient.is_polynomial() and all(
+                    c.is_Integer for c in sympy.Poly(quotient, *den.free_symbols |
+                                                      quotient.free_symbols).coeffs()):
+                return quotient
+            return None
         if not (isinstance(den, sympy.Integer) and int(den) > 0):
             return None
         num = sympy.expand(num)
