@@ -102,7 +102,11 @@ def _rewrite(concat) -> bool:
             result = applied
     concat.results[0].replace_all_uses_with(result)
     concat.erase()
+    unique = []   # one op can be two operands (`cat((n, n))`): erased once
     for op in unary.values():
+        if not any(op == u for u in unique):
+            unique.append(op)
+    for op in unique:
         op.erase()
     return True
 

@@ -52,3 +52,16 @@ func.func @both_operands(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) -> tensor<5x3
   %0 = "stax.concat"(%ea, %tb) {dim = 0 : i64} : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<5x3xf32>
   return %0 : tensor<5x3xf32>
 }
+
+// One op that is both operands (`cat((n, n))`, after CSE) is moved, and erased, once.
+// CHECK-LABEL: func.func @one_op_twice
+// CHECK: %[[C:.*]] = "stax.concat"(%arg0, %arg0) {dim = 1 : i64}
+// CHECK: "stax.select"
+// CHECK: %[[S:.*]] = "stax.select"
+// CHECK-NEXT: return %[[S]]
+// FUSED-LABEL: func.func @one_op_twice
+func.func @one_op_twice(%x: tensor<4x2xf32>) -> tensor<4x4xf32> {
+  %n = "stax.neg"(%x) : (tensor<4x2xf32>) -> tensor<4x2xf32>
+  %c = "stax.concat"(%n, %n) {dim = 1 : i64} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x4xf32>
+  return %c : tensor<4x4xf32>
+}

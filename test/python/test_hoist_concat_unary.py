@@ -61,6 +61,16 @@ def test_unary_ops_on_both_operands():
     assert B.last_report().route == "stax-cpu"
 
 
+def test_one_negation_on_both_sides():
+    """`cat((n, n))` of one `neg`: the op is both operands (it crashed the pass once)."""
+    def f(x):
+        n = -x
+        return torch.cat((n, n), dim=-1).exp()
+    x = torch.randn(256, 520)
+    cf = torch.compile(f, backend="stax")
+    _close(cf(x), f(x))
+
+
 def test_a_negated_half_with_another_reader_keeps_its_value():
     """The neg is returned too: it stays, and the concat reads it as before."""
     def f(x):
