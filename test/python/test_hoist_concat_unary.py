@@ -116,3 +116,45 @@ def test_llama_block_loses_the_two_neg_kernels(monkeypatch):
             _close(cf(x), m(x))
         counts.append(sum(len(g.kernels) for g in B.last_report().graphs))
     assert counts[0] == counts[1] - 2, counts
+
+
+_OPS = {"neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "tanh": torch.tanh,
+        "sigmoid": torch.sigmoid, "sin": torch.sin, "floor": torch.floor,
+        "reciprocal": torch.reciprocal}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_concats(seed):
+    """Random ranks, concat dims, sizes (1 and some hundreds included), operand counts,
+    unary ops on random operands and dtypes: eager's values and strides. Integer cats
+    (neg, abs) are bit-exact."""
+    import random
+    rng = random.Random(seed)
+    rank = rng.randint(1, 4)
+    dim = rng.randrange(rank)
+    shape = [rng.choice([1, 3, 8, 33]) for _ in range(rank)]
+    shape[rng.randrange(rank)] = rng.choice([256, 520, 600])
+    dtype = rng.choice([torch.float32, torch.bfloat16, torch.int32])
+    names = ["neg", "abs"] if dtype == torch.int32 else sorted(_OPS)
+    sizes = [rng.choice([1, 2, 7, 64]) for _ in range(rng.randint(2, 3))]
+    ops = [rng.choice(names) if rng.random() < 0.7 else None for _ in sizes]
+
+    def make(n):
+        s = list(shape)
+        s[dim] = n
+        if dtype == torch.int32:
+            return torch.randint(-1000, 1000, s, dtype=dtype)
+        return torch.randn(s, dtype=dtype)
+    xs = [make(n) for n in sizes]
+
+    def f(*xs):
+        parts = [_OPS[o](x) if o else x for o, x in zip(ops, xs)]
+        return torch.cat(parts, dim) * 3
+    cf = torch.compile(f, backend="stax")
+    got, want = cf(*xs), f(*xs)
+    assert got.shape == want.shape and got.stride() == want.stride()
+    if dtype == torch.int32:
+        assert torch.equal(got, want)
+    else:
+        torch.testing.assert_close(got, want, **TOL[dtype])
+    assert B.last_report().route == "stax-cpu", B.last_report().summary()
