@@ -24,6 +24,8 @@ CASES = {
     "first_four": lambda x: x[:, :4].softmax(-1),
     "inside_a_kernel": lambda x: x.exp()[:, 1] + x.exp()[:, -2],
     "last_of_last_dim": lambda x: x[..., -1:] * x,        # broadcast back over the dim
+    "window_from_start": lambda x: x[:, 1:3] * 3,
+    "window_from_end": lambda x: x[:, -4:-1].exp(),
 }
 
 
@@ -50,6 +52,43 @@ def test_fixed_length_slices_of_a_symbolic_dim(case, where, counts, request):
     (v,) = rep.variants
     assert v.dynamic and v.calls == len(sizes)
     assert counts == {"static": 0, "dynamic": 1}, rep.summary()
+
+
+@pytest.mark.parametrize("case", ["last", "first_and_last", "inside_a_kernel", "last_three",
+                                  "first_four", "window_from_start", "window_from_end"])
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_their_backward_compiles_once_too(case, where, counts, request):
+    """The backward of `x[:, -1]` (select_backward: `where(eq(iota, s - 1), grad, 0)`)
+    reads the size `s - 1` as a value: a sum of stax.size_value terms. It was refused
+    ("reads the size ... as a value"), so a CLS or last-token head trained per size. The
+    backward of a window of static length at either end (`x[:, -3:]`, `x[:, :4]`,
+    `x[:, 1:3]`, `x[:, -4:-1]`) is a slice_scatter: the pieces of the gradient's zeros
+    around it, concatenated (it was refused too)."""
+    if where == "triton":
+        request.getfixturevalue("interpreted_triton")
+    if where == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    dev = "cuda" if where == "cuda" else "cpu"
+    fn = CASES[case]
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    sizes = [9, 5, 13] if where == "triton" else [9, 16, 37, 5, 100, 1031]
+    for n in sizes:
+        x = torch.randn(3 if where == "triton" else 257, n, 40 if where == "triton" else 520,
+                        device=dev, requires_grad=True)
+        xr = x.detach().clone().requires_grad_(True)
+        got, want = cf(x), fn(xr)
+        torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
+        g = torch.randn_like(want)
+        got.backward(g)
+        want.backward(g)
+        assert x.grad.stride() == xr.grad.stride()
+        torch.testing.assert_close(x.grad, xr.grad, rtol=2e-4, atol=2e-4)
+    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    route = "stax-cpu" if where == "stax-cpu" else "triton"
+    assert rep.route == route and rep.fallback_reason is None, rep.summary()
+    (v,) = rep.variants
+    assert v.dynamic and v.calls == len(sizes), rep.summary()
+    assert counts["static"] == 0, counts
 
 
 @pytest.mark.parametrize("case", ["last_three", "first_four"])

@@ -123,8 +123,9 @@ class _Builder:
     def operand(self, x, shape, dtype) -> ir.Value:
         """Tensor node or Python scalar `x` as a value of `shape` and `dtype`."""
         if isinstance(x, torch.fx.Node):
-            if _is_size(x):   # a size used as a value
-                return self.size_scalar(isym.dim(x.meta["val"]), shape, dtype)
+            if _is_size(x):   # a size used as a value (`s - 1` too: a sum of terms)
+                return self.broadcast(self.size_polynomial(isym.dim(x.meta["val"]), dtype),
+                                      list(shape))
             if isinstance(self.values.get(x), isym.SizeRatio):   # a float of sizes
                 return self.ratio_scalar(self.values[x], shape, dtype)
             return self.broadcast(self.convert(self.v(x), dtype), shape)

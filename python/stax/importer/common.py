@@ -141,6 +141,10 @@ def _proxy(x):
     """A stand-in with the same type-promotion category as `x` (for torch.result_type)."""
     if isinstance(x, torch.fx.Node):
         v = _val(x)
+        if isinstance(v, torch.SymInt):
+            return 1   # a size read as a value (symbolic mode): an int scalar
+        if isinstance(v, torch.SymFloat):
+            return 1.0
         return torch.empty(() if v.dim() == 0 else (1,), dtype=v.dtype)
     return x
 

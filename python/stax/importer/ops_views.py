@@ -275,6 +275,40 @@ def _slice_scatter(b, node, a):
     return _concat(b, pieces, shape, dtype, dim)
 
 
+def _scatter_pieces(b, x, src, dim, n, start, end, step):
+    """`self[:start]`, `src`, `self[end:]` along the symbolic dim of size `n` for a window
+    of static length at either end (the backward of `x[:, -3:]`, `x[:, :4]`, `x[:, 1]`),
+    each piece a slice the dynamic graph can guard (a static length, or to a static
+    distance before the end), or None when the bounds are not such."""
+    end = _size_arg(b, end)
+    if step != 1 or not isinstance(start, int):
+        return None
+    whole = end is None or end == n or (isinstance(end, int) and end >= 1 << 62)
+    if not (whole or isinstance(end, int)):
+        return None
+    # the window's length must be static: a start and an end from the same side of the dim
+    if whole:
+        length = -start if start < 0 else None
+    elif (start >= 0) == (end >= 0):
+        length = end - start
+    else:
+        length = None
+    if length is None or length < 0 or _vshape(src)[dim] != length:
+        return None
+    pieces = []
+    if start > 0:      # a static prefix
+        pieces.append(b.slice(x, dim, 0, start, 1, length=start))
+    elif start < 0:    # all but the last -start elements
+        pieces.append(b.slice(x, dim, 0, start, 1, length=dim_sum([n, start])))
+    pieces.append(src)
+    if not whole:
+        if end >= 0:   # from a static index to the end
+            pieces.append(b.slice(x, dim, end, _INT64_MAX, 1, length=dim_sum([n, -end])))
+        elif end < 0:  # the last -end elements
+            pieces.append(b.slice(x, dim, end, _INT64_MAX, 1, length=-end))
+    return pieces
+
+
 #: fills whose value is known at import (a slice's backward scatters into `new_zeros`)
 _FILLS = {aten.new_zeros.default: 0, aten.zeros.default: 0, aten.zeros_like.default: 0}
 
@@ -301,10 +335,14 @@ def _slice_scatter_symbolic(b, node, a, x, src, shape, dtype, dim):
         high = None
     if step != 1 or not isinstance(start, int) or start < 0 or \
             not (isinstance(high, str) and high.lstrip("-").isdigit()) or int(high) < 0:
+        pieces = _scatter_pieces(b, x, src, dim, n, start, a.get("end"), step)
+        if pieces is not None:
+            return _concat(b, pieces, shape, dtype, dim)
         raise _unsupported(f"{where}: slice_scatter [{start}:{end}:{step}] along the symbolic "
                            f"dim {dim} (size {n}) cannot be imported symbolically: only a "
                            "static start and an end a static distance before the dim's end, "
-                           "step 1, give static pad amounts")
+                           "or a window of static length from either end, step 1, have "
+                           "bounds a runtime size can be checked against")
     high = int(high)
     if _vshape(src)[dim] != dim_sum([end, -start]):
         raise _unsupported(f"{where}: slice_scatter's source has {_vshape(src)[dim]} elements "

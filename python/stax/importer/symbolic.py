@@ -155,7 +155,10 @@ _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
 _SIZE_VALUE_ARGS = _names(aten.add, aten.sub, aten.mul, aten.div, aten.true_divide,
                           aten.rsub, aten.maximum,
                           aten.minimum, aten.scalar_tensor, aten.full, aten.full_like,
-                          aten.new_full) - {aten.div.Tensor_mode, aten.div.Scalar_mode}
+                          aten.new_full,
+                          # `eq(iota, s - 1)`: the backward of `h[:, -1]` (select_backward)
+                          aten.eq, aten.ne, aten.lt, aten.le, aten.gt, aten.ge,
+                          ) - {aten.div.Tensor_mode, aten.div.Scalar_mode}
 
 
 def dim(s, what="a size"):
