@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from stax._mlir import ir
 from stax.dialects.stax_dialect import UNARY_OPS
-from stax.passes.fuse import verify_pass_ir
+from stax.passes._per_function import run_per_function
 
 __all__ = ["PASS_NAME", "run", "hoist_concat_unary"]
 
@@ -125,9 +125,4 @@ def hoist_concat_unary(func_op) -> int:
 
 def run(module: "ir.Module") -> None:
     """Run stax-hoist-concat-unary on every func.func of `module` (in place)."""
-    with module.context, ir.Location.unknown():
-        verify_pass_ir(module, "input", PASS_NAME)
-        for op in module.body.operations:
-            if op.operation.name == "func.func":
-                hoist_concat_unary(op.operation)
-        verify_pass_ir(module, "output", PASS_NAME)
+    run_per_function(module, PASS_NAME, hoist_concat_unary)

@@ -41,8 +41,9 @@ from __future__ import annotations
 
 from stax._mlir import ir
 from stax.passes.fuse import (ELEMENTWISE_OPS, FUSIBLE_OPS, GEN_OPS, VIEW_OPS,
-                              TRITON_EPILOGUES_ATTR, is_linear_bias_add, verify_pass_ir)
+                              TRITON_EPILOGUES_ATTR, is_linear_bias_add)
 from stax.passes.fuse import _key  # an op's identity (its C pointer)
+from stax.passes._per_function import run_per_function
 
 __all__ = ["PASS_NAME", "run", "hoist_reshapes"]
 
@@ -175,9 +176,4 @@ def hoist_reshapes(func_op) -> int:
 
 def run(module: "ir.Module") -> None:
     """Run stax-hoist-reshapes on every func.func of `module` (in place)."""
-    with module.context, ir.Location.unknown():
-        verify_pass_ir(module, "input", PASS_NAME)
-        for op in module.body.operations:
-            if op.operation.name == "func.func":
-                hoist_reshapes(op.operation)
-        verify_pass_ir(module, "output", PASS_NAME)
+    run_per_function(module, PASS_NAME, hoist_reshapes)

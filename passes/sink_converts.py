@@ -29,7 +29,8 @@ Guarantees, for every `func.func` of the module:
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.passes.fuse import FUSIBLE_OPS, verify_pass_ir
+from stax.passes._per_function import run_per_function
+from stax.passes.fuse import FUSIBLE_OPS
 
 __all__ = ["PASS_NAME", "run", "sink_converts"]
 
@@ -131,9 +132,4 @@ def sink_converts(func_op) -> int:
 
 def run(module: "ir.Module") -> None:
     """Run stax-sink-converts on every func.func of `module` (in place)."""
-    with module.context, ir.Location.unknown():
-        verify_pass_ir(module, "input", PASS_NAME)
-        for op in module.body.operations:
-            if op.operation.name == "func.func":
-                sink_converts(op.operation)
-        verify_pass_ir(module, "output", PASS_NAME)
+    run_per_function(module, PASS_NAME, sink_converts)
