@@ -29,17 +29,23 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
-def test_fixed_length_slices_of_a_symbolic_dim(case, where, counts, request):
+def _target(where, request):
+    """(sizes to call with, the expected route) for `where`; the interpreted Triton route
+    takes small sizes; `cuda` is skipped without a GPU."""
     if where == "triton":
         request.getfixturevalue("interpreted_triton")
     if where == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    route = "stax-cpu" if where == "stax-cpu" else "triton"
+    sizes = [9, 5, 13] if where == "triton" else [9, 16, 37, 5, 100, 1031]
+    return sizes, "stax-cpu" if where == "stax-cpu" else "triton"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_fixed_length_slices_of_a_symbolic_dim(case, where, counts, request):
+    sizes, route = _target(where, request)
     fn = CASES[case]
     cf = torch.compile(fn, backend="stax", dynamic=True)
-    sizes = [9, 5, 13] if where == "triton" else [9, 16, 37, 5, 100, 1031]
     for n in sizes:
         x = torch.randn(3, n, 40) if where == "triton" else \
             torch.randn(257 if where == "cuda" else 3, n, 520,
@@ -64,14 +70,10 @@ def test_their_backward_compiles_once_too(case, where, counts, request):
     backward of a window of static length at either end (`x[:, -3:]`, `x[:, :4]`,
     `x[:, 1:3]`, `x[:, -4:-1]`) is a slice_scatter: the pieces of the gradient's zeros
     around it, concatenated (it was refused too)."""
-    if where == "triton":
-        request.getfixturevalue("interpreted_triton")
-    if where == "cuda" and not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
+    sizes, route = _target(where, request)
     dev = "cuda" if where == "cuda" else "cpu"
     fn = CASES[case]
     cf = torch.compile(fn, backend="stax", dynamic=True)
-    sizes = [9, 5, 13] if where == "triton" else [9, 16, 37, 5, 100, 1031]
     for n in sizes:
         x = torch.randn(3 if where == "triton" else 257, n, 40 if where == "triton" else 520,
                         device=dev, requires_grad=True)
@@ -84,7 +86,6 @@ def test_their_backward_compiles_once_too(case, where, counts, request):
         assert x.grad.stride() == xr.grad.stride()
         torch.testing.assert_close(x.grad, xr.grad, rtol=2e-4, atol=2e-4)
     (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
-    route = "stax-cpu" if where == "stax-cpu" else "triton"
     assert rep.route == route and rep.fallback_reason is None, rep.summary()
     (v,) = rep.variants
     assert v.dynamic and v.calls == len(sizes), rep.summary()
