@@ -15,9 +15,11 @@ Guarantees, for every `func.func` of the module (its body; kernels are left alon
   is computed over the whole concat and the other elements are discarded by the select;
   stax's unary ops are total (a NaN, never a trap), so no element that was not computed
   before can fail.
-- Only a `stax.concat` with static shapes is touched, and only operands that are a
-  unary elementwise op (dialects.stax_dialect.UNARY_OPS) whose result has the operand's
-  type and whose only user is that concat. A concat with no such operand is unchanged.
+- Only a `stax.concat` whose dim is static in every operand is touched (its other dims
+  may be symbolic: the new ops keep the concat's `#stax.sizes` encoding), and only
+  operands that are a unary elementwise op (dialects.stax_dialect.UNARY_OPS) whose
+  result has the operand's type and whose only user is that concat. A concat with no
+  such operand is unchanged.
 - The new ops take the concat's location (the unary op keeps its own); the old unary
   ops are erased. A second run changes nothing more. The result verifies.
 """
@@ -46,28 +48,25 @@ def _hoistable(value, concat) -> bool:
     return all(u.owner == concat for u in value.uses)
 
 
-def _static(t) -> bool:
-    t = ir.RankedTensorType(t)
-    return t.encoding is None and all(d >= 0 for d in t.shape)
-
-
 def _create(name, operands, result_type, attrs, loc):
     return ir.Operation.create(name, results=[result_type], operands=operands,
                                attributes=attrs, loc=loc).results[0]
 
 
 def _rewrite(concat) -> bool:
-    if not all(_static(v.type) for v in list(concat.operands) + [concat.results[0]]):
-        return False
+    dim = ir.IntegerAttr(concat.attributes["dim"]).value
+    if not all(ir.RankedTensorType(v.type).shape[dim] >= 0
+               for v in list(concat.operands) + [concat.results[0]]):
+        return False   # the regions' bounds along a symbolic dim are runtime sizes
     picked = [i for i, v in enumerate(concat.operands) if _hoistable(v, concat)]
     if not picked:
         return False
-    dim = ir.IntegerAttr(concat.attributes["dim"]).value
     out = ir.RankedTensorType(concat.results[0].type)
     shape, n = list(out.shape), out.shape[dim]
     i64, i1 = ir.IntegerType.get_signless(64), ir.IntegerType.get_signless(1)
-    index_t = ir.RankedTensorType.get(shape, i64)
-    mask_t = ir.RankedTensorType.get(shape, i1)
+    # the other dims may be symbolic: the mask keeps the concat's #stax.sizes encoding
+    index_t = ir.RankedTensorType.get(shape, i64, encoding=out.encoding)
+    mask_t = ir.RankedTensorType.get(shape, i1, encoding=out.encoding)
     loc = concat.location
     starts, at = [], 0
     for v in concat.operands:

@@ -65,3 +65,20 @@ func.func @one_op_twice(%x: tensor<4x2xf32>) -> tensor<4x4xf32> {
   %c = "stax.concat"(%n, %n) {dim = 1 : i64} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x4xf32>
   return %c : tensor<4x4xf32>
 }
+
+// Symbolic rows, a concat along the static dim: the mask keeps the #stax.sizes encoding.
+// CHECK-LABEL: func.func @symbolic_rows
+// CHECK: %[[C:.*]] = "stax.concat"(%1, %0) {dim = 1 : i64} {{.*}} -> tensor<?x16xf32, #stax.sizes<["s0", 16]>>
+// CHECK-NEXT: "stax.iota"() {dim = 1 : i64} : () -> tensor<?x16xi64, #stax.sizes<["s0", 16]>>
+// CHECK-NEXT: "stax.neg"(%[[C]])
+// CHECK: "stax.cmp_lt"{{.*}} -> tensor<?x16xi1, #stax.sizes<["s0", 16]>>
+// CHECK: %[[S:.*]] = "stax.select"
+// CHECK-NEXT: return %[[S]]
+// FUSED-LABEL: func.func @symbolic_rows
+func.func @symbolic_rows(%x: tensor<?x16xf32, #stax.sizes<["s0", 16]>>) -> tensor<?x16xf32, #stax.sizes<["s0", 16]>> {
+  %a = "stax.slice"(%x) {limit = array<i64: 9223372036854775807, 8>, start = array<i64: 0, 0>, step = array<i64: 1, 1>} : (tensor<?x16xf32, #stax.sizes<["s0", 16]>>) -> tensor<?x8xf32, #stax.sizes<["s0", 8]>>
+  %b = "stax.slice"(%x) {limit = array<i64: 9223372036854775807, 16>, start = array<i64: 0, 8>, step = array<i64: 1, 1>} : (tensor<?x16xf32, #stax.sizes<["s0", 16]>>) -> tensor<?x8xf32, #stax.sizes<["s0", 8]>>
+  %nb = "stax.neg"(%b) : (tensor<?x8xf32, #stax.sizes<["s0", 8]>>) -> tensor<?x8xf32, #stax.sizes<["s0", 8]>>
+  %c = "stax.concat"(%nb, %a) {dim = 1 : i64} : (tensor<?x8xf32, #stax.sizes<["s0", 8]>>, tensor<?x8xf32, #stax.sizes<["s0", 8]>>) -> tensor<?x16xf32, #stax.sizes<["s0", 16]>>
+  return %c : tensor<?x16xf32, #stax.sizes<["s0", 16]>>
+}

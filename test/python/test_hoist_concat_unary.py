@@ -54,6 +54,23 @@ def test_rotate_half_gradients():
     assert all(r.route == "stax-cpu" for r in B.reports())
 
 
+def test_rotate_half_with_symbolic_sizes_is_one_kernel():
+    """Batch and sequence symbolic, the concat along the static head dim: one kernel with
+    runtime sizes serves every size."""
+    from stax.dynamic_compile import DynamicShapes
+    cf = torch.compile(_rotary, backend="stax")
+    for b, t in ((2, 16), (3, 33), (5, 100), (2, 515)):
+        x = torch.randn(b, 4, t, 64)
+        cos, sin = torch.randn(t, 64), torch.randn(t, 64)
+        for a, d in ((x, 0), (x, 2), (cos, 0), (sin, 0)):   # the head dim stays static
+            torch._dynamo.mark_dynamic(a, d)
+        _close(cf(x, cos, sin), _rotary(x, cos, sin))
+    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    (v,) = rep.variants
+    assert v.dynamic and v.calls == 4 and rep.route == "stax-cpu", rep.summary()
+    assert sum(len(g.kernels) for g in rep.graphs) == 1, rep.summary()
+
+
 def test_unary_ops_on_both_operands():
     x, y = torch.randn(300, 7, 520), torch.randn(300, 5, 520)
     cf = torch.compile(_mixed, backend="stax")
