@@ -350,6 +350,31 @@ def test_eager_that_depends_on_its_thread_count_is_a_skip_not_a_failure(monkeypa
         torch.set_num_threads(n)
 
 
+def test_eager_nan_where_float64_has_an_inf_is_a_skip_not_a_failure():
+    """stax-fuzz --dynamic --backward 3035009158: eager's vectorized float32 `F.gelu` of
+    +inf is NaN (a one-element tensor, and float64, give inf, as stax does), and a
+    Linear's weight gradient read it. A NaN/inf position where stax matches the float64
+    run and eager does not is a skip naming that, never a pass; a stax result that
+    matches neither still fails."""
+    prog = Program([InputSpec("x0", (4, 64), "float32", "contig", "special")],
+                   [Stmt("v1", "F.gelu(x0)", ["x0"])], ["v1"], seed=1)
+    o = C.check(prog)
+    assert (o.status, o.kind) == ("skip", "eager-nonfinite-vs-float64"), o
+    assert "got inf, expected nan" in o.message
+    x = torch.zeros(3)
+    eager = Result([torch.tensor([1.0, float("nan"), 2.0])], [x])
+    ref = Result([torch.tensor([1.0, float("inf"), 2.0], dtype=torch.float64)],
+                 [x.double()])
+    right = Result([torch.tensor([1.0, float("inf"), 2.0])], [x])
+    wrong = Result([torch.tensor([1.0, float("-inf"), 2.0])], [x])
+    assert C._judge_by_float64_nonfinite(right, eager, ref, None, None).kind == \
+        "eager-nonfinite-vs-float64"
+    assert C._judge_by_float64_nonfinite(wrong, eager, ref, None, None) is None
+    same = Result([torch.tensor([1.0, float("nan"), 2.0], dtype=torch.float64)],
+                  [x.double()])   # float64 agrees with eager: stax's inf is no excuse
+    assert C._judge_by_float64_nonfinite(right, eager, same, None, None) is None
+
+
 def test_a_skip_on_the_second_call_stays_a_skip(monkeypatch):
     """A second oracle's verdict on the second call (another seed's values) is a skip,
     as on the first call; it was reported as a failure (3014009097's rerun)."""

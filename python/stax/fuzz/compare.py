@@ -479,6 +479,8 @@ def _compare(got: Result, eager: Result, prog, device, backward, seed=None):
             if o is None and device == "cpu" and torch.get_num_threads() > 1:
                 o = _judge_by_one_thread_eager(got, eager, prog, backward, seed, prec,
                                                layouts)
+            if o is None and ref is not None and "positions differ" in m2.message:
+                o = _judge_by_float64_nonfinite(got, eager, ref, prec, layouts)
             return o if o is not None else Outcome("fail", m2.kind, m2.message)
     return None
 
@@ -527,6 +529,35 @@ def _judge_by_one_thread_eager(got, eager, prog, backward, seed, prec, layouts):
         lambda m: (f"eager at 1 thread gives stax's result, eager at "
                    f"{torch.get_num_threads()} threads differs ({m.kind}: "
                    f"{m.message[:160]})"))
+
+
+def _cast_like(value, like):
+    """`value` (a float64 run's output, input or gradient) in `like`'s dtype."""
+    if isinstance(value, torch.Tensor) and isinstance(like, torch.Tensor) and \
+            value.dtype != like.dtype:
+        return value.to(like.dtype)
+    if isinstance(value, (list, tuple)) and isinstance(like, (list, tuple)) and \
+            len(value) == len(like):
+        return type(value)(_cast_like(v, w) for v, w in zip(value, like))
+    return value
+
+
+def _judge_by_float64_nonfinite(got, eager, ref, prec, layouts):
+    """Eager's vectorized CPU kernels can put a NaN where the math (and eager's own
+    float64 and one-element runs) has an inf: `F.gelu` of +inf is NaN in a float32
+    tensor of 64 elements, inf in one of 1 element and in float64 (stax-fuzz --dynamic
+    --backward 3035009158: a Linear's weight gradient read gelu(inf)). When the mismatch
+    is a NaN/inf position and stax matches the float64 run (in the program's dtypes)
+    while eager does not, eager is not the oracle to trust there: a skip (never a
+    pass). None otherwise."""
+    def float64_run():
+        return Result(_cast_like(ref.outputs, eager.outputs),
+                      _cast_like(ref.inputs, eager.inputs),
+                      _cast_like(ref.grads, eager.grads))
+    return _judge_by_second_oracle(
+        got, eager, float64_run, prec, layouts, "eager-nonfinite-vs-float64",
+        lambda m: (f"the float64 run gives stax's NaN/inf positions, eager in the "
+                   f"program's dtype differs ({m.kind}: {m.message[:160]})"))
 
 
 def _judge_by_aot_eager(got, eager, prog, device, backward, seed, prec, layouts):
