@@ -80,16 +80,8 @@ def symbolic_fmt(dims) -> str:
 
 def _exact_values(exprs, env) -> list:
     """Stride expressions (sympy, or ints) at the symbols' values (an empty output's)."""
-    from torch.utils._sympy.interp import sympy_interp
-    from torch.utils._sympy.reference import PythonReferenceAnalysis
-    out = []
-    for e in exprs:
-        if isinstance(e, int):
-            out.append(e)
-        else:
-            values = {s: env[s.name] for s in e.free_symbols}
-            out.append(int(sympy_interp(PythonReferenceAnalysis, values, e)))
-    return out
+    from stax.importer.size_asserts import value_at
+    return [e if isinstance(e, int) else int(value_at(e, env)) for e in exprs]
 
 
 def _contiguous_strides(dims) -> list:
@@ -576,7 +568,7 @@ def _check_size_asserts(asserts, env, where) -> None:
                 f"stax dynamic graph: {_binding_text(a.symbols, env, where)}, so Dynamo's "
                 f"runtime assertion {a.expr} does not hold ({a.message}). Eager raises "
                 "here too: the model's own size check (torch._check, a slice of a buffer "
-                "to the input's length) rejects these sizes")
+                "to the input's length) rejects these sizes; call with sizes that meet it")
 
 
 def _check_length_guards(guards, env, where) -> None:

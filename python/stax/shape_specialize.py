@@ -46,7 +46,6 @@ from typing import Any
 import torch
 
 from stax import debug
-from stax.importer.size_asserts import DYNAMO_SIZE_CHECKS, SIZE_FUNCTIONS
 from stax.recompiles import announce
 
 __all__ = ["has_symbolic_inputs", "specialize_graph", "ShapeVariant", "ShapeSpecializer",
@@ -154,6 +153,8 @@ def _fold_size_arithmetic(graph: torch.fx.Graph) -> None:
     (`mul(5, 2)` -> 10, `ge(5, 0)` -> True), run its runtime size checks (`DYNAMO_SIZE_CHECKS`:
     each raises as it would at run time when the call's sizes violate it)
     and drop them: what is left is the tensor work, with literal sizes."""
+    # (here, not at import: the importer package loads the MLIR bindings)
+    from stax.importer.size_asserts import DYNAMO_SIZE_CHECKS, SIZE_FUNCTIONS
     for node in list(graph.nodes):
         if node.op != "call_function" or node.all_input_nodes:
             continue

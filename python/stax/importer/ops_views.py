@@ -304,7 +304,7 @@ def _scatter_pieces(b, x, src, dim, n, start, end, step):
     if not whole:
         if end >= 0:   # from a static index to the end
             pieces.append(b.slice(x, dim, end, _INT64_MAX, 1, length=dim_sum([n, -end])))
-        elif end < 0:  # the last -end elements
+        else:          # the last -end elements
             pieces.append(b.slice(x, dim, end, _INT64_MAX, 1, length=-end))
     return pieces
 

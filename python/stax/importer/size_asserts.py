@@ -17,6 +17,7 @@ no tensor, so no stax op carries them. Instead:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 from typing import Any
@@ -27,17 +28,26 @@ aten = torch.ops.aten
 
 #: runtime checks Dynamo puts in graphs with unbacked sizes: `_assert_scalar(cond, msg)`,
 #: and the range constraints of `torch._check_is_size` / `constrain_as_size`
-RUNTIME_ASSERTS = tuple(getattr(aten, name).default for name in (
+RUNTIME_ASSERTS = frozenset(getattr(aten, name).default for name in (
     "_assert_scalar", "sym_constrain_range", "sym_constrain_range_for_size")
     if hasattr(aten, name))
 #: the same in Dynamo's own graphs (before aot_autograd)
-DYNAMO_SIZE_CHECKS = RUNTIME_ASSERTS + (torch._check, torch._check_is_size)
+DYNAMO_SIZE_CHECKS = RUNTIME_ASSERTS | {torch._check, torch._check_is_size}
 #: the pure functions of sizes Dynamo writes (`mul(s77, 2)`, `ge(u0, 0)`, `sym_max`)
-SIZE_FUNCTIONS = tuple(getattr(operator, name) for name in (
+SIZE_FUNCTIONS = frozenset(getattr(operator, name) for name in (
     "add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "neg", "pos", "abs", "eq",
-    "ne", "lt", "le", "gt", "ge", "and_", "or_", "xor", "not_", "truth", "getitem")) + (
+    "ne", "lt", "le", "gt", "ge", "and_", "or_", "xor", "not_", "truth", "getitem")) | {
     math.ceil, math.floor, math.sqrt, math.trunc, torch.sym_max, torch.sym_min,
-    torch.sym_not, torch.sym_int, torch.sym_float, torch.sym_sqrt, torch.sym_ite)
+    torch.sym_not, torch.sym_int, torch.sym_float, torch.sym_sqrt, torch.sym_ite}
+
+
+def value_at(expr, env: dict):
+    """A sympy expression of the symbols (torch's Min, FloorDiv, Eq, ... included) at
+    their values `env` (name -> int), with Python's semantics."""
+    from torch.utils._sympy.interp import sympy_interp
+    from torch.utils._sympy.reference import PythonReferenceAnalysis
+    return sympy_interp(PythonReferenceAnalysis,
+                        {s: env[s.name] for s in expr.free_symbols}, expr)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +64,7 @@ class SizeAssert:
     message: str
     _seen: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
-    @property
+    @functools.cached_property
     def symbols(self) -> list[str]:
         return sorted(s.name for s in self.expr.free_symbols)
 
@@ -64,13 +74,16 @@ class SizeAssert:
         key = tuple(env[s] for s in self.symbols)
         hit = self._seen.get(key)
         if hit is None:
-            from torch.utils._sympy.interp import sympy_interp
-            from torch.utils._sympy.reference import PythonReferenceAnalysis
-            values = {s: env[s.name] for s in self.expr.free_symbols}
-            hit = bool(sympy_interp(PythonReferenceAnalysis, values, self.expr))
+            hit = bool(value_at(self.expr, env))
             if len(self._seen) < 1024:
                 self._seen[key] = hit
         return hit
+
+
+def _as_condition(expr):
+    """A sympy boolean as a condition: a bool when it has no symbols, else a
+    SizePredicate."""
+    return bool(expr) if not expr.free_symbols else SizePredicate(expr)
 
 
 def _condition(b, node, cond):
@@ -78,9 +91,7 @@ def _condition(b, node, cond):
     if isinstance(cond, torch.fx.Node):
         cond = b.values.get(cond, cond.meta.get("val"))
     if isinstance(cond, torch.SymBool):
-        expr = cond.node.expr
-        cond = bool(expr) if expr.is_Boolean and not expr.free_symbols else \
-            SizePredicate(expr)
+        cond = _as_condition(cond.node.expr)
     if isinstance(cond, (bool, SizePredicate)):
         return cond
     from stax.importer import UnsupportedGraph
@@ -102,8 +113,7 @@ def _range_condition(b, node):
     parts = ([sympy.Ge(expr, lo)] if lo is not None else []) + \
         ([sympy.Le(expr, hi)] if hi is not None else [])
     cond = sympy.And(*parts) if parts else sympy.true
-    return (bool(cond) if not cond.free_symbols else SizePredicate(cond),
-            f"{expr} in [{lo}, {hi if hi is not None else 'inf'}]")
+    return (_as_condition(cond), f"{expr} in [{lo}, {hi if hi is not None else 'inf'}]")
 
 
 def import_assert(b, node) -> None:
@@ -147,7 +157,5 @@ def predicate(node):
     if isinstance(val, bool):
         return val
     if isinstance(val, torch.SymBool):
-        expr = val.node.expr
-        return bool(expr) if expr.is_Boolean and not expr.free_symbols else \
-            SizePredicate(expr)
+        return _as_condition(val.node.expr)
     return None

@@ -325,34 +325,33 @@ def dims(shape, what="a shape"):
     return [d if isinstance(d, int) else dim(d, what) for d in shape]
 
 
-def strides(st, what="strides"):
-    """A tensor's strides as dims. Torch writes a contiguous stride past an unbacked dim
-    `u0` as `Max(1, u0)` (so an empty tensor's strides stay positive); it is `u0` here:
-    equal at every u0 >= 1, and a tensor with a dim of 0 has no element whose address a
-    stride gives. (An output's strides at a size of 0: `exact_strides`.)"""
+def _max_one_as_size(expr):
+    """`expr` with each `Max(1, e)` as `e` (see `strides`)."""
     import sympy
     try:
         from torch.utils._sympy.functions import Max
     except ImportError:
         Max = sympy.Max
-    out = []
-    for s in st:
-        if not isinstance(s, torch.SymInt):
-            out.append(s)
-            continue
-        expr = s.node.expr.replace(
-            lambda e: isinstance(e, (Max, sympy.Max)) and len(e.args) == 2 and
-            sympy.Integer(1) in e.args,
-            lambda e: next(a for a in e.args if a != 1))
-        out.append(_expr_dim(expr, s.node.shape_env, what))
-    return out
+    return expr.replace(
+        lambda e: isinstance(e, (Max, sympy.Max)) and len(e.args) == 2 and
+        sympy.Integer(1) in e.args,
+        lambda e: next(a for a in e.args if a != 1))
+
+
+def strides(st, what="strides"):
+    """A tensor's strides as dims. Torch writes a contiguous stride past an unbacked dim
+    `u0` as `Max(1, u0)` (so an empty tensor's strides stay positive); it is `u0` here:
+    equal at every u0 >= 1, and a tensor with a dim of 0 has no element whose address a
+    stride gives. (An output's strides at a size of 0: `exact_strides`.)"""
+    return [s if not isinstance(s, torch.SymInt) else
+            _expr_dim(_max_one_as_size(s.node.expr), s.node.shape_env, what) for s in st]
 
 
 def exact_strides(st):
     """The strides' own expressions (sympy, or ints) where `strides` changed one (a
     `Max(1, u0)`), else None: what eager's empty output has."""
     exprs = [s.node.expr if isinstance(s, torch.SymInt) else s for s in st]
-    if not any(getattr(e, "has", None) and "Max" in str(e) for e in exprs):
+    if all(isinstance(e, int) or _max_one_as_size(e) == e for e in exprs):
         return None
     return exprs
 
