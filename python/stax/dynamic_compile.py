@@ -62,7 +62,7 @@ from stax import debug
 from stax.recompiles import announce
 from stax.dynamic_graph import (CannotStayDynamic, DynamicGraph, OutputPlan, _ArgCheck, _Step,
                                  _contiguous_strides, _library_runner, _slice_length_guards,
-                                 _symbol_ranges, _torch_dtype, _view_runner)
+                                 _symbol_ranges, _torch_dtype, _view_runner, with_form)
 from stax.dynamic_graph import _evaluate  # noqa: F401 - the tests evaluate sizes through here
 
 __all__ = ["CannotStayDynamic", "DynamicGraph", "DynamicShapes", "compile_dynamic",
@@ -272,8 +272,8 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
                 shapes = [symbolic.fmt_dims(symbolic.dims_of(v.type)) for v in op.operands]
                 library_calls.append(f"addmm {shapes[0]} @ {shapes[1]} + bias (torch.addmm: "
                                      "the matmul and its bias kernel, sizes read at run time)")
-                steps.append(_Step("matmul", [slot_of[addmm[op][1]]] + ins, outs,
-                                   lambda ins, env: torch.addmm(ins[0], ins[1], ins[2])))
+                steps.append(_Step("matmul", [slot_of[addmm[op][1]]] + ins, outs, with_form(
+                    lambda ins, env: torch.addmm(ins[0], ins[1], ins[2]), "addmm")))
                 continue
             if name in KERNEL_OPS:
                 kname = ir.StringAttr(op.attributes["name"]).value
@@ -289,8 +289,8 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
                 shapes = [symbolic.fmt_dims(symbolic.dims_of(v.type)) for v in op.operands]
                 library_calls.append(f"matmul {shapes[0]} @ {shapes[1]} (torch.matmul, "
                                      "sizes read at run time)")
-                steps.append(_Step("matmul", ins, outs,
-                                   lambda ins, env: torch.matmul(ins[0], ins[1])))
+                steps.append(_Step("matmul", ins, outs, with_form(
+                    lambda ins, env: torch.matmul(ins[0], ins[1]), "matmul")))
             elif name in VIEW_OPS:
                 steps.append(_Step("view", ins, outs, _view_runner(name, op, res_dims[0])))
             elif name == FALLBACK:

@@ -227,10 +227,24 @@ class DynamicGraph:
         #: derived symbols (floor divisions, dialects.symbolic.derived_name) the graph's
         #: types use: computed from the bound symbols after binding, never bound from a dim
         self.derived: tuple = ()
+        #: the steps as one generated function (stax.dynamic_runner); None until the first
+        #: call, False where they run interpreted (runner_note says why)
+        self._runner = None
+        self._guard = None   # bind's generated fast path: the same, None until made
+        self.guard_source: str | None = None
+        self.runner_source: str | None = None
+        self.runner_note: str | None = None
 
     # -- guards
     def bind(self, args) -> dict:
         """The symbols' values from the arguments, after checking every argument."""
+        guard = self._guard
+        if guard is None:
+            guard = self._make_guard()
+        if guard is not False:
+            env = guard(args)
+            if env is not None:
+                return env   # every check passed (dynamic_runner.generate_guard)
         if len(args) != self.n_args:
             raise StaxGuardError(f"stax dynamic graph {self.graph_id} ({self.kind}): "
                                  f"{self.n_args} arguments expected, got {len(args)}")
@@ -338,6 +352,11 @@ class DynamicGraph:
             for i in host:
                 if args[i].device != dev:
                     args[i] = args[i].to(dev)
+        runner = self._runner
+        if runner is None:
+            runner = self._make_runner()
+        if runner is not False:
+            return self._outputs(runner(args, env, dev), env)
         slots = [args[i] for i in self.arg_order] + list(self.constants)
         slots.extend([None] * self.n_values)
         for st in self.steps:
@@ -352,6 +371,43 @@ class DynamicGraph:
                 outs = [st.fn(ins, env)]
             for i, t in zip(st.outs, outs):
                 slots[i] = t
+        return self._outputs(slots, env)
+
+    def _make_guard(self):
+        """The guards' generated fast path (stax.dynamic_runner.generate_guard), made on
+        the first call; False under STAX_DYNAMIC_RUNNER=interpret or where the generator
+        leaves the graph alone."""
+        from stax import dynamic_runner
+        fn = False
+        if not dynamic_runner.interpreted():
+            source, fn = dynamic_runner.generate_guard(self)
+            if fn is None:
+                fn = False
+            else:
+                self.guard_source = source
+        self._guard = fn
+        return fn
+
+    def _make_runner(self):
+        """The generated runner of the steps (stax.dynamic_runner), made on the first
+        call; False where the steps run interpreted (STAX_DYNAMIC_RUNNER=interpret, or a
+        graph the generator leaves alone: `runner_note` says why)."""
+        from stax import dynamic_runner
+        if dynamic_runner.interpreted():
+            self._runner, self.runner_note = False, "STAX_DYNAMIC_RUNNER=interpret"
+            return False
+        source, fn = dynamic_runner.generate(self)
+        if fn is None:
+            self._runner, self.runner_note = False, source
+            return False
+        self._runner, self.runner_source = fn, source
+        from stax.debug import DumpDir
+        DumpDir(self.graph_id).write("dynamic_runner.py", source + "\n\n" +
+                                    (self.guard_source or ""))
+        return fn
+
+    def _outputs(self, slots, env) -> list:
+        """The call's results from the steps' values (`slots[ref]`), laid out as eager's."""
         result = []
         # one copy per (tensor, layout): outputs that are one tensor (`v.mul_(2)` and `v`)
         # and need eager's strides share one copy, as eager's share one storage
@@ -439,15 +495,28 @@ def _in_one_new_storage(members):
     return [(pos, lay_into(flat, t, t.shape, want, off)) for pos, t, want, off in members]
 
 
+def with_form(fn, *form):
+    """`fn` marked with what the generated runner (stax.dynamic_runner) emits for it."""
+    fn.form = form
+    return fn
+
+
 def _view_runner(name, op, out_dims):
     from stax._mlir import ir
     if name == "stax.reshape":
-        return lambda ins, env: ins[0].reshape([_evaluate(d, env) for d in out_dims])
+        return with_form(
+            lambda ins, env: ins[0].reshape([_evaluate(d, env) for d in out_dims]),
+            "reshape", list(out_dims))
     if name == "stax.permute":
         perm = list(ir.DenseI64ArrayAttr(op.attributes["perm"]))
-        return lambda ins, env: ins[0].permute(perm)
+        return with_form(lambda ins, env: ins[0].permute(perm), "permute", perm)
     if name == "stax.broadcast_in_dim":
         dims = list(ir.DenseI64ArrayAttr(op.attributes["dims"]))
+        # the operand's dims placed at `dims`, 1 elsewhere (bind checked every input's
+        # dims, and each value has its type's dims)
+        view_dims = [1] * len(out_dims)
+        for i, d in enumerate(dims):
+            view_dims[d] = _symbolic().dims_of(op.operands[0].type)[i]
 
         def bcast(ins, env):
             x = ins[0]
@@ -456,7 +525,7 @@ def _view_runner(name, op, out_dims):
             for i, d in enumerate(dims):
                 view[d] = x.shape[i]
             return x.reshape(view).expand(shape)
-        return bcast
+        return with_form(bcast, "expand", view_dims, list(out_dims))
     if name == "stax.slice":
         return _slice_runner(op, out_dims)
     raise CannotStayDynamic(f"top-level op {name} is not run by the dynamic graph")
@@ -477,15 +546,17 @@ def _slice_runner(op, out_dims):
     src = symbolic.dims_of(op.operands[0].type)
     lengths = {d: out_dims[d] for d in range(len(src))
                if isinstance(src[d], int) and isinstance(out_dims[d], str)}
+    # per dim (start, stop, step); a stop (length,) is the start plus that many steps
+    form = [(st[d], (lengths[d],) if d in lengths else li[d], sp[d]) for d in range(len(st))]
     if not lengths:
         index = tuple(slice(a, b, c) for a, b, c in zip(st, li, sp))
-        return lambda ins, env: ins[0][index]
+        return with_form(lambda ins, env: ins[0][index], "slice", form)
 
     def run(ins, env):
         index = tuple(slice(st[d], st[d] + _evaluate(lengths[d], env) * sp[d], sp[d])
                       if d in lengths else slice(st[d], li[d], sp[d]) for d in range(len(st)))
         return ins[0][index]
-    return run
+    return with_form(run, "slice", form)
 
 
 @dataclasses.dataclass

@@ -77,6 +77,10 @@ def _runner(k, sized: bool, target: str):
         def run(ins, outs, env):
             k(*[_contig(t) for t in ins], *outs, sizes=[env[s] for s in syms], **extra)
     else:
+        syms, extra = None, {}
+
         def run(ins, outs, env):
             k(*[_contig(t) for t in ins], *outs)
+    # what the generated runner (stax.dynamic_runner) emits: the same call
+    run.form = ("kernel", k, syms, extra)
     return run
