@@ -40,6 +40,9 @@ from stax.cudagraphs import CudaGraphRunner, OutputLedger, capturing
 
 __all__ = ["SizedCudaGraphs", "MAX_CAPTURED_SIZES"]
 
+#: the runner's key in a size's memo (DynamicGraph.bind's `env.memo`)
+_SIZE_KEY = ("cuda graph key",)
+
 #: sizes that keep a runner (and, once captured, a CUDA graph with its memory pool)
 MAX_CAPTURED_SIZES = 32
 
@@ -129,7 +132,13 @@ class SizedCudaGraphs:
         env = self.graph.bind(args)   # every guard first; the symbols' values key the size
         if self.reason is not None or capturing():   # (or inside the caller's capture)
             return self.graph.run_bound(args, env)
-        r = self._runner(tuple(sorted(env.items())))
+        memo = getattr(env, "memo", None)   # per size (DynamicGraph.bind)
+        key = memo.get(_SIZE_KEY) if memo is not None else None
+        if key is None:   # made once per size
+            key = tuple(sorted(env.items()))
+            if memo is not None:
+                memo[_SIZE_KEY] = key
+        r = self._runner(key)
         if r.reason is not None:   # this size stays uncaptured: no second bind
             return self.graph.run_bound(args, env)
         return r(args)
