@@ -186,6 +186,31 @@ def test_mlp_training_interpreted(counts, interpreted_triton):
     assert counts == {"static": 0, "dynamic": 2}   # the forward and the backward, once
 
 
+def _pad_of_an_empty_dim(device):
+    # stax-fuzz --device cuda seed 4000 (program 4000012038): x0 of [3, 0] makes Dynamo
+    # specialize the dim to 0, and the pad kernel's index decomposition divided by the
+    # product of the dims after it, 0: ZeroDivisionError while compiling the kernel
+    def f(x):
+        return F.pad(x.unsqueeze(0), (3, 0), value=2)
+
+    cf = torch.compile(f, backend="stax", dynamic=True)
+    for shape in [(5, 7), (3, 0), (513, 0)]:
+        x = torch.randint(-5, 5, shape, device=device)
+        got, ref = cf(x), f(x)
+        assert got.shape == ref.shape and got.stride() == ref.stride()
+        assert torch.equal(got, ref)   # integers: bit-exact
+    assert all(r.route == "triton" for r in B.reports()), [r.summary() for r in B.reports()]
+
+
+def test_pad_of_an_empty_dim_interpreted(interpreted_triton):
+    _pad_of_an_empty_dim("cpu")
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_pad_of_an_empty_dim_cuda():
+    _pad_of_an_empty_dim("cuda")
+
+
 def test_gpt2_block_interpreted(counts, interpreted_triton):
     """The written-out GPT-2 block (causal mask sliced to the sequence length, head
     permutes, softmax): one compile on the triton route for batch and sequence."""

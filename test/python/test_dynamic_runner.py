@@ -98,8 +98,9 @@ def test_conv_bn_relu_library_step_generated(dynamic_calls):
             (x,) = make_inputs("conv_bn_relu", b, hw)
             torch.testing.assert_close(cf(x), model(x), rtol=1e-4, atol=1e-4)
             _check_generated(dynamic_calls, 1)
-    (g,) = _dynamic_graphs()
-    assert g.fallback_ops and "_fn" in g.runner_source   # the convolution's library call
+    # (torch 2.11's Dynamo may compile a second dynamic graph: at least one has the call)
+    assert any(g.fallback_ops and "_fn" in g.runner_source   # the convolution's library call
+               for g in _dynamic_graphs())
 
 
 def test_view_of_input_and_size_outputs_generated(dynamic_calls):

@@ -513,7 +513,11 @@ class _Machine:
     def load(self, op, p, mask):
         buf, off, live = self._lanes(op, p, mask, "load")
         idx = torch.where(live, off, torch.zeros_like(off)) + buf.base
-        x = buf.flat[idx.reshape(-1)].reshape(off.shape) if off.dim() else buf.flat[int(idx)]
+        if buf.flat.numel() == 0:   # an empty tensor: every lane is dead (checked above)
+            x = torch.zeros(off.shape, dtype=buf.flat.dtype)
+        else:
+            x = buf.flat[idx.reshape(-1)].reshape(off.shape) if off.dim() else \
+                buf.flat[int(idx)]
         v = _to_repr(x, buf.elem)
         if mask is not None:
             if v.dtype.is_floating_point:

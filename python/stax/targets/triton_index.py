@@ -116,6 +116,8 @@ class _IndexMixin:
     def ix_div(self, a: V, p: int) -> V:
         if p == 1:
             return a
+        if p == 0:   # a dim of size 0 in the divisor: the tensor has no element to index
+            return self.ix_const(0)
         if a.is_const:
             return self.ix_const(a.cval // p)
         if a.hi is not None and a.hi <= p:
@@ -125,6 +127,8 @@ class _IndexMixin:
                             f"{self.em.ty(a.shape, self.it)}", "i"), a.shape, self.it, hi=hi)
 
     def ix_rem(self, a: V, s: int) -> V:
+        if s == 0:   # a dim of size 0: no element to index (as ix_div)
+            return self.ix_const(0)
         if a.is_const:
             return self.ix_const(a.cval % s)
         if a.hi is not None and a.hi <= s:
