@@ -417,3 +417,33 @@ def test_test_models_training_one_compile(counts, name):
     if name == "gpt2_sdpa":
         assert any("scaled_dot_product" in op and "backward" in op for op in r.fallback_ops), \
             r.fallback_ops
+
+
+class MaxOverSequence(torch.nn.Module):
+    """A projection, then a max and a min over the (symbolic) sequence dim and a gather
+    along the width: their backwards scatter the gradient into zeros at the argmax
+    (`aten.scatter.src`) and add it at the gathered indices (`scatter_add`)."""
+
+    def __init__(self, d=512):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        idx = torch.remainder(torch.arange(h.shape[-1]) * 7, h.shape[-1]).expand_as(h)
+        picked = torch.gather(h, -1, idx)
+        return h.max(dim=1).values * 2 + torch.amin(picked, 1) + h.min(dim=1).values
+
+
+def test_max_over_a_dim_trains_with_one_compile(counts):
+    # session 33 (GPU fuzz seed 4000: "scatter.src cannot be imported symbolically"):
+    # the backward of max/min over a dim was compiled per size; scatters and gathers
+    # are library ops (PyTorch runs them, as on the static path) that keep it dynamic
+    with fx_config.patch(backed_size_oblivious=True):
+        cf, r = _train_once(MaxOverSequence(), [(4, 9, 512), (1, 1, 512), (3, 37, 512),
+                                                 (257, 5, 512), (2, 130, 512)],
+                            mark=(0, 1))
+    fw, bw = _assert_one_training_compile(counts, r)
+    assert fw.calls == bw.calls == 5
+    assert "aten.gather.default" in fw.fallback_ops
+    assert {"aten.scatter.src", "aten.scatter_add.default"} <= set(bw.fallback_ops)

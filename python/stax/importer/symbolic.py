@@ -133,11 +133,19 @@ _POOL_LIBRARY_OPS = {getattr(aten, n).default for n in (
     "_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward") if hasattr(aten, n)}
 SYMBOLIC_OPS |= _POOL_LIBRARY_OPS
 
+#: scatters and gathers along a dim, which the static importer also hands to PyTorch: a
+#: max/min over a dim's backward scatters the gradient into zeros at the argmax
+#: (`value_selecting_reduction_backward`); their results' sizes are their operands'
+_SCATTER_LIBRARY_OPS = {aten.scatter.src, aten.scatter.value, aten.scatter_add.default,
+                        aten.scatter_reduce.two, aten.gather.default}
+SYMBOLIC_OPS |= _SCATTER_LIBRARY_OPS
+
 #: ops the symbolic importer emits as stax_graph.fallback (PyTorch runs them, as the
 #: static importer does): their results' sizes come from their operands' at run time,
 #: and no argument of theirs may be a size
 SYMBOLIC_LIBRARY_OPS = {aten.convolution.default, aten.convolution_backward.default,
-                        aten.index_put.default, *_SDPA_LIBRARY_OPS, *_POOL_LIBRARY_OPS}
+                        aten.index_put.default, *_SDPA_LIBRARY_OPS, *_POOL_LIBRARY_OPS,
+                        *_SCATTER_LIBRARY_OPS}
 
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
