@@ -66,12 +66,11 @@ class _Writer:
             self.namespace[name] = obj
         return self.names[key]
 
-    def size(self, d) -> str:
-        """Code for a dim: an int literal, a symbol, or the local of an expression."""
+    def code(self, d) -> str:
+        """Python code for a dim (an int or a size expression) over the symbols' locals
+        (each symbol a local of its own name, which must be a plain one)."""
         if isinstance(d, int):
             return str(d)
-        if d in self.exprs:
-            return self.exprs[d]
         terms = []
         for mono, c in self.symbolic.parse(d):
             factors = [] if c == 1 and mono else [str(c)]
@@ -81,11 +80,16 @@ class _Writer:
                 self.symbols.add(s)
                 factors.append(s if e == 1 else f"{s}**{e}")
             terms.append("*".join(factors))
-        code = " + ".join(terms) if terms else "0"
-        if len(terms) == 1 and "*" not in code and code.isidentifier():
-            self.exprs[d] = code   # a bare symbol
-            return code
-        self.exprs[d] = f"_e{len(self.exprs)}"
+        return " + ".join(terms) if terms else "0"
+
+    def size(self, d) -> str:
+        """Code for a dim: an int literal, a symbol, or the local that holds an
+        expression's value (computed once, at the top of the function)."""
+        if isinstance(d, int):
+            return str(d)
+        if d not in self.exprs:
+            code = self.code(d)
+            self.exprs[d] = code if code.isidentifier() else f"_e{len(self.exprs)}"
         return self.exprs[d]
 
     def shape(self, dims) -> str:
@@ -94,14 +98,16 @@ class _Writer:
 
 
 def _slice_code(w: _Writer, form) -> str:
+    """`[a:b:c, ...]` of a slice step's (start, stop, step) per dim; a stop (length,) is
+    the start plus that many steps (a static dim sliced to a symbolic length)."""
     parts = []
     for start, stop, step in form[1]:
-        if isinstance(stop, tuple):   # a static dim sliced to a symbolic length
+        if isinstance(stop, tuple):
             length = w.size(stop[0])
-            stop_code = f"{start} + {length}*{step}" if step != 1 else f"{start} + {length}"
+            stop_code = f"{start} + {length}" + (f"*{step}" if step != 1 else "")
         else:
-            stop_code = str(stop)
-        parts.append(f"{start}:{stop_code}:{step}")
+            stop_code = "" if stop >= 1 << 62 else str(stop)   # to the end
+        parts.append(f"{start or ''}:{stop_code}" + (f":{step}" if step != 1 else ""))
     return "[" + ", ".join(parts) + ("," if len(parts) == 1 else "") + "]"
 
 
@@ -189,7 +195,7 @@ def _generate(graph, torch, empty, contig):
             body.append("del " + ", ".join(name[s] for s in dead))
     head = ["def run(args, env, dev):"]
     head += [f"    {s} = env[{s!r}]" for s in sorted(w.symbols)]
-    head += [f"    {local} = {_poly_code(w, d)}" for d, local in w.exprs.items()
+    head += [f"    {local} = {w.code(d)}" for d, local in w.exprs.items()
              if local.startswith("_e")]
     head += [f"    {name[j]} = args[{graph.arg_order[j]}]" for j in range(n_args)]
     head += [f"    {name[n_args + j]} = _const[{j}]" for j in range(n_const)]
@@ -205,18 +211,6 @@ def _generate(graph, torch, empty, contig):
     code = compile(source, f"<stax dynamic runner {graph.graph_id}>", "exec")
     exec(code, ns)   # noqa: S102 - our own generated source
     return source, ns["run"]
-
-
-def _poly_code(w: _Writer, d) -> str:
-    """Python code for a dim (an int or a size expression) over the symbols' locals."""
-    if isinstance(d, int):
-        return str(d)
-    terms = []
-    for mono, c in w.symbolic.parse(d):
-        factors = [] if c == 1 and mono else [str(c)]
-        factors += [s if e == 1 else f"{s}**{e}" for s, e in mono]
-        terms.append("*".join(factors))
-    return " + ".join(terms) if terms else "0"
 
 
 def _torch_empty(torch):
@@ -293,23 +287,23 @@ def _guard_source(graph) -> str:
                 bind_symbol(e, f"_sh{c.index}[{d}]", always=False)
     for name in graph.derived:   # floor divisions of the symbols just bound
         numerator, divisor = w.symbolic.derived_parts(name)
-        bind_symbol(name, f"({_poly_code(w, numerator)}) // {divisor}", always=True)
+        bind_symbol(name, f"({w.code(numerator)}) // {divisor}", always=True)
     for c in graph.checks:   # the second pass: sizes, dims and strides against the symbols
         a = f"_x{c.index}"
         if c.kind == "size":
-            lines += [f"if {a} != {_poly_code(w, c.dims[0])}:", "    return None"]
+            lines += [f"if {a} != {w.code(c.dims[0])}:", "    return None"]
             continue
         if c.kind != "tensor" or c.host_scalar:
             continue
         for d, e in enumerate(c.dims):
-            code = _poly_code(w, e)
+            code = w.code(e)
             if code != f"_sh{c.index}[{d}]" and not (isinstance(e, str) and
                                                     _bound_here(lines, e, c.index, d)):
                 lines += [f"if _sh{c.index}[{d}] != {code}:", "    return None"]
         if c.strides is None:
             lines += [f"if not {a}.is_contiguous():", "    return None"]
         else:
-            want = [_poly_code(w, s) for s in c.strides]
+            want = [w.code(s) for s in c.strides]
             cond = " or ".join(f"(_sh{c.index}[{d}] != 1 and _st[{d}] != {x})"
                                for d, x in enumerate(want))
             if cond:
