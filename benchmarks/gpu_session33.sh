@@ -1,6 +1,6 @@
 # Session 33 on the H200: the generated dynamic runner and guards (stax.dynamic_runner)
 # checked on the GPU, their host time, and the dynamic benchmark.
-#   bash benchmarks/gpu_session33.sh [check|dynamic|bench]
+#   bash benchmarks/gpu_session33.sh [check|dynamic|conv|bench]
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r
 nvidia-smi --query-gpu=name --format=csv > $OUT/r/machine.txt; cat COMMIT >> $OUT/r/machine.txt
@@ -13,6 +13,11 @@ check)
   ;;
 dynamic)
   timeout ${DYN_T:-560} python3 benchmarks/dynamic.py --device cuda ${DYN_ARGS:-} --out $OUT/r/dynamic-cuda-h200${DYN_SUFFIX:-}.md > $OUT/r/dynamic${DYN_SUFFIX:-}.log 2>&1; echo "dynamic rc=$?"
+  ;;
+conv)
+  ( timeout 300 python3 -m stax.tools.stax_fuzz --seed 4001 --count 40 --device cuda --dynamic --backward > $OUT/r/fuzz-4001-dynbwd.log 2>&1; echo "fuzz4001 rc=$?" ) &
+  timeout 200 python3 benchmarks/profile_conv_gpu.py > $OUT/r/profile-conv.log 2>&1; echo "profile rc=$?"
+  wait
   ;;
 bench)
   timeout 400 python3 benchmarks/gpu.py --no-autotune --cases ${CASES:-gpt2_block,llama_block,gpt2_train_step} --out $OUT/r/gpu-h200-s33.md --jsonl $OUT/r/gpu-h200-s33.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
