@@ -57,6 +57,11 @@ def main(argv=None) -> int:
                       f"max |err| {err:.2e}; output strides {tuple(out.stride())}")
                 for us, calls, kname in rows[:args.top]:
                     print(f"  {us:9.1f} us  x{calls:4.1f}  {kname[:110]}")
+                if name.startswith("stax"):   # its notes: CUDA graph status, restrides
+                    import stax.backend as B
+                    for line in B.reports()[-1].explain().splitlines():
+                        if line.startswith("note") or "cuda graph" in line.lower():
+                            print("    " + line[:300])
     return 0
 
 

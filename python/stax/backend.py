@@ -372,6 +372,9 @@ def _stax_decompositions(training: bool) -> dict:
     # threshold_backward's dtype): see stax.decompositions
     from stax.decompositions import eager_exact_decompositions
     table.update(eager_exact_decompositions())
+    # a convolution's bias added by the kernel after it on CUDA: stax.gpu_decompositions
+    from stax.gpu_decompositions import gpu_decompositions
+    table.update(gpu_decompositions())
     return table
 
 
