@@ -15,9 +15,8 @@ dynamic)
   timeout ${DYN_T:-560} python3 benchmarks/dynamic.py --device cuda ${DYN_ARGS:-} --out $OUT/r/dynamic-cuda-h200${DYN_SUFFIX:-}.md > $OUT/r/dynamic${DYN_SUFFIX:-}.log 2>&1; echo "dynamic rc=$?"
   ;;
 conv)
-  ( timeout 300 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_gpu_decompositions.py test/python/test_dynamic_gpu.py test/python/test_gpu_training_sizes.py > $OUT/r/pytest-conv.log 2>&1; echo "pytest rc=$?" ) &
   STAX_DEBUG_DIR=$OUT/r/dump timeout 200 python3 benchmarks/profile_conv_gpu.py > $OUT/r/profile-conv${SUFFIX:-}.log 2>&1; echo "profile rc=$?"
-  wait
+  timeout 300 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_gpu_decompositions.py test/python/test_dynamic_gpu.py test/python/test_gpu_training_sizes.py > $OUT/r/pytest-conv.log 2>&1; echo "pytest rc=$?"
   ;;
 bench)
   timeout 400 python3 benchmarks/gpu.py --no-autotune --cases ${CASES:-gpt2_block,llama_block,gpt2_train_step} --out $OUT/r/gpu-h200-s33.md --jsonl $OUT/r/gpu-h200-s33.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
