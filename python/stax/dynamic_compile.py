@@ -501,6 +501,35 @@ class _DynamicCallable:
         return self._fn(*args)
 
 
+def _free_symbols(x) -> set:
+    """The symbols a SymInt / SymFloat still depends on (after the shape environment's
+    replacements: a size Dynamo has since specialized depends on none)."""
+    if not isinstance(x, (torch.SymInt, torch.SymFloat)):
+        return set()
+    node = x.node
+    expr = node.shape_env.replace(node.expr) if node.shape_env is not None else node.expr
+    return {str(f) for f in expr.free_symbols}
+
+
+def _has_symbolic_size(gm, example_inputs) -> bool:
+    """A tensor placeholder with a symbolic dim (as Dynamo recorded it or as it comes),
+    or a SymInt / SymFloat placeholder that is not one of the tensors' symbolic strides
+    or offsets (a value the graph computes with)."""
+    from stax.shape_specialize import _dynamo_value, _placeholders
+    scalars, layout_symbols = [], set()
+    for i, node in enumerate(_placeholders(gm)):
+        for v in (example_inputs[i] if i < len(example_inputs) else None,
+                  _dynamo_value(node)):
+            if isinstance(v, (torch.SymInt, torch.SymFloat)):
+                scalars.append(_free_symbols(v))
+            elif isinstance(v, torch.Tensor):
+                if any(_free_symbols(d) for d in v.shape):
+                    return True
+                for x in list(v.stride()) + [v.storage_offset()]:
+                    layout_symbols |= _free_symbols(x)
+    return any(free and not free <= layout_symbols for free in scalars)
+
+
 def compile_dynamic(gm, example_inputs, report, config):
     """The callable for a symbolic Dynamo graph compiled once for every size, with
     `report.specializer` a DynamicShapes; raises CannotStayDynamic(reason). A graph that
@@ -523,6 +552,13 @@ def compile_dynamic(gm, example_inputs, report, config):
     # symbolic trace makes Dynamo specialize it and trace again (RestartAnalysis, passed
     # on below); one that stays a tensor read with .item() is refused by the importer
     tensors, _, _ = _symbolic_positions(gm, list(example_inputs))
+    if not _has_symbolic_size(gm, example_inputs):
+        # (a recompile for an input's new layout: the sizes are static, only strides or
+        # offsets are symbolic) the runtime-size kernels read contiguous copies, while a
+        # static compile per layout reads the strides as they come
+        raise CannotStayDynamic("no size is symbolic, only strides or offsets (Dynamo "
+                                "recompiled for an input's new layout): one static "
+                                "compile per layout reads them without copies")
     holder = _Holder()
 
     def inference(aten_gm, aten_inputs):
@@ -562,6 +598,10 @@ def compile_dynamic(gm, example_inputs, report, config):
     if not graphs:
         raise CannotStayDynamic("aot_autograd compiled no inference graph")
     symbols = sorted({s for g in graphs for s in g.symbols})
+    if not symbols:
+        raise CannotStayDynamic("Dynamo specialized every symbolic size while tracing: "
+                                "the static compile takes the graph (strided kernels, no "
+                                "copies)")
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     # `shapes`: the symbolic tensors' shapes at the call it was compiled on (any size runs)
     variant = ShapeVariant(index=0, key=("dynamic",), sizes={s: "any" for s in symbols},

@@ -178,7 +178,9 @@ def _symbol_readers(gm, tensor_pos, scalar_pos, wrapped_pos) -> list[tuple[str, 
     out, seen = [], set()
     for i in scalar_pos:
         val = _dynamo_value(nodes[i])
-        name = str(val) if val is not None else nodes[i].name
+        # (a symbol Dynamo has since specialized prints as its value: the placeholder's
+        # name then, `s47`, not `6272`)
+        name = str(val) if val is not None and str(val).isidentifier() else nodes[i].name
         if name not in seen:
             seen.add(name)
             out.append((name, i, None))

@@ -396,7 +396,9 @@ def test_outputs_keep_eager_storage_offsets(counts, name):
         assert got.storage_offset() == want.storage_offset(), (shape, got.storage_offset())
         assert got.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
         assert torch.equal(got, want)
-    assert counts["static"] == 0
+    # (1, 1, 1, 3) is a Dynamo graph of its own (its 0/1 specialization), whose sizes are
+    # all static: the static compile takes it (at most once); the rest run one dynamic one
+    assert counts["static"] <= 1 and counts["dynamic"] >= 1
 
 
 def test_one_tensor_returned_twice_in_training_stays_one_storage(counts):
@@ -470,3 +472,45 @@ def test_a_step_slice_between_both_ends_compiles_once(counts):
     assert "could not stay dynamic" not in stax.explain(cf)
     # (Dynamo itself recompiles where the length is 0 or 1: each compile is dynamic)
     assert counts["static"] == 0 and counts["dynamic"] >= 1, counts
+
+
+def test_a_recompile_for_a_new_layout_compiles_statically(counts):
+    # session 33 (benchmarks/profile_conv_gpu.py on the H200): a conv block called with
+    # an NCHW input, then a channels-last one, made Dynamo recompile with symbolic
+    # strides only; the dynamic path compiled it with no free symbol, and its kernels read
+    # contiguous copies: two extra copies of the activation per call (171 of 289 us).
+    # Now the static compile takes it and reads the strides as they come.
+    from torch import nn
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU()).eval()
+    x = torch.randn(4, 32, 14, 14)
+    cf = torch.compile(m, backend="stax")
+    with torch.no_grad():
+        _close(cf(x), m(x))
+        m.to(memory_format=torch.channels_last)
+        for n in range(2):
+            xc = torch.randn(4, 32, 14, 14).contiguous(memory_format=torch.channels_last)
+            _close(cf(xc), m(xc))
+    r = B.reports()[-1]
+    assert isinstance(r.specializer, ShapeSpecializer), r.summary()
+    assert r.specializer.not_dynamic_reason.startswith("no size is symbolic")
+    assert len(r.variants) == 1 and r.variants[0].calls == 2
+    assert not any(isinstance(g, DynamicGraph) for g in r.graphs)
+    assert "s6272" not in r.explain() and "6272=6272" not in r.explain()
+
+
+def test_a_transposed_call_of_a_pointwise_graph_compiles_statically(counts):
+    def f(x):
+        return torch.tanh(x) * 2 + 1
+
+    torch.manual_seed(0)
+    cf = torch.compile(f, backend="stax")
+    x = torch.randn(512, 520)
+    _close(cf(x), f(x))
+    for _ in range(2):
+        xt = torch.randn(520, 512).t()
+        _close(cf(xt), f(xt))
+    r = B.reports()[-1]
+    assert not any(isinstance(g, DynamicGraph) for g in r.graphs), r.summary()
+    assert r.specializer.not_dynamic_reason.startswith("no size is symbolic")
+    assert r.route == "stax-cpu" and len(r.variants) == 1
