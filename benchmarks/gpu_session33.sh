@@ -1,6 +1,6 @@
 # Session 33 on the H200: the generated dynamic runner and guards (stax.dynamic_runner)
 # checked on the GPU, their host time, and the dynamic benchmark.
-#   bash benchmarks/gpu_session33.sh [check|dynamic|conv|layout|bench]
+#   bash benchmarks/gpu_session33.sh [check|dynamic|conv|layout|final|bench]
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r
 nvidia-smi --query-gpu=name --format=csv > $OUT/r/machine.txt; cat COMMIT >> $OUT/r/machine.txt
@@ -22,6 +22,11 @@ layout)
   timeout 330 python3 benchmarks/layout.py --device cuda --out $OUT/r/layout-cuda-h200.md > $OUT/r/layout.log 2>&1; echo "layout rc=$?"
   timeout 120 python3 benchmarks/profile_conv_gpu.py > $OUT/r/profile-conv${SUFFIX:-}.log 2>&1; echo "profile rc=$?"
   timeout 120 python3 -m stax.tools.stax_fuzz --seed 4002 --count 25 --device cuda --dynamic --backward > $OUT/r/fuzz-4002-dynbwd.log 2>&1; echo "fuzz4002 rc=$?"
+  ;;
+final)
+  timeout 260 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging test/python/test_gpu_decompositions.py test/python/test_channels_last_switch.py test/python/test_gpu_regressions.py test/python/test_triton_kernels_gpu.py test/python/test_hoist_broadcasts.py test/python/test_dynamic_runner.py > $OUT/r/pytest-final.log 2>&1; echo "pytest rc=$?"
+  timeout 150 python3 benchmarks/layout.py --device cuda --out $OUT/r/layout-cuda-h200-b.md > $OUT/r/layout-b.log 2>&1; echo "layout rc=$?"
+  timeout 150 python3 benchmarks/gpu.py --no-autotune --cases gpt2_block --out $OUT/r/gpu-h200-s33.md --jsonl $OUT/r/gpu-h200-s33.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
   ;;
 bench)
   timeout 400 python3 benchmarks/gpu.py --no-autotune --cases ${CASES:-gpt2_block,llama_block,gpt2_train_step} --out $OUT/r/gpu-h200-s33.md --jsonl $OUT/r/gpu-h200-s33.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "bench rc=$?"
