@@ -28,9 +28,9 @@ Guarantees, for every `func.func` of the module:
   A value computed by a reduction, a matmul or a library call is never moved (a
   reduction's per-row value would be recomputed per element, and the work it saves is
   not a launch).
-- Only when every user of the op's result is a `stax.broadcast_in_dim` with one result
-  type and one `dims`, and at least one of them is read by a fusible op (one moved op
-  serves them all; nothing is computed twice outside kernels).
+- Only when the op's one reader is that broadcast and the broadcast's one reader is a
+  fusible op (it joins that op's kernel). A moved op read by two kernels would become a
+  full-size result of one of them, written and read again; such ops stay.
 - The moved ops keep their locations and attributes; the new broadcasts take the
   original broadcast's location. Ops left without users are erased. Running the pass
   twice changes nothing more.
@@ -183,10 +183,9 @@ def _rewrite(broadcast, memo, pending: dict) -> bool:
     target = ir.RankedTensorType(broadcast.results[0].type)
     dims = _dims(broadcast)
     users = [use.owner for use in op.results[0].uses]
-    if not all(u.name == _BROADCAST and u.results[0].type == target and _dims(u) == dims
-               for u in users):
-        return False
-    if not any(_feeds_fusion(u) for u in users):
+    readers = [use.owner for use in broadcast.results[0].uses]
+    # one reader: a moved op read by two kernels would be a full-size kernel result
+    if len(users) != 1 or len(readers) != 1 or readers[0].name not in FUSIBLE_OPS:
         return False
     loc = broadcast.location
     created = []

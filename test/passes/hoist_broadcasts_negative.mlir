@@ -56,6 +56,29 @@ func.func @other_readers(%x: tensor<4x64xf32>, %w: tensor<64xf32>, %u: tensor<64
 
 // -----
 
+// An op read through two broadcasts, or through one broadcast with two readers, stays:
+// moved, it would be a full-size value read by two kernels (written, then read again).
+// CHECK-LABEL: func.func @two_readers
+// CHECK-NEXT: %[[N:.*]] = "stax.neg"(%arg1) : (tensor<64xf32>) -> tensor<64xf32>
+// CHECK-NEXT: "stax.broadcast_in_dim"(%[[N]])
+// CHECK-NEXT: "stax.broadcast_in_dim"(%[[N]])
+// CHECK: %[[E:.*]] = "stax.exp"(%arg1) : (tensor<64xf32>) -> tensor<64xf32>
+// CHECK-NEXT: "stax.broadcast_in_dim"(%[[E]])
+func.func @two_readers(%x: tensor<4x64xf32>, %w: tensor<64xf32>) -> (tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>) {
+  %n = "stax.neg"(%w) : (tensor<64xf32>) -> tensor<64xf32>
+  %b1 = "stax.broadcast_in_dim"(%n) {dims = array<i64: 1>} : (tensor<64xf32>) -> tensor<4x64xf32>
+  %b2 = "stax.broadcast_in_dim"(%n) {dims = array<i64: 1>} : (tensor<64xf32>) -> tensor<4x64xf32>
+  %a = "stax.add"(%x, %b1) : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  %m = "stax.mul"(%x, %b2) : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  %e = "stax.exp"(%w) : (tensor<64xf32>) -> tensor<64xf32>
+  %eb = "stax.broadcast_in_dim"(%e) {dims = array<i64: 1>} : (tensor<64xf32>) -> tensor<4x64xf32>
+  %s = "stax.sub"(%x, %eb) : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  %d = "stax.div"(%x, %eb) : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  return %a, %m, %s, %d : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>
+}
+
+// -----
+
 // A bf16 op is left where it is: inside a kernel bf16 values stay f32 until stored, so
 // moving it into its reader's kernel would drop the rounding at its store.
 // CHECK-LABEL: func.func @bf16
