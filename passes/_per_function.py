@@ -1,11 +1,12 @@
 """The driver most stax passes share: verify the input, rewrite each `func.func` in
-place, verify the output (located PassErrors that name the pass)."""
+place, verify the output (located PassErrors that name the pass); and the hoisting
+passes' worklist loop."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from stax._mlir import ir
-from stax.passes.fuse import verify_pass_ir
+from stax.passes.fuse import _key, verify_pass_ir
 
 
 def run_per_function(module: "ir.Module", pass_name: str,
@@ -17,3 +18,23 @@ def run_per_function(module: "ir.Module", pass_name: str,
             if op.operation.name == "func.func":
                 rewrite(op.operation)
         verify_pass_ir(module, "output", pass_name)
+
+
+def rewrite_worklist(func_op, starts: Callable, rewrite: Callable,
+                     cleanup: Callable) -> int:
+    """The hoisting passes' loop: per block of `func_op`, a worklist (op identity -> op)
+    seeded with `starts(block)`; `rewrite(op, memo, pending)` pops one op at a time and
+    may add the ops it creates; `cleanup(block)` runs where something moved. Returns how
+    many rewrites succeeded."""
+    n = 0
+    for region in func_op.regions:
+        for block in region.blocks:
+            pending = {_key(op): op for op in starts(block)}
+            memo: dict = {}
+            while pending:
+                _, op = pending.popitem()
+                if rewrite(op, memo, pending):
+                    n += 1
+            if n:
+                cleanup(block)
+    return n

@@ -41,7 +41,7 @@ Guarantees, for every `func.func` of the module:
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.passes._per_function import run_per_function
+from stax.passes._per_function import rewrite_worklist, run_per_function
 from stax.passes.fuse import ELEMENTWISE_OPS, FUSIBLE_OPS, GEN_OPS, VIEW_OPS
 from stax.passes.fuse import _key  # an op's identity (its C pointer)
 
@@ -221,19 +221,11 @@ def _erase_dead(block) -> None:
 
 def hoist_broadcasts(func_op) -> int:
     """Rewrite one function in place (its body only); returns how many ops were moved."""
-    n = 0
-    for region in func_op.regions:
-        for block in region.blocks:
-            pending = {_key(o.operation): o.operation for o in block.operations
-                       if o.operation.name == _BROADCAST and _feeds_fusion(o.operation)}
-            memo: dict = {}
-            while pending:
-                _, op = pending.popitem()
-                if _rewrite(op, memo, pending):
-                    n += 1
-            if n:
-                _erase_dead(block)
-    return n
+    return rewrite_worklist(
+        func_op, lambda block: [o.operation for o in block.operations
+                                if o.operation.name == _BROADCAST and
+                                _feeds_fusion(o.operation)],
+        _rewrite, _erase_dead)
 
 
 def run(module: "ir.Module") -> None:

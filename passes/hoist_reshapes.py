@@ -43,7 +43,7 @@ from stax._mlir import ir
 from stax.passes.fuse import (ELEMENTWISE_OPS, FUSIBLE_OPS, GEN_OPS, VIEW_OPS,
                               TRITON_EPILOGUES_ATTR, is_linear_bias_add)
 from stax.passes.fuse import _key  # an op's identity (its C pointer)
-from stax.passes._per_function import run_per_function
+from stax.passes._per_function import rewrite_worklist, run_per_function
 
 __all__ = ["PASS_NAME", "run", "hoist_reshapes"]
 
@@ -155,23 +155,16 @@ def _erase_dead_reshapes(block) -> None:
 def hoist_reshapes(func_op) -> int:
     """Rewrite one function in place (its body only: a kernel's ops keep the kernel's
     domain); returns how many ops were moved."""
-    n = 0
     bias_alone = TRITON_EPILOGUES_ATTR not in func_op.attributes
-    for region in func_op.regions:
-        for block in region.blocks:
-            # a worklist: each move makes operand reshapes that may move further up
-            # (only reshapes read by a fusible op start it: one read by a matmul or a
-            # permute gains nothing from moving its producer)
-            pending = {_key(o.operation): o.operation for o in block.operations
-                       if o.operation.name == "stax.reshape" and _feeds_fusion(o.operation)}
-            memo = {}
-            while pending:
-                _, op = pending.popitem()
-                if _rewrite(op, memo, pending, bias_alone):
-                    n += 1
-            if n:
-                _erase_dead_reshapes(block)
-    return n
+    # a worklist: each move makes operand reshapes that may move further up (only
+    # reshapes read by a fusible op start it: one read by a matmul or a permute gains
+    # nothing from moving its producer)
+    return rewrite_worklist(
+        func_op, lambda block: [o.operation for o in block.operations
+                                if o.operation.name == "stax.reshape" and
+                                _feeds_fusion(o.operation)],
+        lambda op, memo, pending: _rewrite(op, memo, pending, bias_alone),
+        _erase_dead_reshapes)
 
 
 def run(module: "ir.Module") -> None:
