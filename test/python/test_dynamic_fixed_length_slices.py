@@ -154,3 +154,61 @@ def test_greedy_decoding_over_a_growing_sequence_compiles_once(where, counts, re
     (v,) = reps[0].variants
     assert v.dynamic and v.calls == steps - 1 and reps[0].route == route, reps[0].summary()
     assert counts == {"static": 1, "dynamic": 1}, counts   # the first length was static
+
+
+#: bounds written from the dim's own size (session 33): `T - 1` is `-1`, `T - 3` is `-3`
+SIZE_RELATIVE = {
+    "to_size_minus_one": lambda x: x[:, :x.shape[1] - 1] * 2,
+    "from_size_minus_three": lambda x: x[:, x.shape[1] - 3:] + 1,
+    "one_to_size": lambda x: torch.tanh(x[:, 1:x.shape[1]]),
+    "two_to_size_minus_two": lambda x: x[:, 2:x.shape[1] - 2] * 3,
+}
+
+
+@pytest.mark.parametrize("case", sorted(SIZE_RELATIVE))
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_bounds_written_from_the_size_compile_once(case, where, counts, request):
+    # they were refused ("a slice [0:s27 - 1:1] of part of the symbolic dim", "a slice
+    # with the start s27 - 3"): per size
+    sizes, route = _target(where, request)
+    if case == "two_to_size_minus_two":   # (T - 4 = 1 at T = 5: Dynamo's 0/1 graph)
+        sizes = [n for n in sizes if n != 5]
+    fn = SIZE_RELATIVE[case]
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    for n in sizes:
+        x = torch.randn(3, n, 40) if where == "triton" else \
+            torch.randn(257 if where == "cuda" else 3, n, 520,
+                        device="cuda" if where == "cuda" else "cpu")
+        got, want = cf(x), fn(x)
+        assert got.shape == want.shape and got.stride() == want.stride(), (case, n)
+        torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
+    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert rep.route == route and rep.fallback_reason is None, rep.summary()
+    assert counts == {"static": 0, "dynamic": 1}, rep.summary()
+
+
+def test_a_bound_from_the_size_trains_with_one_compile(counts):
+    """The shifted-sequence form `h[:, :T - 1]` in training: forward and backward once."""
+    w = torch.randn(520, 520, requires_grad=True)
+
+    def f(x):
+        h = torch.tanh(x @ w)
+        return h[:, :h.shape[1] - 1] * h[:, 1:]
+
+    cf = torch.compile(f, backend="stax", dynamic=True)
+    for n in (9, 16, 37, 5, 100):
+        x = torch.randn(3, n, 520, requires_grad=True)
+        xr = x.detach().clone().requires_grad_(True)
+        got, want = cf(x), f(xr)
+        g = torch.randn_like(want)
+        got.backward(g)
+        gw = w.grad.clone()
+        w.grad = None
+        want.backward(g)
+        torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
+        torch.testing.assert_close(x.grad, xr.grad, rtol=2e-4, atol=2e-4)
+        torch.testing.assert_close(gw, w.grad, rtol=2e-3, atol=2e-3)
+        w.grad = None
+    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert rep.route == "stax-cpu" and rep.specializer.training, rep.summary()
+    assert counts == {"static": 0, "dynamic": 2}, rep.summary()

@@ -116,6 +116,26 @@ def _size_arg(b, x):
     return x
 
 
+def _from_the_end(bound, n, *, lower: bool):
+    """A slice bound written from the dim's own size (`x[:, :T - 1]`, `x[:, T - 3:]` with
+    `T = x.shape[1]`) as the plain int bound it equals: `T + k` is `k` for k < 0 (k
+    before the end, as `-1`), and for k >= 0 the end (an upper bound: None) or, for a
+    lower bound, left as it is (an empty slice: refused below). Any other bound as it
+    is."""
+    if not (isinstance(bound, str) and isinstance(n, str)):
+        return bound
+    from stax.dialects.symbolic import ExprError, normalize
+    try:
+        k = dim_sum([bound, normalize(f"-1*({n})")])
+    except ExprError:
+        return bound
+    if not isinstance(k, int):
+        return bound
+    if k < 0:
+        return k
+    return bound if lower else None
+
+
 def _slice_symbolic(b, node, a, x, shape, dim):
     """Symbolic mode: a slice of a static dim with static bounds, the whole of a symbolic
     dim, or a static dim sliced to a symbolic length from a static start (`bias[:T]`,
@@ -124,6 +144,8 @@ def _slice_symbolic(b, node, a, x, shape, dim):
     from stax.importer.symbolic import _unsupported, dims
     start, end, step = (_size_arg(b, a[k]) for k in ("start", "end", "step"))
     where = f"node {node.name} ({node.target})"
+    start, end = _from_the_end(start, shape[dim], lower=True), \
+        _from_the_end(end, shape[dim], lower=False)
     if not isinstance(step, int) or step < 1 or not isinstance(start, (int, type(None))):
         raise _unsupported(f"{where}: a slice with the start {start} and step {step} "
                            "cannot be imported symbolically (a static start and a positive "

@@ -152,6 +152,8 @@ _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
                     aten.expand, aten.expand_copy, *_FULL) | {
                     # (inference models) their handlers check which arguments may be sizes
                     aten.slice.Tensor, aten.arange.default, aten.arange.start,
+                    # the backward of `h[:, :T - 1]`: its end is `T - 1` (a size node)
+                    aten.slice_scatter.default,
                     aten.arange.start_step,
                     # its normalized_shape (a symbolic last dim): only its length is read
                     aten.native_layer_norm.default}
