@@ -21,6 +21,7 @@ if __name__ == "__main__":
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+import stax.backend as B  # noqa: E402
 from profile_gpu import kernel_table  # noqa: E402
 
 
@@ -58,7 +59,6 @@ def main(argv=None) -> int:
                 for us, calls, kname in rows[:args.top]:
                     print(f"  {us:9.1f} us  x{calls:4.1f}  {kname[:110]}")
                 if name.startswith("stax"):   # its notes: CUDA graph status, restrides
-                    import stax.backend as B
                     for line in B.reports()[-1].explain().splitlines():
                         if line.startswith("note") or "cuda graph" in line.lower():
                             print("    " + line[:300])

@@ -1,6 +1,6 @@
 """The driver most stax passes share: verify the input, rewrite each `func.func` in
-place, verify the output (located PassErrors that name the pass); and the hoisting
-passes' worklist loop."""
+place, verify the output (located PassErrors that name the pass); and what the hoisting
+passes share: their worklist loop and copying an op's attributes."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -38,3 +38,10 @@ def rewrite_worklist(func_op, starts: Callable, rewrite: Callable,
             if n:
                 cleanup(block)
     return n
+
+
+def op_attributes(op) -> dict:
+    """`op`'s attributes by name, to create a copy of it (the bindings iterate an
+    attribute map as names only: index it for the values)."""
+    attrs = op.attributes
+    return {attrs[i].name: attrs[i].attr for i in range(len(attrs))}

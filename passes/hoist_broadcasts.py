@@ -41,7 +41,7 @@ Guarantees, for every `func.func` of the module:
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.passes._per_function import rewrite_worklist, run_per_function
+from stax.passes._per_function import op_attributes, rewrite_worklist, run_per_function
 from stax.passes.fuse import ELEMENTWISE_OPS, FUSIBLE_OPS, GEN_OPS, VIEW_OPS
 from stax.passes.fuse import _key  # an op's identity (its C pointer)
 
@@ -52,11 +52,6 @@ PASS_NAME = "stax-hoist-broadcasts"
 _MOVABLE = ELEMENTWISE_OPS - {"stax.bitcast"}
 _BROADCAST = "stax.broadcast_in_dim"
 _NARROW_FLOATS = frozenset({"bf16", "f16", "f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ"})
-
-
-def _attributes(op) -> dict:
-    attrs = op.attributes
-    return {attrs[i].name: attrs[i].attr for i in range(len(attrs))}
 
 
 def _dims(op) -> list[int]:
@@ -99,7 +94,7 @@ def _broadcast(value, target: ir.RankedTensorType, dims: list[int], loc,
     if isinstance(value, ir.OpResult) and value.owner.name == "stax.full":
         src = value.owner
         op = ir.Operation.create("stax.full", results=[want],
-                                 attributes=_attributes(src),
+                                 attributes=op_attributes(src),
                                  loc=loc)
         created.append(op)
         return op.results[0]
@@ -115,8 +110,21 @@ def _broadcast(value, target: ir.RankedTensorType, dims: list[int], loc,
     return op.results[0]
 
 
-def _feeds_fusion(broadcast) -> bool:
-    return any(u.owner.name in FUSIBLE_OPS for u in broadcast.results[0].uses)
+def _one_fusible_reader(broadcast) -> bool:
+    """The broadcast's only reader is a fusible op (the kernel the moved op joins): a
+    moved op read by two kernels would be a full-size kernel result."""
+    readers = [use.owner for use in broadcast.results[0].uses]
+    return len(readers) == 1 and readers[0].name in FUSIBLE_OPS
+
+
+def _movable(value, memo) -> bool:
+    """`value` is the one result of an elementwise op on parameters, read once, that
+    keeps its value inside a kernel (module docstring)."""
+    if not isinstance(value, ir.OpResult):
+        return False
+    op = value.owner
+    return (op.name in _MOVABLE and len(op.results) == 1 and len(list(value.uses)) == 1
+            and not _rounds_at_kernel_boundary(op) and _from_parameters(value, memo))
 
 
 def _unit_reshape_dims(src, reshaped, dims: list[int]) -> list[int] | None:
@@ -145,8 +153,9 @@ def _composed(broadcast, memo, pending: dict):
         return broadcast
     first = inner.owner
     src = first.operands[0]
-    if len(list(inner.uses)) != 1 or not (isinstance(src, ir.OpResult) and
-                                           src.owner.name in _MOVABLE):
+    # composed only where the op then moves (nothing changes where it stays)
+    if len(list(inner.uses)) != 1 or not _one_fusible_reader(broadcast) or \
+            not _movable(src, memo):
         return broadcast
     if first.name == _BROADCAST:
         dims = [_dims(broadcast)[d] for d in _dims(first)]
@@ -173,20 +182,11 @@ def _rewrite(broadcast, memo, pending: dict) -> bool:
     operand broadcasts it makes join it."""
     broadcast = _composed(broadcast, memo, pending)
     src = broadcast.operands[0]
-    if not isinstance(src, ir.OpResult):
+    if not _one_fusible_reader(broadcast) or not _movable(src, memo):
         return False
     op = src.owner
-    if op.name not in _MOVABLE or len(op.results) != 1 or not _from_parameters(src, memo):
-        return False
-    if _rounds_at_kernel_boundary(op):
-        return False
     target = ir.RankedTensorType(broadcast.results[0].type)
     dims = _dims(broadcast)
-    users = [use.owner for use in op.results[0].uses]
-    readers = [use.owner for use in broadcast.results[0].uses]
-    # one reader: a moved op read by two kernels would be a full-size kernel result
-    if len(users) != 1 or len(readers) != 1 or readers[0].name not in FUSIBLE_OPS:
-        return False
     loc = broadcast.location
     created = []
     with ir.InsertionPoint(op):
@@ -195,14 +195,13 @@ def _rewrite(broadcast, memo, pending: dict) -> bool:
             list(target.shape), ir.RankedTensorType(op.results[0].type).element_type,
             target.encoding)
         moved = ir.Operation.create(op.name, results=[out_type], operands=operands,
-                                    attributes=_attributes(op),
+                                    attributes=op_attributes(op),
                                     loc=op.location)
     memo[_key(moved)] = True
-    for u in users:
-        u.results[0].replace_all_uses_with(moved.results[0])
-        pending.pop(_key(u), None)  # before erasing: a freed op's address is reused
-        memo.pop(_key(u), None)
-        u.erase()
+    broadcast.results[0].replace_all_uses_with(moved.results[0])
+    pending.pop(_key(broadcast), None)  # before erasing: a freed op's address is reused
+    memo.pop(_key(broadcast), None)
+    broadcast.erase()
     memo.pop(_key(op), None)
     op.erase()
     for r in created:
@@ -224,7 +223,7 @@ def hoist_broadcasts(func_op) -> int:
     return rewrite_worklist(
         func_op, lambda block: [o.operation for o in block.operations
                                 if o.operation.name == _BROADCAST and
-                                _feeds_fusion(o.operation)],
+                                _one_fusible_reader(o.operation)],
         _rewrite, _erase_dead)
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from stax._mlir import ir
 from stax.dialects.stax_dialect import UNARY_OPS
-from stax.passes._per_function import run_per_function
+from stax.passes._per_function import op_attributes, run_per_function
 
 __all__ = ["PASS_NAME", "run", "hoist_concat_unary"]
 
@@ -89,7 +89,7 @@ def _rewrite(concat) -> bool:
             op = unary[i]
             lo, hi = starts[i], starts[i] + ir.RankedTensorType(op.results[0].type).shape[dim]
             applied = _create(op.name, [joined], concat.results[0].type,
-                              {a.name: a.attr for a in op.attributes}, op.location)
+                              op_attributes(op), op.location)
             if lo > 0:   # from lo on: the op's value, before it what is there
                 ge = _create("stax.cmp_ge", [iota, bound(lo)], mask_t, {}, loc)
                 applied = _create("stax.select", [ge, applied, result], concat.results[0].type,

@@ -43,7 +43,7 @@ from stax._mlir import ir
 from stax.passes.fuse import (ELEMENTWISE_OPS, FUSIBLE_OPS, GEN_OPS, VIEW_OPS,
                               TRITON_EPILOGUES_ATTR, is_linear_bias_add)
 from stax.passes.fuse import _key  # an op's identity (its C pointer)
-from stax.passes._per_function import rewrite_worklist, run_per_function
+from stax.passes._per_function import op_attributes, rewrite_worklist, run_per_function
 
 __all__ = ["PASS_NAME", "run", "hoist_reshapes"]
 
@@ -126,7 +126,7 @@ def _rewrite(reshape, memo, pending: dict, bias_alone: bool = True) -> bool:
         out_type = _same_type_except_element(
             target, ir.RankedTensorType(op.results[0].type).element_type)
         moved = ir.Operation.create(op.name, results=[out_type], operands=operands,
-                                    attributes={a.name: a.attr for a in op.attributes},
+                                    attributes=op_attributes(op),
                                     loc=op.location)
     for u in users:
         u.results[0].replace_all_uses_with(moved.results[0])

@@ -514,9 +514,10 @@ def _view_runner(name, op, out_dims):
         dims = list(ir.DenseI64ArrayAttr(op.attributes["dims"]))
         # the operand's dims placed at `dims`, 1 elsewhere (bind checked every input's
         # dims, and each value has its type's dims)
+        in_dims = _symbolic().dims_of(op.operands[0].type)
         view_dims = [1] * len(out_dims)
         for i, d in enumerate(dims):
-            view_dims[d] = _symbolic().dims_of(op.operands[0].type)[i]
+            view_dims[d] = in_dims[i]
 
         def bcast(ins, env):
             x = ins[0]

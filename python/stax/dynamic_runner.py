@@ -47,12 +47,16 @@ def interpreted() -> bool:
     return os.environ.get("STAX_DYNAMIC_RUNNER", "").strip().lower() == "interpret"
 
 
+def _check_symbol(s: str) -> None:
+    """A symbol becomes a local of its own name: it must be a plain, free one."""
+    if not _SYMBOL.match(s) or keyword.iskeyword(s) or s in _RESERVED:
+        raise _NotGenerated(f"symbol {s!r} is no plain name")
+
+
 class _Writer:
-    def __init__(self, graph):
+    def __init__(self):
         from stax.dialects import symbolic
         self.symbolic = symbolic
-        self.graph = graph
-        self.lines: list[str] = []
         self.names: dict = {}        # object -> its name in the generated module's globals
         self.namespace: dict = {}
         self.exprs: dict[str, str] = {}   # size expression -> local holding its value
@@ -75,8 +79,7 @@ class _Writer:
         for mono, c in self.symbolic.parse(d):
             factors = [] if c == 1 and mono else [str(c)]
             for s, e in mono:
-                if not _SYMBOL.match(s) or keyword.iskeyword(s) or s in _RESERVED:
-                    raise _NotGenerated(f"symbol {s!r} is no plain name")
+                _check_symbol(s)
                 self.symbols.add(s)
                 factors.append(s if e == 1 else f"{s}**{e}")
             terms.append("*".join(factors))
@@ -117,8 +120,9 @@ def _step_lines(w: _Writer, st, ins: list[str], outs: list[str], device: str) ->
     if st.kind == "kernel":
         lines = []
         for o, dims, dt in zip(outs, st.out_dims, st.out_dtypes):
-            alloc = "_empty" if device == "cpu" else "_torch_empty"
-            lines.append(f"{o} = {alloc}({w.shape(dims)}, {w.global_name(dt, 'dt')}, dev)")
+            dtype = w.global_name(dt, "dt")
+            lines.append(f"{o} = _empty({w.shape(dims)}, {dtype}, dev)" if device == "cpu"
+                         else f"{o} = _torch_empty({w.shape(dims)}, dtype={dtype}, device=dev)")
         if kind == "kernel":
             _, kernel, syms, extra = form
             args = [f"_contig({v})" for v in ins] + outs
@@ -152,18 +156,18 @@ def generate(graph):
     """(source, function) for `graph`'s steps, or (reason, None) where the generator
     leaves it to the interpreted runner. The function takes (args, env, dev): the call's
     arguments (host scalars already moved), bind()'s symbol values and the device."""
-    import torch
-
-    from stax.dynamic_graph import _empty
-    from stax.dynamic_kernels import _contig
     try:
-        return _generate(graph, torch, _empty, _contig)
+        return _generate(graph)
     except _NotGenerated as e:
         return str(e), None
 
 
-def _generate(graph, torch, empty, contig):
-    w = _Writer(graph)
+def _generate(graph):
+    import torch
+
+    from stax.dynamic_graph import _empty
+    from stax.dynamic_kernels import _contig
+    w = _Writer()
     n_args = len(graph.arg_order)
     n_const = len(graph.constants)
     name = {}
@@ -205,18 +209,12 @@ def _generate(graph, torch, empty, contig):
     ret = "    return {" + ", ".join(f"{s}: {name[s]}" for s in sorted(kept)) + "}"
     source = "\n".join(head + ["    " + line for line in body] + [ret]) + "\n"
     ns = dict(w.namespace)
-    ns.update(_const=list(graph.constants), _empty=empty, _contig=contig,
-              _torch_empty=_torch_empty(torch), _torch_matmul=torch.matmul,
+    ns.update(_const=list(graph.constants), _empty=_empty, _contig=_contig,
+              _torch_empty=torch.empty, _torch_matmul=torch.matmul,
               _torch_addmm=torch.addmm)
     code = compile(source, f"<stax dynamic runner {graph.graph_id}>", "exec")
     exec(code, ns)   # noqa: S102 - our own generated source
     return source, ns["run"]
-
-
-def _torch_empty(torch):
-    def empty(shape, dtype, dev):
-        return torch.empty(shape, dtype=dtype, device=dev)
-    return empty
 
 
 # ----------------------------------------------------------------------------- guards' fast path
@@ -245,19 +243,18 @@ def generate_guard(graph):
 
 
 def _guard_source(graph) -> str:
-    w = _Writer(graph)
+    w = _Writer()
     device = graph.device
     derived = set(graph.derived)
     lines = [f"if len(args) != {graph.n_args}:", "    return None"]
-    bound: list[str] = []   # the symbols in bind()'s order (its memo key)
+    #: each symbol's assignments in bind()'s order (the keys' order is its memo key)
+    bound: dict[str, list[str]] = {}
 
     def bind_symbol(s: str, code: str, always: bool) -> None:
-        if not _SYMBOL.match(s) or keyword.iskeyword(s) or s in _RESERVED:
-            raise _NotGenerated(f"symbol {s!r} is no plain name")
-        if s not in bound:
-            bound.append(s)
-        elif not always:
+        _check_symbol(s)
+        if s in bound and not always:
             return
+        bound.setdefault(s, []).append(code)
         lines.append(f"{s} = {code}")
 
     first_device = True
@@ -296,10 +293,9 @@ def _guard_source(graph) -> str:
         if c.kind != "tensor" or c.host_scalar:
             continue
         for d, e in enumerate(c.dims):
-            code = w.code(e)
-            if code != f"_sh{c.index}[{d}]" and not (isinstance(e, str) and
-                                                    _bound_here(lines, e, c.index, d)):
-                lines += [f"if _sh{c.index}[{d}] != {code}:", "    return None"]
+            here = f"_sh{c.index}[{d}]"
+            if bound.get(e) != [here]:   # (a symbol only this dim gave: nothing to check)
+                lines += [f"if {here} != {w.code(e)}:", "    return None"]
         if c.strides is None:
             lines += [f"if not {a}.is_contiguous():", "    return None"]
         else:
@@ -317,9 +313,3 @@ def _guard_source(graph) -> str:
               "env.memo = memo", "return env"]
     return "def guard(args):\n" + "".join(f"    {line}\n" for line in lines)
 
-
-def _bound_here(lines, symbol: str, index: int, d: int) -> bool:
-    """Whether `symbol` took its value from this very dim and from nothing after it
-    (then there is nothing to compare)."""
-    sets = [line for line in lines if line.startswith(f"{symbol} = ")]
-    return sets == [f"{symbol} = _sh{index}[{d}]"]

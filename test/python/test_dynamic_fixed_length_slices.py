@@ -40,24 +40,30 @@ def _target(where, request):
     return sizes, "stax-cpu" if where == "stax-cpu" else "triton"
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
-def test_fixed_length_slices_of_a_symbolic_dim(case, where, counts, request):
-    sizes, route = _target(where, request)
-    fn = CASES[case]
+def _compiles_once(fn, sizes, where, route, counts):
+    """`fn` compiled with dynamic=True and called at `sizes` of dim 1 (values and strides
+    against eager): one dynamic compile on `route` serves them all. Its report."""
     cf = torch.compile(fn, backend="stax", dynamic=True)
     for n in sizes:
         x = torch.randn(3, n, 40) if where == "triton" else \
             torch.randn(257 if where == "cuda" else 3, n, 520,
                         device="cuda" if where == "cuda" else "cpu")
         got, want = cf(x), fn(x)
-        assert got.shape == want.shape and got.stride() == want.stride(), (case, n)
+        assert got.shape == want.shape and got.stride() == want.stride(), n
         torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
     (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
     assert rep.route == route and rep.fallback_reason is None, rep.summary()
+    assert counts == {"static": 0, "dynamic": 1}, rep.summary()
+    return rep
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_fixed_length_slices_of_a_symbolic_dim(case, where, counts, request):
+    sizes, route = _target(where, request)
+    rep = _compiles_once(CASES[case], sizes, where, route, counts)
     (v,) = rep.variants
     assert v.dynamic and v.calls == len(sizes)
-    assert counts == {"static": 0, "dynamic": 1}, rep.summary()
 
 
 @pytest.mark.parametrize("case", ["last", "first_and_last", "inside_a_kernel", "last_three",
@@ -173,18 +179,7 @@ def test_bounds_written_from_the_size_compile_once(case, where, counts, request)
     sizes, route = _target(where, request)
     if case == "two_to_size_minus_two":   # (T - 4 = 1 at T = 5: Dynamo's 0/1 graph)
         sizes = [n for n in sizes if n != 5]
-    fn = SIZE_RELATIVE[case]
-    cf = torch.compile(fn, backend="stax", dynamic=True)
-    for n in sizes:
-        x = torch.randn(3, n, 40) if where == "triton" else \
-            torch.randn(257 if where == "cuda" else 3, n, 520,
-                        device="cuda" if where == "cuda" else "cpu")
-        got, want = cf(x), fn(x)
-        assert got.shape == want.shape and got.stride() == want.stride(), (case, n)
-        torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
-    (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
-    assert rep.route == route and rep.fallback_reason is None, rep.summary()
-    assert counts == {"static": 0, "dynamic": 1}, rep.summary()
+    _compiles_once(SIZE_RELATIVE[case], sizes, where, route, counts)
 
 
 def test_a_bound_from_the_size_trains_with_one_compile(counts):

@@ -116,6 +116,17 @@ def _size_arg(b, x):
     return x
 
 
+def _static_difference(a, b) -> int | None:
+    """`a - b` of two dims (ints or size expressions) where it is an int for every size
+    (`(s0 - 1) - s0` is -1), else None."""
+    from stax.dialects.symbolic import ExprError, normalize
+    try:
+        d = normalize(f"({a}) - ({b})")
+    except ExprError:
+        return None
+    return int(d) if d.lstrip("-").isdigit() else None
+
+
 def _from_the_end(bound, n, *, lower: bool):
     """A slice bound written from the dim's own size (`x[:, :T - 1]`, `x[:, T - 3:]` with
     `T = x.shape[1]`) as the plain int bound it equals: `T + k` is `k` for k < 0 (k
@@ -124,12 +135,8 @@ def _from_the_end(bound, n, *, lower: bool):
     is."""
     if not (isinstance(bound, str) and isinstance(n, str)):
         return bound
-    from stax.dialects.symbolic import ExprError, normalize
-    try:
-        k = dim_sum([bound, normalize(f"-1*({n})")])
-    except ExprError:
-        return bound
-    if not isinstance(k, int):
+    k = _static_difference(bound, n)
+    if k is None:
         return bound
     if k < 0:
         return k
@@ -341,7 +348,6 @@ def _slice_scatter_symbolic(b, node, a, x, src, shape, dtype, dim):
     static amounts to the dim's size, so no bound depends on a runtime size. Over a
     zero fill that pad is the result; over any other `self` a padded mask picks
     between them."""
-    from stax.dialects.symbolic import ExprError, normalize
     from stax.importer.symbolic import _unsupported
     where = f"node {node.name} ({node.target})"
     n = shape[dim]
@@ -351,12 +357,8 @@ def _slice_scatter_symbolic(b, node, a, x, src, shape, dtype, dim):
         end = n
     elif isinstance(end, int) and end < 0:
         end = dim_sum([n, end])
-    try:
-        high = normalize(f"({n}) - ({end})")
-    except ExprError:
-        high = None
-    if step != 1 or not isinstance(start, int) or start < 0 or \
-            not (isinstance(high, str) and high.lstrip("-").isdigit()) or int(high) < 0:
+    high = _static_difference(n, end)
+    if step != 1 or not isinstance(start, int) or start < 0 or high is None or high < 0:
         pieces = _scatter_pieces(b, x, src, dim, n, start, a.get("end"), step)
         if pieces is not None:
             return _concat(b, pieces, shape, dtype, dim)
@@ -365,7 +367,6 @@ def _slice_scatter_symbolic(b, node, a, x, src, shape, dtype, dim):
                            "static start and an end a static distance before the dim's end, "
                            "or a window of static length from either end, step 1, have "
                            "bounds a runtime size can be checked against")
-    high = int(high)
     if _vshape(src)[dim] != dim_sum([end, -start]):
         raise _unsupported(f"{where}: slice_scatter's source has {_vshape(src)[dim]} elements "
                            f"along dim {dim}, not {dim_sum([end, -start])}")
