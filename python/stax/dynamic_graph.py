@@ -438,8 +438,8 @@ class DynamicGraph:
                 else:
                     result.append(fresh_copy(t, t.shape, want, want_offset))
                 continue
-            if strides is not None and t.dim():
-                want = [_evaluate(s, env) for s in strides]
+            if strides is not None or t.dim() == 0:   # (a 0-d output has no strides)
+                want = [_evaluate(s, env) for s in strides or ()]
                 if exact is not None and t.numel() == 0:
                     want = _exact_values(exact, env)
                     if list(t.stride()) != want:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 import torch.fx.experimental._config as fx_config
 
 import stax
@@ -380,17 +381,26 @@ def test_outputs_share_a_storage_exactly_when_eager_does(counts):
     assert counts["dynamic"] == 1 and counts["static"] == 0
 
 
-@pytest.mark.parametrize("name", ["unbind_of_clone", "tail_of_result", "tail_of_clone"])
+@pytest.mark.parametrize("name", ["unbind_of_clone", "tail_of_result", "tail_of_clone",
+                                  "sum_of_one_element"])
 def test_outputs_keep_eager_storage_offsets(counts, name):
     """An output at a storage offset in eager is at that offset here too, at every size
     (stax-fuzz --dynamic on the H200, seed 3406, program 3406010230: `x.clone().unbind(3)[2]`
     came back at offset 0 where eager's is at 2)."""
     f = {"unbind_of_clone": lambda x: x.clone().unbind(3)[2],
          "tail_of_result": lambda x: (x * 3 + 1)[..., 1:],
-         "tail_of_clone": lambda x: x.clone()[..., 1:]}[name]
+         "tail_of_clone": lambda x: x.clone()[..., 1:],
+         # (stax-fuzz --dynamic seed 15882, program 15882047697: the sum of one element
+         # is that element, a 0-d view of the pad kernel's result at offset 8, where
+         # eager's is a fresh tensor at offset 0)
+         "sum_of_one_element": lambda x: F.pad(x, (3, 0), value=2).select(0, 8).sum()}[name]
     cf = torch.compile(f, backend="stax", dynamic=True)
-    for shape in [(1, 8, 8, 4), (2, 3, 5, 3), (1, 1, 1, 3), (3, 7, 513, 5), (4, 2, 9, 4)]:
-        x = torch.randint(-50, 50, shape, dtype=torch.int32)
+    shapes = [(1, 8, 8, 4), (2, 3, 5, 3), (1, 1, 1, 3), (3, 7, 513, 5), (4, 2, 9, 4)]
+    dtype = torch.int32
+    if name == "sum_of_one_element":   # int64 (no widening kernel), at least 6 elements
+        shapes, dtype = [(8,), (6,), (11,), (600,), (7,)], torch.int64
+    for shape in shapes:
+        x = torch.randint(-50, 50, shape, dtype=dtype)
         got, want = cf(x), f(x)
         assert got.shape == want.shape and got.stride() == want.stride()
         assert got.storage_offset() == want.storage_offset(), (shape, got.storage_offset())
