@@ -78,6 +78,16 @@ def _cases(args):
         scores = torch.randn(8, 16, 2048, 2048, device="cuda", dtype=torch.bfloat16)
         out.append(("llama_attention_softmax [8, 16, 2048, 2048] bf16", llama_attention_softmax,
                     [scores]))
+    if "norms" in args.cases:   # issue 9's bandwidth cases of benchmarks/gpu.py
+        x = torch.randn(262144, 1024, device="cuda")
+        ln = torch.nn.LayerNorm(1024).cuda()
+        with torch.no_grad():
+            ln.weight.normal_()
+            ln.bias.normal_()
+        ln.requires_grad_(False)
+        out.append(("layernorm [262144, 1024] f32", ln, [x]))
+        out.append(("softmax [262144, 1024] f32", functools.partial(torch.softmax, dim=-1),
+                    [x]))
     if "masks" in args.cases:   # the same kernel's time with other mask contents
         b, h, t = 8, 16, 2048
         scores = torch.randn(b, h, t, t, device="cuda", dtype=torch.bfloat16)
@@ -104,6 +114,10 @@ def main(argv=None) -> int:
     lines = ["# Single kernels on the GPU", ""] + common.provenance_lines(prov) + [
         "", "| case | eager ms | inductor ms | stax ms | stax autotuned ms | stax / inductor "
         "| stax GB/s |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    if "norms" in args.cases:
+        copy_gbs, copy_ms = gpu.copy_bandwidth()
+        lines.insert(-2, f"- device-to-device copy of 1 GiB f32: {copy_gbs:.0f} GB/s "
+                     f"({copy_ms:.3f} ms)")
     for name, fn, ins in _cases(args):
         want = fn(*ins)
         times = {"eager": gpu.cuda_ms(lambda: fn(*ins))[0]}
@@ -123,6 +137,11 @@ def main(argv=None) -> int:
                 rep = stax.backend.last_report()
                 assert rep.route == "triton", rep.summary()
             times[label] = gpu.cuda_ms(lambda: c(*ins))[0]
+            if label == "stax-max-autotune":
+                for rec in stax.backend.last_report().tuned or []:
+                    ranked = sorted(rec.get("timings", {}).items(), key=lambda kv: kv[1])
+                    print(f"  tuned {rec.get('kernel')}: winner {rec.get('winner')}, "
+                          f"fastest {ranked[:6]}", flush=True)
             if args.profile:
                 for us, calls, kname in profile_gpu.kernel_table(lambda: c(*ins), 5)[:6]:
                     print(f"  {label}: {us:9.1f} us x{calls:.1f} {kname[:90]}", flush=True)
