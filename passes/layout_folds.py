@@ -25,13 +25,16 @@ to the layouts that truly change, and make each one as cheap as it can be:
 Copies that compute the same thing (the same root and view chain: q @ q^T) share one
 result of the kernel that replaces them.
 
-Each rewrite keeps values unchanged and touches only static-shaped IR it fully
-understands; anything else stays as it was. They return whether they changed the IR
+Each rewrite keeps values unchanged and touches only IR it fully understands: static
+shapes, and for `hoist_matmul_transposes` and `fold_copies_into_producers` also symbolic
+dims spelled by `#stax.sizes` (the dynamic pipeline runs them through
+stax-fold-view-copies); anything else stays as it was. They return whether they changed the IR
 (the layouts are then assigned again).
 """
 from __future__ import annotations
 
 from stax._mlir import ir
+from stax.dialects import symbolic
 from stax.dialects.layout import COPY_ATTR, RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATTR
 from stax.dialects.stax_dialect import KERNEL, YIELD
 from stax.passes.layout_algebra import VIEW_OPS
@@ -55,13 +58,52 @@ def _static(value) -> bool:
     return t is not None and t.has_static_shape and t.encoding is None
 
 
-def _shape(value) -> list[int]:
-    return list(_type(value).shape)
+def _known(value) -> bool:
+    """A static shape, or symbolic dims spelled by a `#stax.sizes` encoding (the dynamic
+    pipeline's stax-fold-view-copies runs these rewrites on such IR)."""
+    t = _type(value)
+    if t is None:
+        return False
+    if t.encoding is None:
+        return t.has_static_shape
+    if symbolic.SIZES_ATTR not in str(t.encoding):
+        return False
+    return symbolic.type_error(t) is None
 
 
-def _numel(shape) -> int:
+def _shape(value) -> list:
+    """The dims of a value: ints, and normal-form expression strings for symbolic dims
+    (equal sizes are equal entries)."""
+    t = _type(value)
+    if t.encoding is None or symbolic.SIZES_ATTR not in str(t.encoding):
+        return list(t.shape)
+    return list(symbolic.dims_of(t))
+
+
+def _tensor_type(dims, element_type):
+    return symbolic.sizes_type(dims, element_type)
+
+
+# Symbolic sizes compared by their values at these sample sizes: distinct primes, far from
+# the static dims they multiply, so no accidental equality decides anything
+_SAMPLE_PRIMES = (1009, 1013, 1019, 1021, 1031, 1033, 1039, 1049, 1051, 1061, 1063, 1069)
+
+
+def sample_sizes(dims_lists) -> dict:
+    """symbol -> a sample size (a distinct prime) for every symbol of `dims_lists`."""
+    names = sorted({s for dims in dims_lists for d in dims if isinstance(d, str)
+                    for s in symbolic.free_symbols(d)})
+    return {n: _SAMPLE_PRIMES[i % len(_SAMPLE_PRIMES)] + 100 * (i // len(_SAMPLE_PRIMES))
+            for i, n in enumerate(names)}
+
+
+def sample_dims(dims, env) -> list[int]:
+    return [d if isinstance(d, int) else symbolic.evaluate(d, env) for d in dims]
+
+
+def _numel(shape, env=None) -> int:
     n = 1
-    for d in shape:
+    for d in sample_dims(shape, env or sample_sizes([shape])):
         n *= d
     return n
 
@@ -127,8 +169,8 @@ def hoist_matmul_transposes(block) -> bool:
     changed = False
     for op in list(block.operations):
         op = op.operation
-        if op.name != "stax.reshape" or not _static(op.results[0]) or \
-                not _static(op.operands[0]):
+        if op.name != "stax.reshape" or not _known(op.results[0]) or \
+                not _known(op.operands[0]):
             continue
         src = op.operands[0]
         perm_op = _owner(src)
@@ -147,9 +189,9 @@ def hoist_matmul_transposes(block) -> bool:
         with op.location:
             ip = ir.InsertionPoint(op)
             if inner != list(range(len(inner))):
-                x = _create("stax.permute", ir.RankedTensorType.get(mid[:-2] + mid[-2:][::-1], et),
+                x = _create("stax.permute", _tensor_type(mid[:-2] + mid[-2:][::-1], et),
                             [x], {"perm": ir.DenseI64ArrayAttr.get(inner)}, ip)
-            flat = _create("stax.reshape", ir.RankedTensorType.get(out[:-2] + out[-2:][::-1], et),
+            flat = _create("stax.reshape", _tensor_type(out[:-2] + out[-2:][::-1], et),
                            [x], {}, ip)
             n = len(out)
             swap = list(range(n - 2)) + [n - 1, n - 2]
@@ -186,7 +228,7 @@ def _view_tree(root):
     while stack:
         v = stack.pop()
         for u in _users(v):
-            if u.name in VIEW_OPS and _static(u.results[0]):
+            if u.name in VIEW_OPS and _known(u.results[0]):
                 if u not in views:
                     views.append(u)
                     stack.append(u.results[0])
@@ -230,8 +272,8 @@ class _Lifter:
     def is_retypable(self, op) -> bool:
         return (op.name not in VIEW_OPS and op.name not in _GEN_OPS and len(op.results) == 1
                 and len(op.operands) >= 1 and len(op.regions) == 0
-                and _static(op.results[0]) and _shape(op.results[0]) == self.domain
-                and all(_static(x) and _shape(x) == self.domain for x in op.operands))
+                and _known(op.results[0]) and _shape(op.results[0]) == self.domain
+                and all(_known(x) and _shape(x) == self.domain for x in op.operands))
 
     def liftable(self) -> bool:
         return len(self.yielded) == 1 and self.ok.get(self.yielded[0], False)
@@ -274,15 +316,15 @@ class _Lifter:
                 et = _type(v).element_type
                 op = _owner(v)
                 if self._is_domain_full(v):  # a constant: made on the new shape
-                    new = _create(op.name, ir.RankedTensorType.get(final, et), [], _attrs(op), ip)
+                    new = _create(op.name, _tensor_type(final, et), [], _attrs(op), ip)
                 elif not self.leaf[v]:
-                    new = _create(op.name, ir.RankedTensorType.get(final, et),
+                    new = _create(op.name, _tensor_type(final, et),
                                   [lifted[x] for x in op.operands], _attrs(op), ip)
                 else:
                     new = base[v]
                     for view in chain:
                         new = _create(view.name,
-                                      ir.RankedTensorType.get(_shape(view.results[0]), et),
+                                      _tensor_type(_shape(view.results[0]), et),
                                       [new], _attrs(view), ip)
                 lifted[v] = new
             outs.append(lifted[self.yielded[0]])
@@ -342,7 +384,7 @@ def _fold_into(producer) -> bool:
     views, copies = tree
     chains = [_copy_chain(c, r) for c in copies]
     old_body = producer.regions[0].blocks[0]
-    if any(ch is None for ch in chains) or not all(_static(v) for v in old_body.arguments):
+    if any(ch is None for ch in chains) or not all(_known(v) for v in old_body.arguments):
         return False
     domain = _shape(r)
     chain_of = dict(zip(copies, chains))
@@ -350,7 +392,9 @@ def _fold_into(producer) -> bool:
     for group in _by_domain(copies):
         firsts, number = _unique([chain_key(0, chain_of[c]) for c in group])
         groups.append((group, [group[i] for i in firsts], number))
-    if sum(_numel(_shape(c.results[0])) for _, uniq, _ in groups for c in uniq) > _numel(domain):
+    shapes = [domain] + [_shape(c.results[0]) for _, uniq, _ in groups for c in uniq]
+    env = sample_sizes(shapes)
+    if sum(_numel(shape, env) for shape in shapes[1:]) > _numel(domain, env):
         return False  # the copies overlap or expand: folding would recompute the producer
     lifter = _Lifter(old_body, domain)
     if not lifter.liftable():
@@ -384,7 +428,7 @@ def fold_copies_into_producers(block) -> bool:
         again = False
         for op in list(block.operations):
             op = op.operation
-            if op.name not in _KERNEL_OPS or len(op.results) != 1 or not _static(op.results[0]):
+            if op.name not in _KERNEL_OPS or len(op.results) != 1 or not _known(op.results[0]):
                 continue
             kind = ir.StringAttr(op.attributes["kind"]).value if "kind" in op.attributes else None
             if (kind == "pointwise" or COPY_ATTR in op.attributes) and _fold_into(op):

@@ -177,7 +177,24 @@ def _addmm_plans(block) -> dict:
     return plans
 
 
+class _FoldedKernelRefused(Exception):
+    """A kernel of the graph after stax-fold-view-copies has no runtime-size lowering."""
+
+
 def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> DynamicGraph:
+    """`_build_once` with the view copies folded into their producers
+    (stax-fold-view-copies), or, where a kernel that made cannot be lowered with runtime
+    sizes, without."""
+    try:
+        return _build_once(gm, example_inputs, config, graph_id, kind=kind,
+                           fold_view_copies=config.fusion)
+    except _FoldedKernelRefused:
+        return _build_once(gm, example_inputs, config, graph_id, kind=kind,
+                           fold_view_copies=False)
+
+
+def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference",
+                fold_view_copies: bool = True) -> DynamicGraph:
     """Import, fuse and compile the symbolic ATen graph once. `kind` names it (an
     inference graph, or aot_autograd's forward or backward). A tensor argument keeps the
     strides Dynamo's fake tensors give it (guarded exactly; top-level views read it as it
@@ -203,6 +220,10 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
         except UnsupportedGraph as e:
             raise CannotStayDynamic(f"the symbolic importer refused the graph: {e}") from None
         module = imported.module
+        # the MLIR after each pass, as the static path writes it (STAX_DEBUG_DIR)
+        dump = debug.DumpDir(graph_id)
+        dump.fx_graph(gm)
+        dump.ir("imported", module)
         checks: list[_ArgCheck] = []
         constants = []
         for i, spec in enumerate(imported.inputs):
@@ -235,7 +256,9 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
         pre = fp8_legalization(module, config.target, dynamic_kernels.DEVICES[config.target],
                                config, example_inputs, fp8_notes)
         _run_passes(module, pre + (FUSED_PIPELINE if config.fusion else UNFUSED_PIPELINE),
-                    None)
+                    dump)
+        if fold_view_copies:   # the copies torch's reshape would make, by their producer
+            _run_passes(module, ["stax-fold-view-copies"], dump)
         func_op = _main_func(module)
         _wrap_stray_ops(func_op)
         name_kernels(func_op)
@@ -280,6 +303,8 @@ def _build(gm, example_inputs, config, graph_id, *, kind: str = "inference") -> 
                 try:
                     k, run = dynamic_kernels.compile_kernel(op, kname, config.target)
                 except KernelLoweringError as e:
+                    if fold_view_copies:
+                        raise _FoldedKernelRefused(kname) from None
                     raise CannotStayDynamic(f"kernel {kname}: {e}") from None
                 kernels.append(k)
                 steps.append(_Step("kernel", ins, outs, run, res_dims,
