@@ -11,6 +11,10 @@ probe)
   timeout 200 python3 benchmarks/kernel_probe.py --cases norms > $OUT/r/probe-norms$S.log 2>&1; echo "norms rc=$?"
   timeout 280 python3 benchmarks/profile_dynamic_gpu.py --shapes ${SHAPES:-16x32,8x64,1x512,16x384} --top 14 > $OUT/r/profile-dynamic$S.log 2>&1; echo "profile rc=$?"
   ;;
+check)
+  timeout 240 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging -n 4 test/python/test_dynamic_view_copies.py test/python/test_dynamic_gpu.py test/python/test_dynamic_runner.py > $OUT/r/pytest-check$S.log 2>&1; echo "pytest rc=$?"
+  timeout 200 python3 benchmarks/profile_dynamic_gpu.py --shapes ${SHAPES:-16x32,16x384} --top 14 > $OUT/r/profile-dynamic$S.log 2>&1; echo "profile rc=$?"
+  ;;
 suite)
   # every test file, GPU cases on (CPU cases too), 8 workers
   timeout ${SUITE_T:-540} python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging -n 8 test/python > $OUT/r/pytest-suite$S.log 2>&1; echo "suite rc=$?"
