@@ -96,6 +96,14 @@ def _ops():
     return {C.op_id(op): op for op in C.load_op_db()}
 
 
+@pytest.fixture(autouse=True)
+def _needs_expecttest():
+    """PyTorch's OpInfo database imports expecttest (pinned in pyproject's `test` extra,
+    installed by the test command); where it is missing, as on the GPU machine, the sweep
+    is skipped rather than failing every sample."""
+    pytest.importorskip("expecttest", reason="PyTorch's OpInfo database imports expecttest")
+
+
 @functools.lru_cache(maxsize=None)
 def _records(op_name: str) -> tuple:
     op = _ops()[op_name]
