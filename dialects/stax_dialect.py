@@ -21,7 +21,8 @@ from typing import Any
 
 from stax._mlir import ext, ir
 from stax.dialects.symbolic import (SIZES_ATTR, dim_product, dim_sum, dims_of,
-                                    fixed_slice_length, fmt_dims, parse, slice_length,
+                                    fixed_slice_length, fmt_dims, parse, prefix_slice_fits,
+                                    slice_length,
                                     type_error)
 
 __all__ = ["Stax", "load_into", "OPS", "UNARY_OPS", "BINARY_OPS", "COMPARE_OPS",
@@ -404,7 +405,11 @@ class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
     index is in range at every size. A slice of a symbolic dim to a static limit
     (`x[:, 0]`, `x[:, :4]`) or from a negative start -j, which counts from its end
     (`x[:, -1]`, `x[:, -4:-1]`), has a static length; the runtime guarantees that the
-    dim holds that many elements (the dynamic graph guards it: symbolic.slice_needs). A static input dim may be sliced to a
+    dim holds that many elements (the dynamic graph guards it: symbolic.slice_needs). A
+    symbolic dim may also be sliced [start:INT64_MAX:1] to a shorter symbolic length L
+    that provably fits (L and n - start - L polynomials with no negative coefficient:
+    `grad[:, :s0]` of a dim of s0 + 3, symbolic.prefix_slice_fits): the result holds the
+    first L indices from start. A static input dim may be sliced to a
     symbolic length (result dim `?`, e.g. `s1` for `bias[:T]`): the result holds the
     first `length` indices of [start:limit:step], and the runtime guarantees that they
     fit (length <= ceil((limit - start) / step)); the dynamic graph guards it."""
@@ -433,6 +438,13 @@ class SliceOp(Stax.Operation, name="slice", traits=[ext.Pure]):
                 # end"), whose length is symbolic.slice_length: every index it reads is
                 # below the size at every size
                 fixed = fixed_slice_length(a, b, s) if s >= 1 else None
+                if s == 1 and a >= 0 and b == _INT64_MAX and tr.rank == ti.rank and \
+                        dr[d] != slice_length(di[d], a, 1) and \
+                        prefix_slice_fits(di[d], a, dr[d]):
+                    # the first dr[d] elements from a, provably in the dim at every size
+                    # (`grad[:, :s0]` of a dim of s0 + 3: a concat's backward)
+                    want.append(dr[d])
+                    continue
                 if s >= 1 and a >= 0 and (b == _INT64_MAX or b < 0):
                     pass   # [start:] or [start:-k]: a symbolic length, below
                 elif fixed is not None:

@@ -34,7 +34,8 @@ from stax._mlir import ir
 __all__ = ["SIZES_ATTR", "ExprError", "DimError", "normalize", "parse", "poly_str",
            "dims_of", "type_error", "fmt_dims", "dim_product", "dim_sum", "dims_equal",
            "sizes_type", "free_symbols", "derived_name", "derived_parts", "derived_value",
-           "evaluate", "base_symbols", "slice_length", "fixed_slice_length", "slice_needs"]
+           "evaluate", "base_symbols", "slice_length", "fixed_slice_length", "slice_needs",
+           "provably_nonneg", "prefix_slice_fits"]
 
 SIZES_ATTR = "stax.sizes"  # the encoding's attribute name (`#stax.sizes<[...]>`)
 
@@ -274,6 +275,31 @@ def fixed_slice_length(start: int, limit: int, step: int):
     else:
         return None
     return -(-span // step)
+
+
+def provably_nonneg(d) -> bool:
+    """Whether a dim (an int or an expression) is >= 0 at every size: every coefficient of
+    its polynomial is >= 0 (sizes, derived symbols included, are never negative)."""
+    if isinstance(d, int):
+        return d >= 0
+    try:
+        return all(c >= 0 for _, c in parse(d))
+    except ExprError:
+        return False
+
+
+def prefix_slice_fits(n, start: int, length) -> bool:
+    """Whether the first `length` elements of `[start:]` of a dim of size `n` (ints or
+    expressions) are in it at every size: start >= 0, and length and n - start - length
+    provably >= 0 (the stax.slice form of `grad[:, :s0]` of a dim of `s0 + 3`)."""
+    if start < 0:
+        return False
+    try:
+        want = dict(_as_poly(length))
+        rest = _add(_add(dict(_as_poly(n)), want, -1), _const(start), -1)
+    except ExprError:
+        return False
+    return all(c >= 0 for c in want.values()) and all(c >= 0 for c in rest.values())
 
 
 def slice_needs(start: int, limit: int) -> int:

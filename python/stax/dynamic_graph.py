@@ -545,8 +545,11 @@ def _slice_runner(op, out_dims):
     li = list(ir.DenseI64ArrayAttr(op.attributes["limit"]))
     sp = list(ir.DenseI64ArrayAttr(op.attributes["step"]))
     src = symbolic.dims_of(op.operands[0].type)
+    # a symbolic length stops after that many steps: of a static dim (guarded to fit),
+    # and of a symbolic one sliced from a start >= 0 (to its end, to k before it, or to a
+    # shorter length that provably fits: the stop is past the last index in each case)
     lengths = {d: out_dims[d] for d in range(len(src))
-               if isinstance(src[d], int) and isinstance(out_dims[d], str)}
+               if isinstance(out_dims[d], str) and (isinstance(src[d], int) or st[d] >= 0)}
     # per dim (start, stop, step); a stop (length,) is the start plus that many steps
     form = [(st[d], (lengths[d],) if d in lengths else li[d], sp[d]) for d in range(len(st))]
     if not lengths:

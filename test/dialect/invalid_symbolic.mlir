@@ -205,6 +205,15 @@ func.func @slice_symbolic(%a: tensor<?xf32, #stax.sizes<["s0"]>>) {
 
 // -----
 
+// A shorter symbolic length must provably fit: s0 + 1 of 2*s0 does not at s0 = 0.
+func.func @slice_symbolic_prefix_may_not_fit(%n: index {stax.symbol = "s0"}, %a: tensor<?xf32, #stax.sizes<["2*s0"]>>) {
+  // expected-error @+1 {{'stax.slice' op result type tensor<?xf32, #stax.sizes<["s0 + 1"]>> must have shape [2*s0]}}
+  %0 = "stax.slice"(%a) {start = array<i64: 0>, limit = array<i64: 9223372036854775807>, step = array<i64: 1>} : (tensor<?xf32, #stax.sizes<["2*s0"]>>) -> tensor<?xf32, #stax.sizes<["s0 + 1"]>>
+  return
+}
+
+// -----
+
 func.func @slice_static_to_symbolic_empty(%a: tensor<8xf32>, %y: tensor<?xf32, #stax.sizes<["s0"]>>) {
   // expected-error @+1 {{'stax.slice' op dim 0: slice [8:8:1] of size 8 holds no element, so no symbolic length (s0) fits it}}
   %0 = "stax.slice"(%a) {start = array<i64: 8>, limit = array<i64: 8>, step = array<i64: 1>} : (tensor<8xf32>) -> tensor<?xf32, #stax.sizes<["s0"]>>

@@ -91,6 +91,20 @@ func.func @slice_to_symbolic_length(%x: tensor<?x128x128xf32, #stax.sizes<["s0",
   return %m, %r : tensor<?x?x?xf32, #stax.sizes<["s0", "s1", "s1"]>>, tensor<?xf32, #stax.sizes<["s1 - 1"]>>
 }
 
+// A symbolic dim sliced from a start to a shorter symbolic length that provably fits:
+// the first s0 of a concat's s0 + 3 (its backward's `grad[:, :s0]`), the first s0 of
+// 2*s0, and s0 from 3 of s0 + 3.
+// CHECK-LABEL: func.func @slice_symbolic_prefix
+// CHECK: "stax.slice"{{.*}} -> tensor<4x?xf32, #stax.sizes<[4, "s0"]>>
+// CHECK: "stax.slice"{{.*}} -> tensor<?xf32, #stax.sizes<["s0"]>>
+// CHECK: "stax.slice"{{.*}}start = array<i64: 3>{{.*}} -> tensor<?xf32, #stax.sizes<["s0"]>>
+func.func @slice_symbolic_prefix(%n: index {stax.symbol = "s0"}, %x: tensor<4x?xf32, #stax.sizes<[4, "s0 + 3"]>>, %y: tensor<?xf32, #stax.sizes<["2*s0"]>>, %z: tensor<?xf32, #stax.sizes<["s0 + 3"]>>) -> (tensor<4x?xf32, #stax.sizes<[4, "s0"]>>, tensor<?xf32, #stax.sizes<["s0"]>>, tensor<?xf32, #stax.sizes<["s0"]>>) {
+  %a = "stax.slice"(%x) {start = array<i64: 0, 0>, limit = array<i64: 4, 9223372036854775807>, step = array<i64: 1, 1>} : (tensor<4x?xf32, #stax.sizes<[4, "s0 + 3"]>>) -> tensor<4x?xf32, #stax.sizes<[4, "s0"]>>
+  %b = "stax.slice"(%y) {start = array<i64: 0>, limit = array<i64: 9223372036854775807>, step = array<i64: 1>} : (tensor<?xf32, #stax.sizes<["2*s0"]>>) -> tensor<?xf32, #stax.sizes<["s0"]>>
+  %c = "stax.slice"(%z) {start = array<i64: 3>, limit = array<i64: 9223372036854775807>, step = array<i64: 1>} : (tensor<?xf32, #stax.sizes<["s0 + 3"]>>) -> tensor<?xf32, #stax.sizes<["s0"]>>
+  return %a, %b, %c : tensor<4x?xf32, #stax.sizes<[4, "s0"]>>, tensor<?xf32, #stax.sizes<["s0"]>>, tensor<?xf32, #stax.sizes<["s0"]>>
+}
+
 // A slice from the end of a symbolic dim (`logits[:, -1]` of a growing sequence,
 // `x[:, -4:-1:2]`: a negative start counts from the end) or to a static limit (a
 // CLS token's `x[:, 0]`) has a static length.

@@ -187,6 +187,19 @@ def _slice_symbolic(b, node, a, x, shape, dim):
                                    f"not {length} as written")
             return b.slice(x, dim, start or 0, end if before_end else _INT64_MAX, step,
                            length=length)
+        if step == 1 and isinstance(end, str) and (start or 0) >= 0:
+            # x[start:e] to a size expression e that provably stays in the dim at every
+            # size (a concat's backward: `grad[:, :s0]` of a dim of s0 + 3, `grad[:, :s0]`
+            # of 2*s0): the first e - start elements from start
+            from stax.dialects.symbolic import prefix_slice_fits
+            length = dim_sum([end, -(start or 0)])
+            if prefix_slice_fits(n, start or 0, length):
+                eager = dims(_val(node).shape, where)[dim]
+                if eager != length:
+                    raise _unsupported(f"{where}: a slice [{start}:{end}] of the symbolic "
+                                       f"dim {dim} (size {n}) has eager's length {eager}, "
+                                       f"not {length}")
+                return b.slice(x, dim, start or 0, _INT64_MAX, 1, length=length)
         raise _unsupported(f"{where}: a slice [{start}:{end}:{step}] of part of the symbolic "
                            f"dim {dim} (size {n}) cannot be imported symbolically: its bounds "
                            "cannot be checked against a runtime size")

@@ -1,0 +1,101 @@
+"""A slice of a symbolic dim to a size expression that provably stays in it compiles
+once: the backward of a concat of width s + 3 slices its gradient `grad[:, :s]`, and
+`cat([x, y], 1)[:, :s]` of width 2*s, as top-level views and inside kernels,
+on the CPU and the Triton target (interpreted here; on CUDA where there is one), at
+batches of 256 and widths to 1031. It was refused ("a slice of part of the symbolic
+dim"), so such graphs were compiled per size (GPU fuzz seeds 4200 and 4202). A prefix
+that may not fit (`[:s + 1]` of 2*s is longer than the dim at s = 0) is still refused:
+the graph is specialized per size, never wrong. (The backward of a doubled dim's prefix
+slices the second half from a symbolic start, `grad[:, s:2*s]`: still per size.)"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stax.backend as B
+from stax.dynamic_compile import DynamicShapes
+from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("stax_strict")
+
+def concat_then_kernel(x, c):
+    """The concat's backward slices the gradient: grad[:, :s] and grad[:, -3:]."""
+    return torch.tanh(torch.cat([x, c.expand(x.shape[0], 3)], 1)).sum(1)
+
+
+INFERENCE = {
+    "concat_then_kernel": concat_then_kernel,
+    "prefix_of_a_doubled_dim": lambda x, c: torch.cat([x, x * 3], 1)[:, : x.shape[1]] * 2,
+    "prefix_then_a_row_sum": lambda x, c: torch.cat([x, x], 1).exp()[:, : x.shape[1]].sum(1),
+}
+
+
+def _where(where, request):
+    if where == "triton":
+        request.getfixturevalue("interpreted_triton")
+    if where == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    dev = "cuda" if where == "cuda" else "cpu"
+    sizes = [(5, 9), (2, 7), (4, 13)] if where == "triton" else \
+        [(256, 512), (300, 17), (257, 100), (2, 5), (256, 1031)]
+    return dev, sizes, "stax-cpu" if where == "stax-cpu" else "triton"
+
+
+def _one_dynamic_report(n_calls, route, counts):
+    reps = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
+    assert len(reps) == 1, [r.summary() for r in B.reports()]
+    (rep,) = reps
+    assert rep.route == route and rep.fallback_reason is None, rep.summary()
+    (v,) = rep.variants
+    assert v.dynamic and v.calls == n_calls, rep.summary()
+    assert counts["static"] == 0, counts
+    return rep
+
+
+@pytest.mark.parametrize("case", sorted(INFERENCE))
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_prefix_slices_compile_once(case, where, counts, request):
+    dev, sizes, route = _where(where, request)
+    fn = INFERENCE[case]
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    c = torch.randn(1, 3, device=dev)
+    for n, s in sizes:
+        x = torch.randn(n, s, device=dev)
+        got, want = cf(x, c), fn(x, c)
+        assert got.shape == want.shape and got.stride() == want.stride()
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    _one_dynamic_report(len(sizes), route, counts)
+    assert counts["dynamic"] == 1, counts
+
+
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_a_concat_trains_with_one_compile(where, counts, request):
+    """Its backward slices the gradient to the first input's width, `grad[:, :s]`."""
+    dev, sizes, route = _where(where, request)
+    fn = concat_then_kernel
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    c = torch.randn(1, 3, device=dev)
+    for n, s in sizes:
+        x = torch.randn(n, s, device=dev, requires_grad=True)
+        xr = x.detach().clone().requires_grad_(True)
+        got, want = cf(x, c), fn(xr, c)
+        assert got.shape == want.shape and got.stride() == want.stride()
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        g = torch.randn_like(want)
+        got.backward(g)
+        want.backward(g)
+        assert x.grad.stride() == xr.grad.stride()
+        torch.testing.assert_close(x.grad, xr.grad, rtol=1e-4, atol=1e-4)
+    _one_dynamic_report(len(sizes), route, counts)
+    assert counts["dynamic"] == 2, counts   # the forward and the backward, built once
+
+
+def test_a_prefix_that_may_not_fit_is_specialized_per_size(counts):
+    """`[:s + 1]` of a dim of 2*s: longer than the dim at s = 0, so not provably in it."""
+    fn = lambda x: torch.cat([x, x * 3], 1)[:, : x.shape[1] + 1] * 2  # noqa: E731
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    for s in (5, 9):
+        x = torch.randn(4, s)
+        torch.testing.assert_close(cf(x), fn(x))
+    rep = B.reports()[-1]
+    assert "of part of the symbolic dim" in " ".join(rep.notes), rep.summary()
