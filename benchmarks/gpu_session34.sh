@@ -15,6 +15,11 @@ check)
   timeout 240 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging -n 4 test/python/test_dynamic_view_copies.py test/python/test_dynamic_gpu.py test/python/test_dynamic_runner.py > $OUT/r/pytest-check$S.log 2>&1; echo "pytest rc=$?"
   timeout 200 python3 benchmarks/profile_dynamic_gpu.py --shapes ${SHAPES:-16x32,16x384} --top 14 > $OUT/r/profile-dynamic$S.log 2>&1; echo "profile rc=$?"
   ;;
+slices)
+  ( timeout 200 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging -n 4 test/python/test_dynamic_prefix_slices.py test/python/test_dynamic_fixed_length_slices.py test/python/test_dynamic_view_copies.py > $OUT/r/pytest-slices$S.log 2>&1; echo "pytest rc=$?" ) &
+  ( timeout 200 python3 -m stax.tools.stax_fuzz --seed 4203 --count 30 --device cuda --dynamic --backward > $OUT/r/fuzz-4203-dynbwd.log 2>&1; echo "fuzz4203 rc=$?" ) &
+  wait
+  ;;
 suite)
   # every test file, GPU cases on (CPU cases too), 8 workers
   timeout ${SUITE_T:-540} python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging -n 8 test/python > $OUT/r/pytest-suite$S.log 2>&1; echo "suite rc=$?"
