@@ -288,18 +288,18 @@ def provably_nonneg(d) -> bool:
         return False
 
 
-def prefix_slice_fits(n, start: int, length) -> bool:
+def prefix_slice_fits(n, start, length) -> bool:
     """Whether the first `length` elements of `[start:]` of a dim of size `n` (ints or
-    expressions) are in it at every size: start >= 0, and length and n - start - length
-    provably >= 0 (the stax.slice form of `grad[:, :s0]` of a dim of `s0 + 3`)."""
-    if start < 0:
-        return False
+    expressions) are in it at every size: start, length and n - start - length provably
+    >= 0 (the stax.slice form of `grad[:, :s0]` of a dim of `s0 + 3`; with an expression
+    start, the gather of `grad[:, s0:2*s0]`)."""
     try:
+        first = dict(_as_poly(start))
         want = dict(_as_poly(length))
-        rest = _add(_add(dict(_as_poly(n)), want, -1), _const(start), -1)
+        rest = _add(_add(dict(_as_poly(n)), want, -1), first, -1)
     except ExprError:
         return False
-    return all(c >= 0 for c in want.values()) and all(c >= 0 for c in rest.values())
+    return all(c >= 0 for p in (first, want, rest) for c in p.values())
 
 
 def slice_needs(start: int, limit: int) -> int:

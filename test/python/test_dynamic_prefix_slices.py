@@ -5,8 +5,11 @@ on the CPU and the Triton target (interpreted here; on CUDA where there is one),
 batches of 256 and widths to 1031. It was refused ("a slice of part of the symbolic
 dim"), so such graphs were compiled per size (GPU fuzz seeds 4200 and 4202). A prefix
 that may not fit (`[:s + 1]` of 2*s is longer than the dim at s = 0) is still refused:
-the graph is specialized per size, never wrong. (The backward of a doubled dim's prefix
-slices the second half from a symbolic start, `grad[:, s:2*s]`: still per size.)"""
+the graph is specialized per size, never wrong. A window from a size expression
+(`grad[:, s:2*s]`, the second half of a doubled concat's gradient, `x[:, s:]`) is a
+stax.gather of `iota + s` (a slice's start is a static attribute), and the backward of a
+window scatters it into the fill's pieces around it, so these train with one compile
+too."""
 from __future__ import annotations
 
 import pytest
@@ -23,7 +26,23 @@ def concat_then_kernel(x, c):
     return torch.tanh(torch.cat([x, c.expand(x.shape[0], 3)], 1)).sum(1)
 
 
+def concat_doubled(x, c):
+    """Its backward slices the gradient into [:s] and [s:2*s]."""
+    return torch.tanh(torch.cat([x, x * 3], 1)).sum(1)
+
+
+def second_half(x, c):
+    return torch.cat([x, x.exp()], 1)[:, x.shape[1]:] * 2
+
+
+def middle_window(x, c):
+    return torch.cat([x, x, x], 1).exp()[:, x.shape[1]: 2 * x.shape[1]].sum(1)
+
+
 INFERENCE = {
+    "concat_doubled": concat_doubled,
+    "second_half": second_half,
+    "middle_window": middle_window,
     "concat_then_kernel": concat_then_kernel,
     "prefix_of_a_doubled_dim": lambda x, c: torch.cat([x, x * 3], 1)[:, : x.shape[1]] * 2,
     "prefix_then_a_row_sum": lambda x, c: torch.cat([x, x], 1).exp()[:, : x.shape[1]].sum(1),
@@ -68,11 +87,17 @@ def test_prefix_slices_compile_once(case, where, counts, request):
     assert counts["dynamic"] == 1, counts
 
 
+TRAINING = {"concat_then_kernel": concat_then_kernel, "concat_doubled": concat_doubled,
+            "second_half": second_half, "middle_window": middle_window}
+
+
+@pytest.mark.parametrize("case", sorted(TRAINING))
 @pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
-def test_a_concat_trains_with_one_compile(where, counts, request):
-    """Its backward slices the gradient to the first input's width, `grad[:, :s]`."""
+def test_windows_train_with_one_compile(case, where, counts, request):
+    """A concat's backward slices the gradient to each input's width (`grad[:, :s]`,
+    `grad[:, s:2*s]`); a window's backward scatters into zeros around it."""
     dev, sizes, route = _where(where, request)
-    fn = concat_then_kernel
+    fn = TRAINING[case]
     cf = torch.compile(fn, backend="stax", dynamic=True)
     c = torch.randn(1, 3, device=dev)
     for n, s in sizes:

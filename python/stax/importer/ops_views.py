@@ -7,6 +7,7 @@ import torch
 
 from stax._mlir import ir
 from stax.aliasing import storage_source
+from stax.dialects.stax_dialect import NO_NEGATIVE_WRAP
 from stax.dialects.symbolic import dim_sum, fixed_slice_length
 from stax.importer.builder import _INT64_MAX
 from stax.importer.common import _norm_dim, _out, _val, _vdtype, _vshape
@@ -143,6 +144,39 @@ def _from_the_end(bound, n, *, lower: bool):
     return bound if lower else None
 
 
+def _window_from_a_size(b, node, x, shape, dim, start, end):
+    """`x[..., start:end]` along a symbolic dim from a size expression (the second half
+    of a concat's gradient, `grad[:, s0:2*s0]`) as stax.gather of the indices
+    `iota(end - start) + start`: a slice's start is a static attribute. Only where the
+    window provably stays in the dim at every size (symbolic.prefix_slice_fits), so the
+    gather's run-time index check never fires; None otherwise. The result is a fresh
+    tensor (a copy, not a view): the dynamic graph refuses an output eager returns as a
+    view of an input."""
+    from stax.dialects.symbolic import ExprError, normalize, prefix_slice_fits
+    n = shape[dim]
+    end = n if end is None or (isinstance(end, int) and end >= 1 << 62) else end
+    if not isinstance(end, (int, str)):
+        return None
+    try:
+        length = normalize(f"({end}) - ({start})")
+    except ExprError:
+        return None
+    length = int(length) if length.lstrip("-").isdigit() else length
+    if not prefix_slice_fits(n, start, length):
+        return None
+    from stax.importer.symbolic import dims
+    if dims(_val(node).shape, f"node {node.name}")[dim] != length:
+        return None
+    idx = b.emit("iota", [], [b.tt([length], torch.int64)],
+                 {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)})
+    idx = b.binary("add", idx, b.broadcast(b.size_polynomial(start, torch.int64), [length]))
+    out = list(shape)
+    out[dim] = length
+    return b.emit("gather", [x, idx], [b.tt(out, _vdtype(x))],
+                  {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
+                   NO_NEGATIVE_WRAP: ir.UnitAttr.get()})
+
+
 def _slice_symbolic(b, node, a, x, shape, dim):
     """Symbolic mode: a slice of a static dim with static bounds, the whole of a symbolic
     dim, or a static dim sliced to a symbolic length from a static start (`bias[:T]`,
@@ -153,6 +187,10 @@ def _slice_symbolic(b, node, a, x, shape, dim):
     where = f"node {node.name} ({node.target})"
     start, end = _from_the_end(start, shape[dim], lower=True), \
         _from_the_end(end, shape[dim], lower=False)
+    if isinstance(start, str) and step == 1 and isinstance(shape[dim], str):
+        picked = _window_from_a_size(b, node, x, shape, dim, start, end)
+        if picked is not None:
+            return picked
     if not isinstance(step, int) or step < 1 or not isinstance(start, (int, type(None))):
         raise _unsupported(f"{where}: a slice with the start {start} and step {step} "
                            "cannot be imported symbolically (a static start and a positive "
@@ -351,6 +389,46 @@ def _scatter_pieces(b, x, src, dim, n, start, end, step):
     return pieces
 
 
+def _fill_value(base):
+    """The value a tensor made by a fill op holds (`new_zeros`, `zeros`, `full(.., v)`),
+    or None."""
+    target = getattr(base, "target", None)
+    if target in _FILLS:
+        return _FILLS[target]
+    if target in (aten.full.default, aten.new_full.default):
+        v = base.args[1] if target is aten.full.default else base.args[2]
+        return v if isinstance(v, (int, float, bool)) else None
+    return None
+
+
+def _window_scatter_pieces(b, src, dim, n, start, end, shape, dtype, fill):
+    """The fill, `src` over [start:end] of it, the fill again, along the symbolic dim of
+    size `n`, where the bounds are size expressions and the window provably stays in the
+    dim at every size (the backward of `cat([x, y], 1)[:, :s]` or `[:, s:]`: `src`
+    scattered into zeros of 2*s); None when it may not."""
+    from stax.dialects.symbolic import ExprError, normalize, prefix_slice_fits
+
+    def minus(a, c):
+        d = normalize(f"({a}) - ({c})")
+        return int(d) if d.lstrip("-").isdigit() else d
+    try:
+        length, tail = minus(end, start), minus(n, end)
+    except ExprError:
+        return None
+    if not prefix_slice_fits(n, start, length) or _vshape(src)[dim] != length:
+        return None
+    pieces = []
+    for size, piece in ((start, None), (length, src), (tail, None)):
+        if size == 0:
+            continue
+        if piece is None:
+            piece_shape = list(shape)
+            piece_shape[dim] = size
+            piece = b.full(piece_shape, dtype, fill)
+        pieces.append(piece)
+    return pieces
+
+
 #: fills whose value is known at import (a slice's backward scatters into `new_zeros`)
 _FILLS = {aten.new_zeros.default: 0, aten.zeros.default: 0, aten.zeros_like.default: 0}
 
@@ -371,6 +449,11 @@ def _slice_scatter_symbolic(b, node, a, x, src, shape, dtype, dim):
     elif isinstance(end, int) and end < 0:
         end = dim_sum([n, end])
     high = _static_difference(n, end)
+    fill = _fill_value(a["self"])
+    if step == 1 and fill is not None and (high is None or not isinstance(start, int)):
+        pieces = _window_scatter_pieces(b, src, dim, n, start, end, shape, dtype, fill)
+        if pieces is not None:
+            return _concat(b, pieces, shape, dtype, dim)
     if step != 1 or not isinstance(start, int) or start < 0 or high is None or high < 0:
         pieces = _scatter_pieces(b, x, src, dim, n, start, a.get("end"), step)
         if pieces is not None:
