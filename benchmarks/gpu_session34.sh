@@ -17,7 +17,7 @@ check)
   ;;
 slices)
   ( timeout 200 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging -n 4 test/python/test_dynamic_prefix_slices.py test/python/test_dynamic_fixed_length_slices.py test/python/test_dynamic_view_copies.py > $OUT/r/pytest-slices$S.log 2>&1; echo "pytest rc=$?" ) &
-  ( timeout 200 python3 -m stax.tools.stax_fuzz --seed 4204 --count 30 --device cuda --dynamic --backward > $OUT/r/fuzz-4204-dynbwd.log 2>&1; echo "fuzz4204 rc=$?" ) &
+  ( timeout 200 python3 -m stax.tools.stax_fuzz --seed ${FUZZ_SEED:-4204} --count 30 --device cuda --dynamic --backward > $OUT/r/fuzz-${FUZZ_SEED:-4204}-dynbwd.log 2>&1; echo "fuzz${FUZZ_SEED:-4204} rc=$?" ) &
   wait
   ;;
 suite)
