@@ -12,6 +12,7 @@ import torch
 import stax.backend as B
 from stax.dynamic_compile import DynamicShapes
 from stax.errors import StaxGuardError
+from grad_check import same_forward_and_backward
 from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("stax_strict")
@@ -83,14 +84,7 @@ def test_their_backward_compiles_once_too(case, where, counts, request):
     for n in sizes:
         x = torch.randn(3 if where == "triton" else 257, n, 40 if where == "triton" else 520,
                         device=dev, requires_grad=True)
-        xr = x.detach().clone().requires_grad_(True)
-        got, want = cf(x), fn(xr)
-        torch.testing.assert_close(got, want, rtol=2e-4, atol=2e-4)
-        g = torch.randn_like(want)
-        got.backward(g)
-        want.backward(g)
-        assert x.grad.stride() == xr.grad.stride()
-        torch.testing.assert_close(x.grad, xr.grad, rtol=2e-4, atol=2e-4)
+        same_forward_and_backward(cf, fn, x, tol=dict(rtol=2e-4, atol=2e-4))
     (rep,) = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
     assert rep.route == route and rep.fallback_reason is None, rep.summary()
     (v,) = rep.variants

@@ -17,6 +17,7 @@ import torch
 
 import stax.backend as B
 from stax.dynamic_compile import DynamicShapes
+from grad_check import same_forward_and_backward
 from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("stax_strict")
@@ -102,15 +103,7 @@ def test_windows_train_with_one_compile(case, where, counts, request):
     c = torch.randn(1, 3, device=dev)
     for n, s in sizes:
         x = torch.randn(n, s, device=dev, requires_grad=True)
-        xr = x.detach().clone().requires_grad_(True)
-        got, want = cf(x, c), fn(xr, c)
-        assert got.shape == want.shape and got.stride() == want.stride()
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-        g = torch.randn_like(want)
-        got.backward(g)
-        want.backward(g)
-        assert x.grad.stride() == xr.grad.stride()
-        torch.testing.assert_close(x.grad, xr.grad, rtol=1e-4, atol=1e-4)
+        same_forward_and_backward(cf, fn, x, c, tol=dict(rtol=1e-4, atol=1e-4))
     _one_dynamic_report(len(sizes), route, counts)
     assert counts["dynamic"] == 2, counts   # the forward and the backward, built once
 
