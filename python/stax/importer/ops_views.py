@@ -117,6 +117,17 @@ def _size_arg(b, x):
     return x
 
 
+def _difference(a, b):
+    """`a - b` of two dims (ints or size expressions) as a dim: an int, or the normal form
+    of its expression; None where it is not a size polynomial."""
+    from stax.dialects.symbolic import ExprError, normalize
+    try:
+        d = normalize(f"({a}) - ({b})")
+    except ExprError:
+        return None
+    return int(d) if d.lstrip("-").isdigit() else d
+
+
 def _static_difference(a, b) -> int | None:
     """`a - b` of two dims (ints or size expressions) where it is an int for every size
     (`(s0 - 1) - s0` is -1), else None."""
@@ -152,17 +163,11 @@ def _window_from_a_size(b, node, x, shape, dim, start, end):
     gather's run-time index check never fires; None otherwise. The result is a fresh
     tensor (a copy, not a view): the dynamic graph refuses an output eager returns as a
     view of an input."""
-    from stax.dialects.symbolic import ExprError, normalize, prefix_slice_fits
+    from stax.dialects.symbolic import prefix_slice_fits
     n = shape[dim]
     end = n if end is None or (isinstance(end, int) and end >= 1 << 62) else end
-    if not isinstance(end, (int, str)):
-        return None
-    try:
-        length = normalize(f"({end}) - ({start})")
-    except ExprError:
-        return None
-    length = int(length) if length.lstrip("-").isdigit() else length
-    if not prefix_slice_fits(n, start, length):
+    length = _difference(end, start) if isinstance(end, (int, str)) else None
+    if length is None or not prefix_slice_fits(n, start, length):
         return None
     from stax.importer.symbolic import dims
     if dims(_val(node).shape, f"node {node.name}")[dim] != length:
@@ -406,16 +411,10 @@ def _window_scatter_pieces(b, src, dim, n, start, end, shape, dtype, fill):
     size `n`, where the bounds are size expressions and the window provably stays in the
     dim at every size (the backward of `cat([x, y], 1)[:, :s]` or `[:, s:]`: `src`
     scattered into zeros of 2*s); None when it may not."""
-    from stax.dialects.symbolic import ExprError, normalize, prefix_slice_fits
-
-    def minus(a, c):
-        d = normalize(f"({a}) - ({c})")
-        return int(d) if d.lstrip("-").isdigit() else d
-    try:
-        length, tail = minus(end, start), minus(n, end)
-    except ExprError:
-        return None
-    if not prefix_slice_fits(n, start, length) or _vshape(src)[dim] != length:
+    from stax.dialects.symbolic import prefix_slice_fits
+    length, tail = _difference(end, start), _difference(n, end)
+    if length is None or tail is None or not prefix_slice_fits(n, start, length) or \
+            _vshape(src)[dim] != length:
         return None
     pieces = []
     for size, piece in ((start, None), (length, src), (tail, None)):
