@@ -9,7 +9,7 @@ the graph is specialized per size, never wrong. A window from a size expression
 (`grad[:, s:2*s]`, the second half of a doubled concat's gradient, `x[:, s:]`) is a
 stax.gather of `iota + s` (a slice's start is a static attribute), and the backward of a
 window scatters it into the fill's pieces around it, so these train with one compile
-too."""
+too; so does `torch.split` into pieces whose sizes are such polynomials."""
 from __future__ import annotations
 
 import pytest
@@ -40,7 +40,15 @@ def middle_window(x, c):
     return torch.cat([x, x, x], 1).exp()[:, x.shape[1]: 2 * x.shape[1]].sum(1)
 
 
+def split_by_sizes(x, c):
+    """torch.split into pieces of size polynomials: [s, s, 3] of 2*s + 3."""
+    h = torch.cat([x, x * 2, c.expand(x.shape[0], 3)], 1)
+    a, b, d = torch.split(h, [x.shape[1], x.shape[1], 3], 1)
+    return torch.tanh(a) * b + d.sum(1, keepdim=True)
+
+
 INFERENCE = {
+    "split_by_sizes": split_by_sizes,
     "concat_doubled": concat_doubled,
     "second_half": second_half,
     "middle_window": middle_window,
@@ -89,7 +97,8 @@ def test_prefix_slices_compile_once(case, where, counts, request):
 
 
 TRAINING = {"concat_then_kernel": concat_then_kernel, "concat_doubled": concat_doubled,
-            "second_half": second_half, "middle_window": middle_window}
+            "second_half": second_half, "middle_window": middle_window,
+            "split_by_sizes": split_by_sizes}
 
 
 @pytest.mark.parametrize("case", sorted(TRAINING))

@@ -155,23 +155,23 @@ def _from_the_end(bound, n, *, lower: bool):
     return bound if lower else None
 
 
-def _window_from_a_size(b, node, x, shape, dim, start, end):
-    """`x[..., start:end]` along a symbolic dim from a size expression (the second half
-    of a concat's gradient, `grad[:, s0:2*s0]`) as stax.gather of the indices
-    `iota(end - start) + start`: a slice's start is a static attribute. Only where the
-    window provably stays in the dim at every size (symbolic.prefix_slice_fits), so the
-    gather's run-time index check never fires; None otherwise. The result is a fresh
-    tensor (a copy, not a view): the dynamic graph refuses an output eager returns as a
-    view of an input."""
+def _window(b, x, shape, dim, start, length):
+    """The `length` elements of `x` from `start` along the symbolic dim `dim` (ints or
+    size expressions), where they provably stay in the dim at every size
+    (symbolic.prefix_slice_fits); None otherwise. From a static start it is a stax.slice
+    (a view); from a size expression (the second half of a concat's gradient,
+    `grad[:, s0:2*s0]`) a stax.gather of the indices `iota(length) + start`, since a
+    slice's start is a static attribute: the gather's run-time index check never fires,
+    and its result is a copy (the dynamic graph refuses an output eager returns as a view
+    of an input)."""
     from stax.dialects.symbolic import prefix_slice_fits
     n = shape[dim]
-    end = n if end is None or (isinstance(end, int) and end >= 1 << 62) else end
-    length = _difference(end, start) if isinstance(end, (int, str)) else None
     if length is None or not prefix_slice_fits(n, start, length):
         return None
-    from stax.importer.symbolic import dims
-    if dims(_val(node).shape, f"node {node.name}")[dim] != length:
-        return None
+    if isinstance(start, int):
+        if start == 0 and length == n:
+            return x
+        return b.slice(x, dim, start, _INT64_MAX, 1, length=length)
     idx = b.emit("iota", [], [b.tt([length], torch.int64)],
                  {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)})
     idx = b.binary("add", idx, b.broadcast(b.size_polynomial(start, torch.int64), [length]))
@@ -180,6 +180,20 @@ def _window_from_a_size(b, node, x, shape, dim, start, end):
     return b.emit("gather", [x, idx], [b.tt(out, _vdtype(x))],
                   {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
                    NO_NEGATIVE_WRAP: ir.UnitAttr.get()})
+
+
+def _window_from_a_size(b, node, x, shape, dim, start, end):
+    """`x[..., start:end]` along a symbolic dim from a size expression, as `_window`
+    where eager's length is `end - start`; None otherwise."""
+    from stax.importer.symbolic import dims
+    n = shape[dim]
+    end = n if end is None or (isinstance(end, int) and end >= 1 << 62) else end
+    if isinstance(end, int) and end < 0:   # k before the end (`_from_the_end` made it so)
+        end = dim_sum([n, end])
+    length = _difference(end, start) if isinstance(end, (int, str)) else None
+    if length is None or dims(_val(node).shape, f"node {node.name}")[dim] != length:
+        return None
+    return _window(b, x, shape, dim, start, length)
 
 
 def _slice_symbolic(b, node, a, x, shape, dim):
@@ -234,15 +248,9 @@ def _slice_symbolic(b, node, a, x, shape, dim):
             # x[start:e] to a size expression e that provably stays in the dim at every
             # size (a concat's backward: `grad[:, :s0]` of a dim of s0 + 3, `grad[:, :s0]`
             # of 2*s0): the first e - start elements from start
-            from stax.dialects.symbolic import prefix_slice_fits
-            length = dim_sum([end, -(start or 0)])
-            if prefix_slice_fits(n, start or 0, length):
-                eager = dims(_val(node).shape, where)[dim]
-                if eager != length:
-                    raise _unsupported(f"{where}: a slice [{start}:{end}] of the symbolic "
-                                       f"dim {dim} (size {n}) has eager's length {eager}, "
-                                       f"not {length}")
-                return b.slice(x, dim, start or 0, _INT64_MAX, 1, length=length)
+            picked = _window_from_a_size(b, node, x, shape, dim, start or 0, end)
+            if picked is not None:
+                return picked
         raise _unsupported(f"{where}: a slice [{start}:{end}:{step}] of part of the symbolic "
                            f"dim {dim} (size {n}) cannot be imported symbolically: its bounds "
                            "cannot be checked against a runtime size")
@@ -285,16 +293,35 @@ def _split(b, node, a):
     shape = _vshape(x)
     dim = _norm_dim(a.get("dim", 0), len(shape))
     if b.symbolic and isinstance(shape[dim], str):
-        from stax.importer.symbolic import _unsupported
-        raise _unsupported(f"node {node.name} ({node.target}) splits the symbolic dim {dim} "
-                           f"(size {shape[dim]}); only a split along a static dim imports "
-                           "symbolically")
+        return _split_symbolic(b, node, x, shape, dim)
     outs, start = [], 0
     for t in _val(node):
         n = t.shape[dim] if len(t.shape) == len(shape) else 1
         r = b.slice(x, dim, start, start + n)
         outs.append(b.reshape(r, list(t.shape)))
         start += n
+    return tuple(outs)
+
+
+def _split_symbolic(b, node, x, shape, dim):
+    """split / split_with_sizes along a symbolic dim into pieces whose sizes are size
+    polynomials (`torch.split(h, [s, 3], 1)`): each piece a `_window` at the running
+    offset, where it provably fits. Anything else (chunk of an odd size: `(s + 1)//2`,
+    unbind: a count that depends on the size) is refused."""
+    from stax.importer.symbolic import _unsupported, dims
+    where = f"node {node.name} ({node.target})"
+    outs, start = [], 0
+    for t in _val(node):
+        if len(t.shape) != len(shape):
+            raise _unsupported(f"{where} unbinds the symbolic dim {dim} (size {shape[dim]})")
+        length = dims(t.shape, where)[dim]
+        piece = _window(b, x, shape, dim, start, length)
+        if piece is None:
+            raise _unsupported(f"{where} splits the symbolic dim {dim} (size {shape[dim]}) "
+                               f"into a piece of {length} from {start}, which cannot be "
+                               "proved to fit at every size")
+        outs.append(piece)
+        start = dim_sum([start, length])
     return tuple(outs)
 
 

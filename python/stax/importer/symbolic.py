@@ -154,6 +154,8 @@ _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
                     aten.slice.Tensor, aten.arange.default, aten.arange.start,
                     # the backward of `h[:, :T - 1]`: its end is `T - 1` (a size node)
                     aten.slice_scatter.default,
+                    # a split's sizes along a symbolic dim (read from its results' types)
+                    aten.split_with_sizes.default, aten.split.Tensor,
                     aten.arange.start_step,
                     # its normalized_shape (a symbolic last dim): only its length is read
                     aten.native_layer_norm.default}
