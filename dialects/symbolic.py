@@ -35,7 +35,7 @@ __all__ = ["SIZES_ATTR", "ExprError", "DimError", "normalize", "parse", "poly_st
            "dims_of", "type_error", "fmt_dims", "dim_product", "dim_sum", "dims_equal",
            "sizes_type", "free_symbols", "derived_name", "derived_parts", "derived_value",
            "evaluate", "base_symbols", "slice_length", "fixed_slice_length", "slice_needs",
-           "provably_nonneg", "prefix_slice_fits"]
+           "prefix_slice_fits"]
 
 SIZES_ATTR = "stax.sizes"  # the encoding's attribute name (`#stax.sizes<[...]>`)
 
@@ -275,17 +275,6 @@ def fixed_slice_length(start: int, limit: int, step: int):
     else:
         return None
     return -(-span // step)
-
-
-def provably_nonneg(d) -> bool:
-    """Whether a dim (an int or an expression) is >= 0 at every size: every coefficient of
-    its polynomial is >= 0 (sizes, derived symbols included, are never negative)."""
-    if isinstance(d, int):
-        return d >= 0
-    try:
-        return all(c >= 0 for _, c in parse(d))
-    except ExprError:
-        return False
 
 
 def prefix_slice_fits(n, start, length) -> bool:

@@ -28,9 +28,9 @@ Guarantees, for every `func.func` of the module:
   producer per element of the copy gives the copy's elements.
 - Only a pointwise kernel with one result, read through views and copies only, is
   rewritten (not a bf16/f16 one that reads a matmul: F.linear's bias add, run as one
-  torch.addmm that rounds the sum once, as eager), and only when its copies together are no larger than its result at the
-  sample sizes (the copies would otherwise recompute it); anything else is left as it
-  was. A copy whose reshape is a view at run time (a size of 1) is still computed
+  torch.addmm that rounds the sum once, as eager), and only when its copies together
+  are no larger than its result at the sample sizes (the copies would otherwise
+  recompute it); anything else is left as it was. A copy whose reshape is a view at run time (a size of 1) is still computed
   correctly, as a fresh tensor.
 - A kernel's results keep one shape: the copies of one domain share one kernel.
 - Static shapes are handled too (stax-assign-layouts already does this on them).
@@ -47,17 +47,14 @@ from stax.passes._per_function import run_per_function
 from stax.passes.assign_layouts import KERNEL_OPS, wrap_op_in_kernel
 from stax.passes.layout_algebra import VIEW_OPS
 from stax.passes.layout_folds import (_known, _owner, _shape, fold_copies_into_producers,
-                                      hoist_matmul_transposes, sample_dims, sample_sizes)
+                                      hoist_matmul_transposes, kernel_kind, sample_dims,
+                                      sample_sizes)
 
 __all__ = ["PASS_NAME", "run", "fold_view_copies"]
 
 PASS_NAME = "stax-fold-view-copies"
 
 _WHY = "a reshape that is no view of its source's layout (stax-fold-view-copies)"
-
-
-def _kind(op):
-    return ir.StringAttr(op.attributes["kind"]).value if "kind" in op.attributes else None
 
 
 def _chain_to_root(reshape):
@@ -72,7 +69,7 @@ def _chain_to_root(reshape):
             chain.insert(0, op)
             v = op.operands[0]
             continue
-        if op.name in KERNEL_OPS and len(op.results) == 1 and _kind(op) == "pointwise" \
+        if op.name in KERNEL_OPS and len(op.results) == 1 and kernel_kind(op) == "pointwise" \
                 and COPY_ATTR not in op.attributes and not _rounds_a_matmul(op):
             return v, chain
         return None

@@ -28,8 +28,8 @@ result of the kernel that replaces them.
 Each rewrite keeps values unchanged and touches only IR it fully understands: static
 shapes, and for `hoist_matmul_transposes` and `fold_copies_into_producers` also symbolic
 dims spelled by `#stax.sizes` (the dynamic pipeline runs them through
-stax-fold-view-copies); anything else stays as it was. They return whether they changed the IR
-(the layouts are then assigned again).
+stax-fold-view-copies); anything else stays as it was. They return whether they changed
+the IR (the layouts are then assigned again).
 """
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ from stax.dialects.layout import COPY_ATTR, RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATT
 from stax.dialects.stax_dialect import KERNEL, YIELD
 from stax.passes.layout_algebra import VIEW_OPS
 
-__all__ = ["chain_key", "hoist_matmul_transposes", "fold_copies_into_producers", "merge_argument_copies"]
+__all__ = ["chain_key", "hoist_matmul_transposes", "fold_copies_into_producers",
+           "merge_argument_copies", "kernel_kind", "sample_sizes", "sample_dims"]
 
 _KERNEL_OPS = (KERNEL, "stax.kernel")
 _LAYOUT_ONLY = (RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATTR)
@@ -101,11 +102,17 @@ def sample_dims(dims, env) -> list[int]:
     return [d if isinstance(d, int) else symbolic.evaluate(d, env) for d in dims]
 
 
-def _numel(shape, env=None) -> int:
+def _numel(shape, env) -> int:
+    """The element count of `shape` at the sample sizes `env` (sample_sizes)."""
     n = 1
-    for d in sample_dims(shape, env or sample_sizes([shape])):
+    for d in sample_dims(shape, env):
         n *= d
     return n
+
+
+def kernel_kind(op):
+    """A kernel's `kind` attribute ("pointwise", "reduction"), or None."""
+    return ir.StringAttr(op.attributes["kind"]).value if "kind" in op.attributes else None
 
 
 def _perm(op) -> list[int]:
@@ -430,8 +437,8 @@ def fold_copies_into_producers(block) -> bool:
             op = op.operation
             if op.name not in _KERNEL_OPS or len(op.results) != 1 or not _known(op.results[0]):
                 continue
-            kind = ir.StringAttr(op.attributes["kind"]).value if "kind" in op.attributes else None
-            if (kind == "pointwise" or COPY_ATTR in op.attributes) and _fold_into(op):
+            if (kernel_kind(op) == "pointwise" or COPY_ATTR in op.attributes) and \
+                    _fold_into(op):
                 changed = again = True
                 break
     return changed

@@ -535,6 +535,15 @@ def _view_runner(name, op, out_dims):
 # ----------------------------------------------------------------------------- slices to a symbolic length
 # (issue 10, the test models: a causal mask `bias[:, :, :T, :T]`, rotary `cos[:T]`)
 
+def _stops_before_its_limit(n, length, start, limit, step) -> bool:
+    """A slice of a symbolic dim `n` whose result `length` is shorter than its limit gives
+    (the prefix form of symbolic.prefix_slice_fits)."""
+    from stax.dialects import symbolic
+    if start < 0 or limit < (1 << 62):   # not [start:INT64_MAX] (symbolic's "to the end")
+        return False
+    return length != symbolic.slice_length(n, start, step)
+
+
 def _slice_runner(op, out_dims):
     """A top-level stax.slice as a torch view. A static dim sliced to a symbolic length
     (the result dim an expression) stops after that many steps, its value at this call
@@ -546,10 +555,12 @@ def _slice_runner(op, out_dims):
     sp = list(ir.DenseI64ArrayAttr(op.attributes["step"]))
     src = symbolic.dims_of(op.operands[0].type)
     # a symbolic length stops after that many steps: of a static dim (guarded to fit),
-    # and of a symbolic one sliced from a start >= 0 (to its end, to k before it, or to a
-    # shorter length that provably fits: the stop is past the last index in each case)
+    # and of a symbolic one sliced from a start >= 0 to a shorter length that provably
+    # fits (`grad[:, :s0]` of s0 + 3); one to its end or to k before it stops at its limit
     lengths = {d: out_dims[d] for d in range(len(src))
-               if isinstance(out_dims[d], str) and (isinstance(src[d], int) or st[d] >= 0)}
+               if isinstance(out_dims[d], str) and
+               (isinstance(src[d], int) or _stops_before_its_limit(src[d], out_dims[d],
+                                                                    st[d], li[d], sp[d]))}
     # per dim (start, stop, step); a stop (length,) is the start plus that many steps
     form = [(st[d], (lengths[d],) if d in lengths else li[d], sp[d]) for d in range(len(st))]
     if not lengths:

@@ -84,7 +84,7 @@ def test_head_copies_fold_on_the_cpu(counts, bound_calls):  # noqa: F811
     assert counts["dynamic"] == 1 and counts["static"] == 0
     assert g.route == "stax-cpu"
     assert seen.clones == 1, f"{seen.clones} copies per call (the heads' merge is the one)"
-    assert "_v" in g.runner_source and ".permute((0, 2, 1))" in g.runner_source
+    assert ".permute((0, 2, 1))" in g.runner_source   # K^T read by the matmul as a view
 
 
 def test_head_copies_fold_on_triton_interpreted(counts, interpreted_triton, bound_calls,  # noqa: F811
