@@ -34,8 +34,8 @@ the bytes moved per call, measured the same way for every backend where it can b
   (library matmuls, convolutions, copies), counted as eager's;
 - Inductor: on the CPU, every C++ kernel launch (`cpp_fused_*`, wrapped as stax's are)
   plus the ATen ops its code dispatches (extern matmuls, convolutions), counted as
-  eager's; on the GPU, every Triton kernel launch (`triton_*` CachingAutotuner `run`,
-  wrapped the same way) plus those ATen ops. (Inductor's own
+  eager's; on the GPU, every Triton kernel launch (`CachingAutotuner.run`, patched on
+  the class for the call) plus those ATen ops. (Inductor's own
   `metrics.num_bytes_accessed` is only filled when its `inductor_metrics` log is at INFO:
   it read 0 on the H200 at b9e94ee, so it is used only if no launch was seen; with
   neither, Inductor's bytes are reported as not measured rather than as its ATen ops'
@@ -155,15 +155,6 @@ def _instrument_stax(reports, counter, ob):
                     glb[name] = _under(ob.mode, v)
 
 
-class _CountingAutotuner(_CountingKernel):
-    """An Inductor Triton kernel (a CachingAutotuner) whose `run` launches are counted
-    like stax's kernels: once per launch, by the bytes of its tensor arguments."""
-
-    def run(self, *args, **kwargs):
-        self._count(args)
-        return self.kernel.run(*args, **kwargs)
-
-
 def _mb(nbytes) -> str:
     """Bytes as MB for the table; None (not measured) as '-'."""
     return "-" if nbytes is None else f"{nbytes / 1e6:.1f}"
@@ -208,19 +199,38 @@ class _InductorInside:
             # its C++ kernels (CPU) are counted as stax's are, by their tensor arguments
             glb = _generated_globals(getattr(graph, "current_callable", None))
             for name, v in list(glb.items()):
-                if isinstance(v, (_CountingKernel, _CountingAutotuner)):
-                    continue
-                if name.startswith("cpp_fused") and callable(v):
+                if name.startswith("cpp_fused") and callable(v) \
+                        and not isinstance(v, _CountingKernel):
                     glb[name] = _CountingKernel(v, counter)
-                elif name.startswith("triton_") and callable(getattr(v, "run", None)):
-                    # its Triton kernels (GPU): launched as `kernel.run(*args, stream=)`
-                    glb[name] = _CountingAutotuner(v, counter)
             with mode:
                 return orig(graph, inputs)
         self.cls.__call__ = call
+        # its Triton kernels (GPU), launched as `kernel.run(*args, stream=)`: counted at
+        # the class, since how the generated module holds them varies between torch
+        # versions (wrapping its globals counted nothing on torch 2.11)
+        self.autotuner = _caching_autotuner()
+        if self.autotuner is not None:
+            self.orig_run = run = self.autotuner.run
+
+            def counted_run(kernel, *args, **kwargs):
+                _CountingKernel(None, counter)._count(args)
+                return run(kernel, *args, **kwargs)
+            self.autotuner.run = counted_run
+        return self
 
     def __exit__(self, *exc):
         self.cls.__call__ = self.orig
+        if self.autotuner is not None:
+            self.autotuner.run = self.orig_run
+
+
+def _caching_autotuner():
+    """Inductor's Triton kernel class, or None where this torch has none."""
+    try:
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    except ImportError:
+        return None
+    return CachingAutotuner
 
 
 # ----------------------------------------------------------------------------- cases
