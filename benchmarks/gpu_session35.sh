@@ -1,6 +1,6 @@
 # Session 35 on the H200: layout.py with Inductor's Triton bytes counted (issue 9's
 # "no more bytes moved than Inductor"), the block latencies against Inductor, and fuzz.
-#   bash benchmarks/gpu_session35.sh [bench|fuzz|suite|check]
+#   bash benchmarks/gpu_session35.sh [bench|layout|fuzz|suite|check]
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r
 nvidia-smi --query-gpu=name --format=csv > $OUT/r/machine.txt; cat COMMIT >> $OUT/r/machine.txt
@@ -16,6 +16,9 @@ fuzz)
   ( timeout 280 python3 -m stax.tools.stax_fuzz --seed $((A+1)) --count 40 --device cuda --backward > $OUT/r/fuzz-$((A+1))-bwd.log 2>&1; echo "fuzz$((A+1)) rc=$?" ) &
   ( timeout 280 python3 -m stax.tools.stax_fuzz --seed $((A+2)) --count 60 --device cuda --dynamic > $OUT/r/fuzz-$((A+2))-dyn.log 2>&1; echo "fuzz$((A+2)) rc=$?" ) &
   wait
+  ;;
+layout)
+  timeout 300 python3 benchmarks/layout.py --device cuda --breakdown ${LAYOUT_ARGS:-} --out $OUT/r/layout-cuda-h200$S.md > $OUT/r/layout$S.log 2>&1; echo "layout rc=$?"
   ;;
 check)
   timeout 300 python3 -m pytest -q -rfE -p no:cacheprovider -p no:logging -n 8 ${TESTS:-test/python/test_dynamic_gpu.py} > $OUT/r/pytest-check$S.log 2>&1; echo "pytest rc=$?"

@@ -35,7 +35,10 @@ the bytes moved per call, measured the same way for every backend where it can b
 - Inductor: on the CPU, every C++ kernel launch (`cpp_fused_*`, wrapped as stax's are)
   plus the ATen ops its code dispatches (extern matmuls, convolutions), counted as
   eager's; on the GPU, every Triton kernel launch (`CachingAutotuner.run`, patched on
-  the class for the call) plus those ATen ops. (Inductor's own
+  the class for the call) plus those ATen ops. An Inductor kernel argument that it reads
+  and overwrites in place (`in_out_ptr*`: the buffer of a matmul or a convolution whose
+  epilogue it applies) is counted twice, read and written; once, its bytes undercounted
+  Inductor's by a third on conv + BN + ReLU. (Inductor's own
   `metrics.num_bytes_accessed` is only filled when its `inductor_metrics` log is at INFO:
   it read 0 on the H200 at b9e94ee, so it is used only if no launch was seen; with
   neither, Inductor's bytes are reported as not measured rather than as its ATen ops'
@@ -86,27 +89,37 @@ class _OpBytes:
                     outer.ops += 1
                     seen = set()
                     flat = torch.utils._pytree.tree_leaves((args, kwargs, out))
+                    nbytes = 0
                     for t in flat:
                         if isinstance(t, torch.Tensor) and id(t) not in seen:
                             seen.add(id(t))
-                            outer.bytes += _extent_bytes(t)
+                            nbytes += _extent_bytes(t)
+                    outer.bytes += nbytes
+                    outer.by_op.append((f"aten.{name}", nbytes))
                 return out
         self.mode = Mode()
+        self.by_op = []
         self.ops = 0
         self.bytes = 0
 
 
 class _CountingKernel:
-    """A stax kernel that counts its launches and its tensor arguments' bytes."""
+    """A kernel that counts its launches and its tensor arguments' bytes: once each, or
+    twice for the positions in `read_and_written` (an Inductor `in_out_ptr`, a buffer
+    the kernel reads and then overwrites in place)."""
 
-    def __init__(self, kernel, counter):
+    def __init__(self, kernel, counter, read_and_written=(), label=None):
         self.kernel, self.counter = kernel, counter
+        self.read_and_written = frozenset(read_and_written)
+        self.label = label
 
     def _count(self, args):
         import torch
+        nbytes = sum(_extent_bytes(a) * (2 if i in self.read_and_written else 1)
+                     for i, a in enumerate(args) if isinstance(a, torch.Tensor))
         self.counter["launches"] += 1
-        self.counter["bytes"] += sum(_extent_bytes(a) for a in args
-                                     if isinstance(a, torch.Tensor))
+        self.counter["bytes"] += nbytes
+        self.counter.setdefault("by_kernel", []).append((self.label, nbytes))
 
     def __call__(self, *args):
         self._count(args)
@@ -147,7 +160,7 @@ def _instrument_stax(reports, counter, ob):
             for name, v in list(glb.items()):
                 if name[:1] == "k" and name[1:].isdigit():
                     if not isinstance(v, _CountingKernel):
-                        glb[name] = _CountingKernel(v, counter)
+                        glb[name] = _CountingKernel(v, counter, label=f"stax {name}")
                 elif isinstance(v, (types.FunctionType, torch._ops.OpOverload,
                                     torch._ops.OpOverloadPacket)) and name not in \
                         _WRAPPER_HELPERS_NOT_COUNTED and not name.startswith("_guard") \
@@ -195,13 +208,17 @@ class _InductorInside:
         self.orig = self.cls.__call__
         orig, mode, counter = self.orig, self.ob.mode, self.counter
 
+        replaced = self.replaced = []
+
         def call(graph, inputs):
             # its C++ kernels (CPU) are counted as stax's are, by their tensor arguments
+            # (for this call only: the timed calls run them unwrapped)
             glb = _generated_globals(getattr(graph, "current_callable", None))
             for name, v in list(glb.items()):
                 if name.startswith("cpp_fused") and callable(v) \
                         and not isinstance(v, _CountingKernel):
-                    glb[name] = _CountingKernel(v, counter)
+                    glb[name] = _CountingKernel(v, counter, _cpp_in_out_args(glb, name), name)
+                    replaced.append((glb, name, v))
             with mode:
                 return orig(graph, inputs)
         self.cls.__call__ = call
@@ -213,15 +230,38 @@ class _InductorInside:
             self.orig_run = run = self.autotuner.run
 
             def counted_run(kernel, *args, **kwargs):
-                _CountingKernel(None, counter)._count(args)
+                names = getattr(getattr(kernel, "fn", None), "arg_names", None) or ()
+                in_out = [i for i, n in enumerate(names) if n.startswith("in_out_ptr")]
+                _CountingKernel(None, counter, in_out,
+                                getattr(getattr(kernel, "fn", None), "__name__", "triton"))._count(args)
                 return run(kernel, *args, **kwargs)
             self.autotuner.run = counted_run
         return self
 
     def __exit__(self, *exc):
         self.cls.__call__ = self.orig
+        for glb, name, kernel in self.replaced:
+            glb[name] = kernel
         if self.autotuner is not None:
             self.autotuner.run = self.orig_run
+
+
+def _cpp_in_out_args(glb, name) -> list:
+    """The argument positions of Inductor C++ kernel `name` that it reads and writes in
+    place (`in_out_ptr*`), from its source in the generated module: the compiled
+    binding keeps no argument names."""
+    import re
+    try:
+        with open(glb["__file__"]) as f:
+            text = f.read()
+    except (KeyError, OSError):
+        return []
+    start = text.find(f"{name} = ")
+    opening = text.find("'''", start) + 3 if start >= 0 else -1   # r'''<C++ source>'''
+    body = text[opening:text.find("'''", opening)] if opening > 2 else ""
+    m = re.search(r"void\s+kernel\(([^)]*)\)", body)
+    params = [p.split()[-1].lstrip("*") for p in m.group(1).split(",")] if m else []
+    return [i for i, p in enumerate(params) if p.startswith("in_out_ptr")]
 
 
 def _caching_autotuner():
@@ -399,7 +439,7 @@ def _measure(name, fn, args, device, target_s, options=None, env=None):
             return r
         ms, runs = common.median_ms(timed, args, warmup=3, min_runs=10, target_s=target_s)
     rec = {"backend": name, "ms": ms, "runs": runs, "launches": launches, "bytes": nbytes,
-           "out": out}
+           "out": out, "breakdown": counter.get("by_kernel", []) + ob.by_op}
     # (stax's timed callable is a fresh compile without the counting wrappers; its output
     # is checked, and so is the route of both compiles)
     if name == "stax":
@@ -434,6 +474,9 @@ def main(argv=None) -> int:
     ap.add_argument("--intermediates", choices=("both", "chosen"), default="both",
                     help="the other cases: stax with the intermediates' orders chosen and "
                          "row-major (STAX_INTERMEDIATE_LAYOUTS=0), or only chosen")
+    ap.add_argument("--cases", default=None, help="comma-separated case names (default all)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="list each backend's launches and ATen ops with their bytes, per case")
     args = ap.parse_args(argv)
     env_notes = common.init_env()
     import torch
@@ -441,7 +484,11 @@ def main(argv=None) -> int:
 
     route = "triton" if args.device == "cuda" else "stax-cpu"
     rows, problems = [], []
+    breakdown = []
+    wanted = set(args.cases.split(",")) if args.cases else None
     for cname, fn, fn64, inputs in _cases(args.device, args.quick):
+        if wanted is not None and cname not in wanted:
+            continue
         with torch.no_grad():
             eager_out = fn(*inputs)
             ref = fn64(*[x.double() for x in inputs])
@@ -481,13 +528,22 @@ def main(argv=None) -> int:
             name = cname if label is None else f"{cname} ({label})"
             rows.append((name, {"eager": recs["eager"], "inductor": recs["inductor"],
                                 "stax": stax_rec}, decision))
+        for b, r in recs.items():
+            per_name = {}
+            for k, n in r["breakdown"]:
+                count, total = per_name.get(k, (0, 0))
+                per_name[k] = (count + 1, total + n)
+            breakdown.append(f"- {cname}, {b}: " + ", ".join(
+                f"{k}{f' x{c}' if c > 1 else ''} {n / 1e6:.1f}"
+                for k, (c, n) in per_name.items()))
         print(f"{cname}: " + ", ".join(f"{b} {r['ms']:.3f} ms {r['launches']} launches "
                                         f"{_mb(r['bytes'])} MB" for b, r in recs.items()),
               flush=True)
 
     prov = common.provenance(args.device)
     lines = ["# Layouts: strided inputs and outputs", "",
-             f"`python benchmarks/layout.py --device {args.device}{' --quick' if args.quick else ''}`",
+             "`python benchmarks/layout.py " + " ".join(argv if argv is not None else sys.argv[1:])
+             + "`",
              "", *common.provenance_lines(prov), *[f"- {n}" for n in env_notes], "",
              "| case | eager ms | inductor ms | stax ms | stax / eager | stax / inductor | "
              "launches e/i/s | MB moved e/i/s | stax MB / inductor MB |",
@@ -504,12 +560,15 @@ def main(argv=None) -> int:
     lines += ["", "Bytes: eager and the ATen ops of the compiled code by a TorchDispatchMode "
               "(inputs + outputs by storage extent); stax's kernels by their tensor "
               "arguments; Inductor's C++ kernels (CPU) and Triton kernels (GPU) the same way, "
-              "by their tensor arguments per launch.",
+              "by their tensor arguments per launch, an argument it overwrites in place "
+              "(`in_out_ptr`) twice, as read and written.",
               "", "The conv cases' convolution is PyTorch's in stax (a declared library op: "
               "`aten.convolution.default`); BatchNorm and ReLU are stax kernels.",
               "", "What stax-assign-layouts decided for the conv graphs "
               "(`stax.channels_last_decision`):", *decisions,
               "", f"Checks: {'all passed' if not problems else 'FAILED'}"]
+    if args.breakdown:
+        lines[-1:-1] = ["Launches and ATen ops per call, MB each:", *breakdown, ""]
     lines += [f"- {p}" for p in problems]
     text = "\n".join(lines) + "\n"
     print(text)
