@@ -133,7 +133,8 @@ class _CountingKernel:
         return getattr(self.kernel, name)
 
 
-_WRAPPER_HELPERS_NOT_COUNTED = ("call", "check", "guard", "empty_strided", "as_strided")
+_WRAPPER_HELPERS_NOT_COUNTED = ("call", "check", "guard", "empty_strided", "as_strided",
+                                 "empty", "empty_like")
 
 
 def _under(mode, fn):
@@ -142,6 +143,34 @@ def _under(mode, fn):
             return fn(*a, **k)
     run._stax_bench_wrapped = True
     return run
+
+
+class _UnderMode:
+    """A namespace of torch (`torch`, `torch.ops.aten`, ...) as the wrapper's code sees
+    it during the counted call: what it calls through it runs under the dispatch mode, so
+    library calls written `torch.mm(a, b, out=c)` are counted; types, dtypes and
+    constants come back as they are."""
+
+    def __init__(self, target, mode):
+        self._target, self._mode = target, mode
+
+    def __call__(self, *args, **kwargs):
+        with self._mode:
+            return self._target(*args, **kwargs)
+
+    def __getattr__(self, name):
+        v = getattr(self._target, name)
+        if isinstance(v, type) or not (callable(v) or _is_namespace(v)) \
+                or name in _WRAPPER_HELPERS_NOT_COUNTED:
+            return v
+        return _UnderMode(v, self._mode)
+
+
+def _is_namespace(v) -> bool:
+    import types
+
+    import torch
+    return isinstance(v, (types.ModuleType, torch._ops._OpNamespace, torch._ops._Ops))
 
 
 def _instrument_stax(reports, counter, ob):
@@ -158,11 +187,15 @@ def _instrument_stax(reports, counter, ob):
             if not glb:
                 continue
             for name, v in list(glb.items()):
-                if name[:1] == "k" and name[1:].isdigit():
+                if name == "torch" and not isinstance(v, _UnderMode):
+                    glb[name] = _UnderMode(v, ob.mode)
+                elif name[:1] == "k" and name[1:].isdigit():
                     if not isinstance(v, _CountingKernel):
-                        glb[name] = _CountingKernel(v, counter, label=f"stax {name}")
-                elif isinstance(v, (types.FunctionType, torch._ops.OpOverload,
-                                    torch._ops.OpOverloadPacket)) and name not in \
+                        glb[name] = _CountingKernel(v, counter,
+                                                    label=f"stax {g.graph_id}:{name}")
+                elif isinstance(v, (types.FunctionType, types.BuiltinFunctionType,
+                                    torch._ops.OpOverload, torch._ops.OpOverloadPacket)) \
+                        and name not in \
                         _WRAPPER_HELPERS_NOT_COUNTED and not name.startswith("_guard") \
                         and not getattr(v, "_stax_bench_wrapped", False):
                     glb[name] = _under(ob.mode, v)
@@ -444,6 +477,9 @@ def _measure(name, fn, args, device, target_s, options=None, env=None):
     # is checked, and so is the route of both compiles)
     if name == "stax":
         rec["reports"] = first_reports + list(stax.backend.reports())
+        from stax.reporting import _graph_lines
+        rec["graphs"] = [line for r in first_reports for g in r.graphs
+                         for line in _graph_lines(g)]
     return rec
 
 
@@ -536,6 +572,7 @@ def main(argv=None) -> int:
             breakdown.append(f"- {cname}, {b}: " + ", ".join(
                 f"{k}{f' x{c}' if c > 1 else ''} {n / 1e6:.1f}"
                 for k, (c, n) in per_name.items()))
+            breakdown += [f"      {line}" for line in r.get("graphs", [])]
         print(f"{cname}: " + ", ".join(f"{b} {r['ms']:.3f} ms {r['launches']} launches "
                                         f"{_mb(r['bytes'])} MB" for b, r in recs.items()),
               flush=True)
