@@ -2,6 +2,7 @@
 
     python benchmarks/opinfo_sweep.py [--device cpu|cuda] [--dtypes f32,bf16,i64]
         [--ops REGEX] [--max-samples K] [--json out.jsonl] [--jobs N] [--timeout S]
+        [--dynamic]
 
 Each op's samples (`op.sample_inputs(device, dtype)`, first K) are compiled with
 `torch.compile(fn, backend="stax", fullgraph=True, dynamic=False)` after
@@ -14,7 +15,9 @@ an error ("crash" / "timeout") and the worker restarts at the next sample.
 
 Prints a summary (per-sample and per-op counts, failing ops with their first detail)
 and writes one JSON line per sample to `--json`. `--summary FILE.jsonl` re-prints the
-summary of an earlier run without running anything. `--device cuda` needs a GPU
+summary of an earlier run without running anything. `--dynamic` compiles with
+`dynamic=True` instead (every dim of size >= 2 symbolic): the same comparison, and the
+summary counts the samples stax compiled per size rather than dynamically, by reason. `--device cuda` needs a GPU
 (torch.cuda.is_available()); it refuses otherwise.
 """
 from __future__ import annotations
@@ -61,7 +64,8 @@ def worker_main(args) -> int:
         def on_start(i, idx=idx):
             out.write(f"START {idx} {i}\n")
             out.flush()
-        for rec in C.run_op(op, args.device, dtype, args.max_samples, start, on_start):
+        for rec in C.run_op(op, args.device, dtype, args.max_samples, start, on_start,
+                            dynamic=args.dynamic):
             rec["op_index"] = idx
             out.write("REC " + json.dumps(rec, default=str) + "\n")
             out.flush()
@@ -99,6 +103,8 @@ def run_items(items, args, emit):
     """Run the op indices `items` in `args.jobs` workers; `emit(rec)` for each record."""
     argv = [sys.executable, os.path.abspath(__file__), "--worker", "--device", args.device,
             "--dtype", args.dtype, "--threads", str(args.threads)]
+    if args.dynamic:
+        argv.append("--dynamic")
     if args.max_samples is not None:
         argv += ["--max-samples", str(args.max_samples)]
     lock = threading.Lock()
@@ -190,6 +196,12 @@ def summarize(recs, out=sys.stdout, title=None):
         partial = sum(1 for v in ops.values() if op_status(v) != "pass" and
                       any(r["status"] == "pass" for r in v))
         p(f"ops with at least one passing sample: {oc.get('pass', 0) + partial}")
+        why = collections.Counter(r["dynamic"][len("per-size: "):][:90] for r in samples
+                                  if str(r.get("dynamic", "")).startswith("per-size"))
+        if why:
+            p(f"samples compiled per size (not dynamic): {sum(why.values())}; why:")
+            for k, v in why.most_common(12):
+                p(f"  {v:4d}  {k}")
         for s in ("mismatch", "error", "fallback"):
             bad = sorted(k for k, v in ops.items() if op_status(v) == s)
             if not bad:
@@ -308,6 +320,8 @@ def main(argv=None) -> int:
     ap.add_argument("--summary", default=None, help="summarize an earlier --json file")
     ap.add_argument("--markdown", action="store_true",
                     help="with --summary: print the failing-ops tables as markdown")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="compile with dynamic=True: every dim of size >= 2 symbolic")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -329,7 +343,8 @@ def main(argv=None) -> int:
         k, n = map(int, args.shard.split("/"))
         items = items[k::n]
     print(f"opinfo sweep: {len(items)} ops, device {args.device}, dtypes {args.dtypes}, "
-          f"max samples {args.max_samples}, {args.jobs} workers x {args.threads} threads, "
+          f"max samples {args.max_samples}, {'dynamic=True, ' if args.dynamic else ''}"
+          f"{args.jobs} workers x {args.threads} threads, "
           f"torch {torch.__version__}", flush=True)
     jf = open(args.json, "w") if args.json else None
     all_recs = []

@@ -293,12 +293,12 @@ def _classify_compile_exception(e):
     return "error", "run: " + _short(e)
 
 
-def _aot_eager_ok(fn, tensors) -> bool:
+def _aot_eager_ok(fn, tensors, dynamic=False) -> bool:
     """Does Dynamo + aot_autograd (with stax's decompositions, run eagerly) handle it?
     When it does not either, the failure is not stax's."""
     try:
         torch._dynamo.reset()
-        c = torch.compile(fn, backend=decomp_eager_backend(), fullgraph=True, dynamic=False)
+        c = torch.compile(fn, backend=decomp_eager_backend(), fullgraph=True, dynamic=dynamic)
         c(*copy_tree(tensors))
         return True
     except Exception:  # noqa: BLE001
@@ -319,8 +319,12 @@ def decomp_eager_backend():
     return backend
 
 
-def run_sample(op, sample, device: str, *, check_decomp: bool = True) -> dict:
-    """Run one sample eagerly and through stax; return the record (see module doc)."""
+def run_sample(op, sample, device: str, *, check_decomp: bool = True,
+               dynamic: bool = False) -> dict:
+    """Run one sample eagerly and through stax; return the record (see module doc).
+    `dynamic`: compiled with `dynamic=True` (every dim of size >= 2 symbolic), and the
+    record says whether stax kept the graph dynamic (`"dynamic": "native"`) or compiled
+    it for the sample's sizes (`"per-size: <why>"`)."""
     import stax.backend as B
     tree = sample_tree(sample)
     rec = {"op": op_id(op), "sample": _describe(tree)}
@@ -340,14 +344,14 @@ def run_sample(op, sample, device: str, *, check_decomp: bool = True) -> dict:
     torch._dynamo.reset()
     B.clear()
     try:
-        compiled = torch.compile(s_fn, backend="stax", fullgraph=True, dynamic=False)
+        compiled = torch.compile(s_fn, backend="stax", fullgraph=True, dynamic=dynamic)
         torch.manual_seed(0)
         s_out = compiled(*s_tensors)
     except Exception as e:  # noqa: BLE001
         status, detail = _classify_compile_exception(e)
         from stax.driver import StaxGuardError
         if status == "error" and not isinstance(e, StaxGuardError):
-            if not _aot_eager_ok(make_fn(op, copy_tree(tree))[0], s_tensors):
+            if not _aot_eager_ok(make_fn(op, copy_tree(tree))[0], s_tensors, dynamic):
                 status, detail = "skip", "dynamo + aot_autograd with stax's decompositions, run eagerly, cannot run it either: " + _short(e, 150)
         rec.update(status=status, detail=detail, secs=round(time.perf_counter() - t0, 3))
         _add_route(rec, B)
@@ -401,6 +405,11 @@ def _add_route(rec, B):
     if not reps:
         rec["route"] = "none"
         return
+    from stax.shape_specialize import ShapeSpecializer
+    per_size = [r.specializer for r in reps
+                if isinstance(getattr(r, "specializer", None), ShapeSpecializer)]
+    rec["dynamic"] = (f"per-size: {per_size[0].not_dynamic_reason or 'no dynamic compile'}"
+                      if per_size else "native or static")
     graphs = [g for r in reps for g in r.graphs]
     routes = sorted({r.route for r in reps})
     rec["route"] = "fallback" if "fallback" in routes else ",".join(routes)
@@ -430,7 +439,7 @@ def _describe(tree) -> str:
         return "?"
 
 
-def run_op(op, device, dtype, max_samples=None, start=0, on_start=None):
+def run_op(op, device, dtype, max_samples=None, start=0, on_start=None, dynamic=False):
     """Yield the record of each sample (from sample index `start`)."""
     if not dtype_supported(op, device, dtype):
         yield {"op": op_id(op), "sample_index": -1, "status": "skip",
@@ -448,7 +457,7 @@ def run_op(op, device, dtype, max_samples=None, start=0, on_start=None):
         if on_start:
             on_start(i)
         try:
-            rec = run_sample(op, s, device)
+            rec = run_sample(op, s, device, dynamic=dynamic)
         except Exception as e:  # noqa: BLE001 - a harness bug must not stop the sweep
             rec = {"op": op_id(op), "status": "error",
                    "detail": "harness: " + _short(e) + " " +
