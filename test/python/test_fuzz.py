@@ -7,6 +7,8 @@ fuzzer found are listed in /work/fuzz_findings.md (seeds are not chosen to hide
 comparisons: every comparison stays on)."""
 import io
 
+import math
+
 import pytest
 import torch
 
@@ -408,17 +410,20 @@ def test_dynamic_resizes_the_shared_leading_dim_and_keeps_broadcasting():
         assert p.seed != prog.seed
 
 
-def test_resized_huge_program_is_not_doubled():
-    """A program of 2^31 + 33 elements (the 64-bit offset cases) runs at smaller sizes
-    only: at twice the size its host runs outgrew the H200 machine's memory (stax-fuzz
-    --device cuda --dynamic --backward seed 3702, program 3702011139, killed)."""
+@pytest.mark.parametrize("shape", [((1 << 31) + 33,), (2, (1 << 30) + 17)],
+                         ids=["huge_leading_dim", "leading_dim_2_of_a_huge_tensor"])
+def test_resized_huge_program_is_not_grown(shape):
+    """A program of over 2^31 elements (the 64-bit offset cases) runs at sizes no larger
+    than its first only: at twice the size (stax-fuzz --device cuda --dynamic --backward
+    seed 3702, program 3702011139), or at the prime 7 for a leading dim of 2 (seed 4400,
+    program 4400013206, [2, 2^30 + 17] f16), its host runs outgrew the H200 machine's
+    128 GiB and the process was killed."""
     from stax.fuzz.dynamic import HUGE_ELEMENTS, resized_programs
-    n = (1 << 31) + 33
-    prog = Program([InputSpec("x0", (n,), "bfloat16")], [Stmt("v1", "x0 * 2", ["x0"])],
+    prog = Program([InputSpec("x0", shape, "bfloat16")], [Stmt("v1", "x0 * 2", ["x0"])],
                    ["v1"], seed=7)
     sizes = [p.inputs[0].shape[0] for p in resized_programs(prog)]
-    assert sizes and all(s < n for s in sizes) and 1 in sizes, sizes
-    assert n > HUGE_ELEMENTS
+    assert sizes and all(s < shape[0] for s in sizes) and 1 in sizes, sizes
+    assert math.prod(shape) > HUGE_ELEMENTS
 
 
 def test_dynamic_keeps_indices_into_a_resized_dim_in_range():
