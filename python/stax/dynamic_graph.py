@@ -26,7 +26,8 @@ class CannotStayDynamic(Exception):
 
 _DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
            "f64": torch.float64, "i32": torch.int32, "i64": torch.int64, "i1": torch.bool,
-           "i8": torch.int8, "ui8": torch.uint8, "i16": torch.int16}
+           "i8": torch.int8, "ui8": torch.uint8, "i16": torch.int16,
+           "f8E4M3FN": torch.float8_e4m3fn, "f8E5M2": torch.float8_e5m2}
 
 
 def _torch_dtype(element_type) -> torch.dtype:
