@@ -48,8 +48,10 @@ def _arange(b, node, a):
     step = a.get("step") or 1
     r = b.emit("iota", [], [b.tt(shape, dtype)],
                {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)})
+    # a start or step may be a size expression (`arange(s0 - 1, -1, -1)` of a reflect
+    # pad in a dynamic graph): b.operand reads it as a stax.size_value
     if step != 1:
-        r = b.binary("mul", r, b.full(shape, dtype, step))
+        r = b.binary("mul", r, b.operand(step, shape, dtype))
     if start != 0:
-        r = b.binary("add", r, b.full(shape, dtype, start))
+        r = b.binary("add", r, b.operand(start, shape, dtype))
     return r

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from stax.importer.builder import _Builder
+from stax.importer.builder import _Builder, _is_size
 from stax.importer.common import _kind_ok, _opmath, _out, _proxy, _val, _vdtype
 from stax.importer.specs import _Fallback
 from stax.importer.table import HANDLERS, _reg
@@ -175,7 +175,9 @@ def _clamp_apply(b, x, lo, hi, shape, dtype):
     where maximum orders -0 below +0: stax-fuzz --backward seed 9302, program 9302027925,
     atan2(-0.0, relu(-0.0)) was -0.0, eager's -pi) and a NaN x stays NaN. A bound that is
     a tensor, or a NaN number, keeps maximum/minimum (a NaN bound makes the result NaN)."""
-    def plain(v):
+    def plain(v):   # a bound that is never NaN: a number, or a size (a dynamic graph's)
+        if isinstance(v, torch.fx.Node):
+            return _is_size(v)
         return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
 
     if lo is not None:

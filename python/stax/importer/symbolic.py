@@ -112,6 +112,9 @@ SYMBOLIC_OPS |= {
     # token embeddings and row gathers (stax.gather; its index count may be symbolic),
     # and the embedding's backward, an accumulating index_put PyTorch runs (a library op)
     aten.embedding.default, aten.index_select.default, aten.index_put.default,
+    # `x[idx]` / `x[:, idx]` with one index tensor (negative indices count from the
+    # dim's runtime end): a replicate or reflect pad, the fuzzer's gathers
+    aten.index.Tensor,
 }
 
 #: scaled-dot-product attention in training graphs: aot_autograd keeps the fused op
@@ -140,12 +143,19 @@ _SCATTER_LIBRARY_OPS = {aten.scatter.src, aten.scatter.value, aten.scatter_add.d
                         aten.scatter_reduce.two, aten.gather.default}
 SYMBOLIC_OPS |= _SCATTER_LIBRARY_OPS
 
+#: the backward of a replicate or reflect pad, which the static importer also hands to
+#: PyTorch: its result has its `self` operand's sizes
+_PAD_BACKWARD_LIBRARY_OPS = {getattr(aten, f"{kind}_pad{n}d_backward").default
+                             for kind in ("replication", "reflection") for n in (1, 2, 3)
+                             if hasattr(aten, f"{kind}_pad{n}d_backward")}
+SYMBOLIC_OPS |= _PAD_BACKWARD_LIBRARY_OPS
+
 #: ops the symbolic importer emits as stax_graph.fallback (PyTorch runs them, as the
 #: static importer does): their results' sizes come from their operands' at run time,
 #: and no argument of theirs may be a size
 SYMBOLIC_LIBRARY_OPS = {aten.convolution.default, aten.convolution_backward.default,
                         aten.index_put.default, *_SDPA_LIBRARY_OPS, *_POOL_LIBRARY_OPS,
-                        *_SCATTER_LIBRARY_OPS}
+                        *_SCATTER_LIBRARY_OPS, *_PAD_BACKWARD_LIBRARY_OPS}
 
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
@@ -170,6 +180,9 @@ _SIZE_VALUE_ARGS = _names(aten.add, aten.sub, aten.mul, aten.div, aten.true_divi
                           aten.new_full,
                           # `eq(iota, s - 1)`: the backward of `h[:, -1]` (select_backward)
                           aten.eq, aten.ne, aten.lt, aten.le, aten.gt, aten.ge,
+                          # `clamp(i, 0, s - 1)`: a replicate pad's or an interpolation's
+                          # source index
+                          aten.clamp, aten.clamp_min, aten.clamp_max,
                           ) - {aten.div.Tensor_mode, aten.div.Scalar_mode}
 
 
