@@ -405,6 +405,13 @@ class _ReductionMixin:
                 continue
             if self._is_full(x):
                 continue
+            xd = self._value_dims(x)
+            if len(xd) != len(self.S) or any(xd[d] != self.S[d] for d in self.kept):
+                # broadcast along a kept dim (an argument of shape [1, 1, 1] over rows
+                # [s, 1]): not one value per row, so it is read at the full index. At
+                # the row index, the runtime-size generator read it at offset `row`
+                # (H200 fuzz seed 4405, program 4405013250: out of bounds)
+                continue
             if any(d.results[0] not in self.row_vals for d in self._red_deps(x)):
                 continue
             self._eval(x, self._row_index(self._value_dims(x)))
