@@ -405,12 +405,7 @@ class _ReductionMixin:
                 continue
             if self._is_full(x):
                 continue
-            xd = self._value_dims(x)
-            if len(xd) != len(self.S) or any(xd[d] != self.S[d] for d in self.kept):
-                # broadcast along a kept dim (an argument of shape [1, 1, 1] over rows
-                # [s, 1]): not one value per row, so it is read at the full index. At
-                # the row index, the runtime-size generator read it at offset `row`
-                # (H200 fuzz seed 4405, program 4405013250: out of bounds)
+            if not self._one_value_per_row(x):
                 continue
             if any(d.results[0] not in self.row_vals for d in self._red_deps(x)):
                 continue
@@ -419,6 +414,12 @@ class _ReductionMixin:
     def _value_dims(self, v):
         """A value's dims (ints; the runtime-size generator's are size expressions)."""
         return _shape(v)
+
+    def _one_value_per_row(self, x) -> bool:
+        """May x be read at the row index (`_row_index`)? Here always: `delinearize`
+        wraps the row index into a smaller shape (lin % numel), which is right for a
+        value broadcast over the leading dims ([C], a 0-d scale)."""
+        return True
 
     def _store_row(self, i):
         v = self.yielded[i]

@@ -173,6 +173,14 @@ class _SizedReductionMixin:
         `_store_row` read them through this)."""
         return _dims(v)
 
+    def _one_value_per_row(self, x) -> bool:
+        """Only a value with the rows' kept dims: `s_delinearize` does not wrap the row
+        index, so an operand broadcast along a kept dim ([1, 1, 1] over rows [s, 1]) is
+        read at the full index instead (read at offset `row`, it was out of bounds and
+        wrong on the H200: fuzz seed 4405, program 4405013250)."""
+        xd = self._value_dims(x)
+        return len(xd) == len(self.S) and all(xd[d] == self.S[d] for d in self.kept)
+
     def _store_full(self, i, idx):
         v = self.yielded[i]
         dims = _dims(v)
