@@ -3,10 +3,11 @@ its rows: `where(cond, softmax(x), y)` with `y` of shape [1, 1], [1, s] or [n, 1
 H200 fuzz seed 4405's program 4405013250 (a bf16 layer_norm over a last dim of 1,
 selected by a bool mask against a [1, 1, 1] tensor).
 
-On the Triton target, a [1, 1, 1] operand was read at offset `row` instead of 0 (the
-runtime-size generator remembered its all-constant index as the row index, and the
-reduction generator evaluated it once per row as if it had one value per row): wrong
-values on the H200 and out-of-bounds reads in the interpreter. On the CPU, the Triton
+On the Triton target, a [1, 1, 1] operand was read at offset `row` instead of 0: the
+reduction generator evaluated it once per row block at the row index, as if it held one
+value per row, and the runtime-size generator's index of it (all constants) was
+remembered as that row index. Wrong values on the H200, out-of-bounds reads in the
+interpreter. On the CPU, the Triton
 target interpreted, and CUDA: values, shapes and strides against eager at every size.
 """
 from __future__ import annotations

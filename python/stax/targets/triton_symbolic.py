@@ -235,10 +235,7 @@ class _SizedLowering(_SizedReductionMixin, _Lowering):
             q = self.s_div(lin, symbolic.dim_product(dims[j + 1:]))
             idx.append(q if outer else self.s_rem(q, n))
             outer = False
-        if not all(i.is_const for i in idx):
-            # (an all-constant index is offset 0 whatever lin is: remembering it as lin
-            # would read a [1, 1, 1] value at `lin`, H200 fuzz seed 4405)
-            self.delin[(self._vkey(idx), tuple(dims))] = lin
+        self.delin[(self._vkey(idx), tuple(dims))] = lin
         return idx
 
     def s_linearize(self, idx, dims) -> V:
