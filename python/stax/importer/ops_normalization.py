@@ -112,6 +112,16 @@ def _native_bn(b, node, a):
     return _bn_eval(b, node, a)
 
 
+@_reg(aten._native_batch_norm_legit.no_stats)
+def _bn_no_stats(b, node, a):
+    """`F.batch_norm(x, None, None, w, b, training=True)`: batch statistics and no
+    running stats to update (PyTorch ran it inside stax's graphs, and a dynamic graph
+    holding it was compiled per size)."""
+    if not a["training"]:
+        raise _Fallback("batch norm in eval mode without running stats (eager raises)")
+    return _bn_train(b, node, a)
+
+
 @_reg(aten._native_batch_norm_legit_functional.default)
 def _bn_functional(b, node, a):
     if a["training"]:

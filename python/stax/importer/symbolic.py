@@ -86,7 +86,8 @@ SYMBOLIC_OPS |= _names(
     aten.threshold_backward, aten.gelu_backward, aten.tanh_backward,
     aten.sigmoid_backward, aten._softmax_backward_data, aten._log_softmax_backward_data,
 ) | {aten.true_divide.Tensor, aten.nll_loss_backward.default,
-     aten._native_batch_norm_legit_functional.default}
+     aten._native_batch_norm_legit_functional.default,
+     aten._native_batch_norm_legit.no_stats}
 
 # -- inference models (issue 10: the test models stay dynamic): splits and slices
 #    along static dims, a slice of a static dim to a symbolic length (a causal mask
