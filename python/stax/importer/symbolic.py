@@ -151,12 +151,25 @@ _PAD_BACKWARD_LIBRARY_OPS = {getattr(aten, f"{kind}_pad{n}d_backward").default
                              if hasattr(aten, f"{kind}_pad{n}d_backward")}
 SYMBOLIC_OPS |= _PAD_BACKWARD_LIBRARY_OPS
 
+#: ops with no stax lowering that the static importer also hands to PyTorch, whose
+#: results have their first operand's sizes and which neither mutate nor return views:
+#: prefix scans (HF models' `position_ids = attention_mask.cumsum(-1) - 1`), flips,
+#: rolls, sorts and special functions (the most frequent per-size reasons of
+#: `opinfo_sweep.py --dynamic` after indexing)
+_SHAPE_PRESERVING_LIBRARY_OPS = {getattr(getattr(aten, n), o) for n, o in (
+    ("cumsum", "default"), ("cumprod", "default"), ("logcumsumexp", "default"),
+    ("flip", "default"), ("roll", "default"), ("sort", "default"), ("sort", "stable"),
+    ("lgamma", "default"), ("digamma", "default"), ("polygamma", "default"),
+    ("erfinv", "default")) if hasattr(aten, n) and hasattr(getattr(aten, n), o)}
+SYMBOLIC_OPS |= _SHAPE_PRESERVING_LIBRARY_OPS
+
 #: ops the symbolic importer emits as stax_graph.fallback (PyTorch runs them, as the
 #: static importer does): their results' sizes come from their operands' at run time,
 #: and no argument of theirs may be a size
 SYMBOLIC_LIBRARY_OPS = {aten.convolution.default, aten.convolution_backward.default,
                         aten.index_put.default, *_SDPA_LIBRARY_OPS, *_POOL_LIBRARY_OPS,
-                        *_SCATTER_LIBRARY_OPS, *_PAD_BACKWARD_LIBRARY_OPS}
+                        *_SCATTER_LIBRARY_OPS, *_PAD_BACKWARD_LIBRARY_OPS,
+                        *_SHAPE_PRESERVING_LIBRARY_OPS}
 
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,

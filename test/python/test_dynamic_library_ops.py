@@ -1,0 +1,91 @@
+"""Ops with no stax lowering that keep their operand's sizes (prefix scans, flips, sorts,
+special functions), in a graph compiled once for every size: PyTorch runs them inside
+the dynamic graph, as it does inside a static one (`stax_graph.fallback`, each result's
+shape checked against its type at run time).
+
+Before, any of them sent the whole graph per size (`opinfo_sweep.py --dynamic`: flip,
+cumsum, sort, lgamma, polygamma; `stax-fuzz --dynamic --backward` seed 4500: cumprod in
+backward graphs). HF language models compute `position_ids = mask.cumsum(-1) - 1` over
+the sequence. On the CPU, the Triton target interpreted and CUDA: values, shapes and
+strides against eager, forward and backward; one dynamic build.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grad_check import same_forward_and_backward
+from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
+from test_dynamic_prefix_slices import _one_dynamic_report, _where
+
+pytestmark = pytest.mark.usefixtures("stax_strict")
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+def position_ids(x, mask):
+    """HF's position ids from an attention mask, then a gather of x by them."""
+    pos = (mask.long().cumsum(-1) - 1).clamp_min(0)
+    return torch.gather(x, 1, pos) * 2
+
+
+def scan(x, mask):
+    return torch.tanh(x.cumsum(1)) + torch.logcumsumexp(x, 1)
+
+
+def sort_and_flip(x, mask):
+    v, i = x.sort(-1)
+    return v.flip(-1) * 2 + i
+
+
+def special(x, mask):
+    return torch.lgamma(x.abs() + 1) + torch.digamma(x.abs() + 1)
+
+
+def running_product(x, mask):
+    return (x * 0.01 + 1).cumprod(1).sum(1)
+
+
+INFERENCE = {"position_ids": position_ids, "scan": scan, "sort_and_flip": sort_and_flip,
+             "special": special, "running_product": running_product}
+#: (sort_and_flip's indices have no gradient; cumprod's backward specializes the scanned
+#: dim in Dynamo's trace, so a new width is Dynamo's recompile: running_product trains
+#: at one width below)
+TRAINING = {"position_ids": position_ids, "scan": scan, "special": special}
+
+
+@pytest.mark.parametrize("case", sorted(INFERENCE))
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_library_ops_compile_once(case, where, counts, request):
+    dev, sizes, route = _where(where, request)
+    fn = INFERENCE[case]
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    for n, s in sizes:
+        x, mask = torch.randn(n, s, device=dev), torch.rand(n, s, device=dev) > 0.3
+        got, want = cf(x, mask), fn(x, mask)
+        assert got.shape == want.shape and got.stride() == want.stride()
+        torch.testing.assert_close(got, want, **TOL)
+    _one_dynamic_report(len(sizes), route, counts)
+    assert counts["dynamic"] == 1, counts
+
+
+@pytest.mark.parametrize("case", sorted(TRAINING))
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_library_ops_train_with_one_compile(case, where, counts, request):
+    dev, sizes, route = _where(where, request)
+    fn = TRAINING[case]
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    for n, s in sizes:
+        x = torch.randn(n, s, device=dev, requires_grad=True)
+        same_forward_and_backward(cf, fn, x, torch.rand(n, s, device=dev) > 0.3, tol=TOL)
+    _one_dynamic_report(len(sizes), route, counts)
+
+
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_running_product_trains_over_batches_with_one_compile(where, counts, request):
+    dev, sizes, route = _where(where, request)
+    cf = torch.compile(running_product, backend="stax", dynamic=True)
+    width = sizes[0][1]
+    for n, _ in sizes:
+        x = torch.randn(n, width, device=dev, requires_grad=True)
+        same_forward_and_backward(cf, running_product, x, None, tol=TOL)
+    _one_dynamic_report(len(sizes), route, counts)
