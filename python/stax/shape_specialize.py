@@ -331,7 +331,8 @@ class ShapeSpecializer:
             variant.fn = self._compile_variant(gm, example, record)
         except Exception as e:  # noqa: BLE001 - aot_autograd itself failed for these sizes
             if self.strict:
-                raise
+                err = self._strict_error(variant, e)
+                raise err from err.__cause__
             variant.fn = self._as_written_for(variant, gm, e, record)
         variant.compile_s = time.perf_counter() - start
         self.variants[key] = variant
@@ -381,6 +382,30 @@ class ShapeSpecializer:
                 parts.append(f"argument {i} ('{self.names[i]}') is {key[j][1]!r}; the "
                              f"variants were compiled for {had}")
         return "; ".join(parts) or f"a new combination of sizes ({self._describe_call(args)})"
+
+    @staticmethod
+    def _strict_error(variant, e: Exception):
+        """Strict mode's error for a variant whose static compile raised before stax saw
+        a graph: a StaxCompileError naming the sizes and the cause (a data-dependent
+        output shape, `masked_select` say, is stax's refusal: StaxUnsupportedError)."""
+        from torch._subclasses.fake_tensor import (DataDependentOutputException,
+                                                   DynamicOutputShapeException)
+
+        from stax.backend import StaxCompileError
+        from stax.errors import StaxUnsupportedError
+        msg = (f"the static compile for {variant.describe()} failed before stax saw a "
+               f"graph: {type(e).__name__}: {e}".strip())
+        if isinstance(e, (DataDependentOutputException, DynamicOutputShapeException)):
+            err = StaxCompileError(msg + " (strict mode; otherwise these sizes run as "
+                                         "written)")
+            err.__cause__ = StaxUnsupportedError(
+                f"a data-dependent output shape ({type(e).__name__}): stax compiles "
+                "static shapes per size and cannot hold it")
+            err.__cause__.__cause__ = e
+            return err
+        err = StaxCompileError(msg + " (strict mode; otherwise these sizes run as written)")
+        err.__cause__ = e
+        return err
 
     def _as_written_for(self, variant, gm, e: Exception, record):
         """The variant's callable where its static compile raised before stax saw a

@@ -446,3 +446,28 @@ def test_recompile_and_variant_reasons(monkeypatch, capfd):
     assert "compiled because the first call" in text
     err = capfd.readouterr().err
     assert "[stax] explain: Dynamo:" in err and "new stax variant 2:" in err
+
+
+def test_data_dependent_variant_in_strict_mode_is_stax_refusal(monkeypatch):
+    """A graph whose per-size compile fails in aot_autograd on a data-dependent output
+    shape (`masked_select`): strict mode raises a StaxCompileError naming the sizes,
+    caused by stax's StaxUnsupportedError (it raised torch's DynamicOutputShapeException
+    bare, which `opinfo_sweep.py --dynamic` counted as an error, not a refusal);
+    without strict mode the sizes run as written, with eager's values."""
+    from stax.errors import StaxUnsupportedError
+
+    def f(x):
+        return torch.masked_select(x, x > 0) * 2
+    cf = torch.compile(f, backend="stax", dynamic=True, fullgraph=True)
+    with pytest.raises(StaxCompileError, match=r"static compile for s\w+=4, s\w+=5 "
+                                               r"failed.*DynamicOutputShapeException") as ei:
+        cf(torch.randn(4, 5))
+    assert isinstance(ei.value.__cause__, StaxUnsupportedError)
+    monkeypatch.delenv("STAX_STRICT", raising=False)
+    torch._dynamo.reset()
+    B.clear()
+    cf = torch.compile(f, backend="stax", dynamic=True, fullgraph=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x = torch.randn(6, 7)
+        assert torch.equal(cf(x), f(x))
