@@ -1,7 +1,15 @@
-"""One compiled call against eager, forward and backward (shared by the dynamic tests)."""
+"""One compiled call against eager, forward, or forward and backward (shared by the
+dynamic tests)."""
 from __future__ import annotations
 
 import torch
+
+
+def same_forward(compiled, fn, *args, tol):
+    """compiled(*args) against fn(*args): the output's values, shape and strides."""
+    got, want = compiled(*args), fn(*args)
+    assert got.shape == want.shape and got.stride() == want.stride()
+    torch.testing.assert_close(got, want, **tol)
 
 
 def same_forward_and_backward(compiled, fn, x, *rest, tol):
