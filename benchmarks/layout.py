@@ -103,6 +103,17 @@ class _OpBytes:
         self.bytes = 0
 
 
+def _count_launch(counter, args, read_and_written, label):
+    """One kernel launch into `counter`: its tensor arguments' bytes, those at the
+    positions `read_and_written` twice."""
+    import torch
+    nbytes = sum(_extent_bytes(a) * (2 if i in read_and_written else 1)
+                 for i, a in enumerate(args) if isinstance(a, torch.Tensor))
+    counter["launches"] += 1
+    counter["bytes"] += nbytes
+    counter.setdefault("by_kernel", []).append((label, nbytes))
+
+
 class _CountingKernel:
     """A kernel that counts its launches and its tensor arguments' bytes: once each, or
     twice for the positions in `read_and_written` (an Inductor `in_out_ptr`, a buffer
@@ -114,12 +125,7 @@ class _CountingKernel:
         self.label = label
 
     def _count(self, args):
-        import torch
-        nbytes = sum(_extent_bytes(a) * (2 if i in self.read_and_written else 1)
-                     for i, a in enumerate(args) if isinstance(a, torch.Tensor))
-        self.counter["launches"] += 1
-        self.counter["bytes"] += nbytes
-        self.counter.setdefault("by_kernel", []).append((self.label, nbytes))
+        _count_launch(self.counter, args, self.read_and_written, self.label)
 
     def __call__(self, *args):
         self._count(args)
@@ -247,11 +253,12 @@ class _InductorInside:
             # its C++ kernels (CPU) are counted as stax's are, by their tensor arguments
             # (for this call only: the timed calls run them unwrapped)
             glb = _generated_globals(getattr(graph, "current_callable", None))
-            for name, v in list(glb.items()):
-                if name.startswith("cpp_fused") and callable(v) \
-                        and not isinstance(v, _CountingKernel):
-                    glb[name] = _CountingKernel(v, counter, _cpp_in_out_args(glb, name), name)
-                    replaced.append((glb, name, v))
+            kernels = [name for name, v in glb.items() if name.startswith("cpp_fused")
+                       and callable(v) and not isinstance(v, _CountingKernel)]
+            in_out = _cpp_in_out_args(glb, kernels) if kernels else {}
+            for name in kernels:
+                replaced.append((glb, name, glb[name]))
+                glb[name] = _CountingKernel(glb[name], counter, in_out.get(name, ()), name)
             with mode:
                 return orig(graph, inputs)
         self.cls.__call__ = call
@@ -263,10 +270,11 @@ class _InductorInside:
             self.orig_run = run = self.autotuner.run
 
             def counted_run(kernel, *args, **kwargs):
-                names = getattr(getattr(kernel, "fn", None), "arg_names", None) or ()
-                in_out = [i for i, n in enumerate(names) if n.startswith("in_out_ptr")]
-                _CountingKernel(None, counter, in_out,
-                                getattr(getattr(kernel, "fn", None), "__name__", "triton"))._count(args)
+                fn = getattr(kernel, "fn", None)
+                names = getattr(fn, "arg_names", None) or ()
+                _count_launch(counter, args,
+                              {i for i, n in enumerate(names) if n.startswith("in_out_ptr")},
+                              getattr(fn, "__name__", "triton"))
                 return run(kernel, *args, **kwargs)
             self.autotuner.run = counted_run
         return self
@@ -279,22 +287,25 @@ class _InductorInside:
             self.autotuner.run = self.orig_run
 
 
-def _cpp_in_out_args(glb, name) -> list:
-    """The argument positions of Inductor C++ kernel `name` that it reads and writes in
-    place (`in_out_ptr*`), from its source in the generated module: the compiled
-    binding keeps no argument names."""
+def _cpp_in_out_args(glb, names) -> dict:
+    """name -> the argument positions of each Inductor C++ kernel in `names` that it
+    reads and writes in place (`in_out_ptr*`), from their sources in the generated module
+    (read once): the compiled binding keeps no argument names."""
     import re
     try:
         with open(glb["__file__"]) as f:
             text = f.read()
     except (KeyError, OSError):
-        return []
-    start = text.find(f"{name} = ")
-    opening = text.find("'''", start) + 3 if start >= 0 else -1   # r'''<C++ source>'''
-    body = text[opening:text.find("'''", opening)] if opening > 2 else ""
-    m = re.search(r"void\s+kernel\(([^)]*)\)", body)
-    params = [p.split()[-1].lstrip("*") for p in m.group(1).split(",")] if m else []
-    return [i for i, p in enumerate(params) if p.startswith("in_out_ptr")]
+        return {}
+    out = {}
+    for name in names:
+        start = text.find(f"{name} = ")
+        opening = text.find("'''", start) + 3 if start >= 0 else -1   # r'''<C++>'''
+        body = text[opening:text.find("'''", opening)] if opening > 2 else ""
+        m = re.search(r"void\s+kernel\(([^)]*)\)", body)
+        params = [p.split()[-1].lstrip("*") for p in m.group(1).split(",")] if m else []
+        out[name] = [i for i, p in enumerate(params) if p.startswith("in_out_ptr")]
+    return out
 
 
 def _caching_autotuner():

@@ -17,8 +17,8 @@ Prints a summary (per-sample and per-op counts, failing ops with their first det
 and writes one JSON line per sample to `--json`. `--summary FILE.jsonl` re-prints the
 summary of an earlier run without running anything. `--dynamic` compiles with
 `dynamic=True` instead (every dim of size >= 2 symbolic): the same comparison, and the
-summary counts the samples stax compiled per size rather than dynamically, by reason. `--device cuda` needs a GPU
-(torch.cuda.is_available()); it refuses otherwise.
+summary counts the samples stax compiled per size rather than dynamically, by reason.
+`--device cuda` needs a GPU (torch.cuda.is_available()); it refuses otherwise.
 """
 from __future__ import annotations
 

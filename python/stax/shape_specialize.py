@@ -393,18 +393,15 @@ class ShapeSpecializer:
 
         from stax.backend import StaxCompileError
         from stax.errors import StaxUnsupportedError
-        msg = (f"the static compile for {variant.describe()} failed before stax saw a "
-               f"graph: {type(e).__name__}: {e}".strip())
+        err = StaxCompileError(
+            f"the static compile for {variant.describe()} failed before stax saw a graph: "
+            f"{type(e).__name__}: {e} (strict mode; without it these sizes run as written)")
+        err.__cause__ = e
         if isinstance(e, (DataDependentOutputException, DynamicOutputShapeException)):
-            err = StaxCompileError(msg + " (strict mode; otherwise these sizes run as "
-                                         "written)")
             err.__cause__ = StaxUnsupportedError(
                 f"a data-dependent output shape ({type(e).__name__}): stax compiles "
                 "static shapes per size and cannot hold it")
             err.__cause__.__cause__ = e
-            return err
-        err = StaxCompileError(msg + " (strict mode; otherwise these sizes run as written)")
-        err.__cause__ = e
         return err
 
     def _as_written_for(self, variant, gm, e: Exception, record):

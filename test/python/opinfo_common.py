@@ -323,8 +323,8 @@ def run_sample(op, sample, device: str, *, check_decomp: bool = True,
                dynamic: bool = False) -> dict:
     """Run one sample eagerly and through stax; return the record (see module doc).
     `dynamic`: compiled with `dynamic=True` (every dim of size >= 2 symbolic), and the
-    record says whether stax kept the graph dynamic (`"dynamic": "native"`) or compiled
-    it for the sample's sizes (`"per-size: <why>"`)."""
+    record says whether stax compiled it per size (`"dynamic": "per-size: <why>"`) or
+    not (`"native or static"`: one dynamic compile, or no symbolic dim at all)."""
     import stax.backend as B
     tree = sample_tree(sample)
     rec = {"op": op_id(op), "sample": _describe(tree)}

@@ -131,12 +131,8 @@ def _difference(a, b):
 def _static_difference(a, b) -> int | None:
     """`a - b` of two dims (ints or size expressions) where it is an int for every size
     (`(s0 - 1) - s0` is -1), else None."""
-    from stax.dialects.symbolic import ExprError, normalize
-    try:
-        d = normalize(f"({a}) - ({b})")
-    except ExprError:
-        return None
-    return int(d) if d.lstrip("-").isdigit() else None
+    d = _difference(a, b)
+    return d if isinstance(d, int) else None
 
 
 def _from_the_end(bound, n, *, lower: bool):
