@@ -368,6 +368,14 @@ def _stax_decompositions(training: bool) -> dict:
     if training:
         keep.add(aten._scaled_dot_product_flash_attention_for_cpu.default)
     table = {k: v for k, v in core_aten_decompositions().items() if k not in keep}
+    # ops core ATen keeps whole that stax writes as its own reductions: the vector norm
+    # (F.normalize, clip_grad_norm_, cosine similarity) becomes pow/abs, sum or amax and
+    # a root, which fuse with their producers and consumers and keep a graph dynamic.
+    # Below autograd only: a training graph's backward is still the op's own formula,
+    # which gives a zero vector's norm a zero gradient where the decomposition's root
+    # would give NaN
+    from torch._decomp import get_decompositions
+    table.update(get_decompositions([aten.linalg_vector_norm]))
     # eager-exact decompositions in place of torch's (nearest upsampling's indices,
     # threshold_backward's dtype): see stax.decompositions
     from stax.decompositions import eager_exact_decompositions

@@ -84,6 +84,27 @@ def _view_root(v, producer, view_ops):
     return v
 
 
+def _graph_device(example_inputs, target):
+    """The device of the graph's tensors: its first tensor input's, else the target's."""
+    from stax import dynamic_kernels
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            return x.device
+    return torch.device(dynamic_kernels.DEVICES[target])
+
+
+def _constant_runner(op, device):
+    """A top-level stax.constant: its tensor, made once at compile time on the graph's
+    device; the step returns it (a kernel reads it, an output copies it)."""
+    from stax.real_tensors import real_tensors
+    from stax.wrapper import _dense_to_tensor
+    from stax.wrapper_fallback import _tensor_type
+    shape, dtype = _tensor_type(op.results[0])
+    with real_tensors():
+        t = _dense_to_tensor(op.attributes["value"], shape, dtype).to(device)
+    return with_form(lambda ins, env: t, "constant")
+
+
 def _derived_size(*_):
     """Stands for a size argument that is not one symbol (`s0*s1`, which aot_autograd's
     forward saves for the backward) in the copy of a graph that is imported: the
@@ -318,6 +339,10 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
                     lambda ins, env: torch.matmul(ins[0], ins[1]), "matmul")))
             elif name in VIEW_OPS:
                 steps.append(_Step("view", ins, outs, _view_runner(name, op, res_dims[0])))
+            elif name == "stax.constant":   # a tensor literal (`torch.tensor([1., 2.])`)
+                steps.append(_Step("constant", ins, outs,
+                                   _constant_runner(op, _graph_device(example_inputs,
+                                                                      config.target))))
             elif name == FALLBACK:
                 # PyTorch runs it, as the static path's fallback op: reported the same way
                 steps.append(_Step("library", ins, outs, _library_runner(op, res_dims)))
@@ -370,8 +395,10 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
                 raise CannotStayDynamic(
                     f"output {spec.index} shares a storage with another output in eager, "
                     "but the compiled graph computes them apart")
-            if root in list(block.arguments):
+            if root in list(block.arguments) or (
+                    root in producer and producer[root].name == "stax.constant"):
                 # a fresh tensor in eager that the IR reads straight from an argument
+                # or a constant (returned, it would be one tensor every call shares)
                 # (`trunc` of an int, a reshape of x, `cat(...).copy_(x)`): copied, never
                 # returned aliased; the outputs of one eager storage (`v.copy_(x)` and `v`)
                 # are copied into one new storage

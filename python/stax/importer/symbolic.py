@@ -59,7 +59,7 @@ SYMBOLIC_OPS = _names(
     aten.bitwise_and, aten.bitwise_or, aten.bitwise_xor, aten.clamp, aten.clamp_min,
     aten.clamp_max,
     aten.relu, aten.silu, aten.gelu, aten._to_copy, prims.convert_element_type,
-    aten.clone, aten.alias, aten.detach, aten.contiguous,
+    aten.clone, aten.alias, aten.detach, aten.contiguous, aten.lift_fresh_copy,
     aten.view, aten.reshape, aten._unsafe_view, aten.squeeze, aten.unsqueeze,
     aten.view_copy, aten.flatten, aten.expand, aten.expand_copy, aten.permute,
     aten.permute_copy, aten.t, aten.transpose,
