@@ -442,5 +442,11 @@ module {
       %2 = irdl.base "!builtin.tensor"
       irdl.results(result: %2)
     }
+    irdl.operation @symbol_value {
+      %0 = irdl.any
+      irdl.attributes {"size" = %0}
+      %1 = irdl.base "!builtin.tensor"
+      irdl.results(result: %1)
+    }
   }
 }

@@ -20,10 +20,9 @@ import types
 from typing import Any
 
 from stax._mlir import ext, ir
-from stax.dialects.symbolic import (SIZES_ATTR, dim_product, dim_sum, dims_of,
-                                    fixed_slice_length, fmt_dims, parse, prefix_slice_fits,
-                                    slice_length,
-                                    type_error)
+from stax.dialects.symbolic import (SIZES_ATTR, ExprError, dim_product, dim_sum, dims_of,
+                                    fixed_slice_length, fmt_dims, free_symbols, normalize,
+                                    parse, prefix_slice_fits, slice_length, type_error)
 
 __all__ = ["Stax", "load_into", "OPS", "UNARY_OPS", "BINARY_OPS", "COMPARE_OPS",
            "REDUCE_OPS", "ARG_REDUCE_OPS", "VIEW_OPS", "irdl_text"]
@@ -750,6 +749,41 @@ class SizeValueOp(Stax.Operation, name="size_value", traits=[ext.Pure]):
                                "type (not i1)")
         return True
 
+
+
+class SymbolValueOp(Stax.Operation, name="symbol_value", traits=[ext.Pure]):
+    """The integer value of the size expression `size` (a polynomial of the graph's
+    symbols in normal form, such as `s86` or `s0 + 1`) as a 0-d tensor of a numeric
+    element type: a size used as a value that no tensor's dims multiply to (an int
+    argument Dynamo made symbolic: `x * n`, `arange(n, n + s0)`). Its symbols are bound by
+    the graph's arguments (a SymInt argument `{stax.symbol = "s86"}` or a dim); the code
+    generators read them from the kernel's size arguments."""
+    size: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        a = _attr(self, "size")
+        if a is None or not isinstance(a, ir.StringAttr):
+            return _fail(self, f"requires string attribute 'size' (a size expression), got {a}")
+        text = ir.StringAttr(a).value
+        try:
+            norm = normalize(text)
+        except ExprError as e:
+            return _fail(self, f"attribute 'size' \"{text}\" is no size expression: {e}")
+        if norm != text:
+            return _fail(self, f"attribute 'size' \"{text}\" is not in normal form "
+                               f"(\"{norm}\")")
+        if not free_symbols(text):
+            return _fail(self, f"attribute 'size' \"{text}\" has no symbol (a constant is a "
+                               "stax.full)")
+        tr = _ty(self.result)
+        if tr.rank != 0:
+            return _fail(self, f"result type {tr} must be a 0-d tensor")
+        et = tr.element_type
+        if not (_is_float(et) or _is_int(et)) or _is_bool(et):
+            return _fail(self, f"result element type {et} must be a float or an integer "
+                               "type (not i1)")
+        return True
 
 # ----------------------------------------------------------------------------- regions and escapes
 

@@ -74,7 +74,8 @@ REDUCTION_OPS = frozenset("stax." + n for n in _REDUCE + _ARG_REDUCE)
 FUSIBLE_OPS = ELEMENTWISE_OPS | REDUCTION_OPS | {"stax.concat", "stax.pad"}
 # ops cloned into each consumer kernel (index arithmetic / recomputed generators)
 VIEW_OPS = frozenset({"stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice"})
-GEN_OPS = frozenset({"stax.full", "stax.iota"})
+# (stax.symbol_value: a size expression's value, read from the kernel's size arguments)
+GEN_OPS = frozenset({"stax.full", "stax.iota", "stax.symbol_value"})
 # views through which an in-kernel value may reach another in-kernel op
 # stax.size_value reads only its operand's type (a size as a value, a scalar broadcast
 # in the kernel), so it is cloned into consumers like a view and may sit on an inner edge

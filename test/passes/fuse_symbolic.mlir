@@ -62,3 +62,24 @@ func.func @derived_equal(%x: tensor<?x4xf32, #stax.sizes<["s0", 4]>>, %y: tensor
   %e = "stax.exp"(%a) : (tensor<?x4xf32, #stax.sizes<["2*s0", 4]>>) -> tensor<?x4xf32, #stax.sizes<["2*s0", 4]>> loc("exp")
   return %e : tensor<?x4xf32, #stax.sizes<["2*s0", 4]>>
 }
+
+// A size as a value that no tensor carries (an int argument Dynamo made symbolic, `x *
+// n`): stax.symbol_value is a generator, cloned into the kernel that reads it like a
+// stax.full; the kernel takes s86 as one of its size arguments.
+// CHECK-LABEL: func.func @int_argument
+// CHECK-NEXT: %[[K:.*]] = "stax_graph.kernel"(%arg1) ({
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: "stax.symbol_value"() {size = "s86"} : () -> tensor<f32>
+// CHECK-NEXT: "stax.broadcast_in_dim"
+// CHECK-NEXT: "stax.mul"
+// CHECK-NEXT: "stax.exp"
+// CHECK-NEXT: "stax_graph.yield"
+// CHECK-NEXT: }) {kind = "pointwise", name = "k3_fused_exp_mul"}
+// CHECK-NEXT: return %[[K]]
+func.func @int_argument(%n: index {stax.symbol = "s86"}, %x: tensor<?x8xf32, #stax.sizes<["s0", 8]>>) -> tensor<?x8xf32, #stax.sizes<["s0", 8]>> {
+  %v = "stax.symbol_value"() {size = "s86"} : () -> tensor<f32> loc("mul")
+  %vb = "stax.broadcast_in_dim"(%v) {dims = array<i64>} : (tensor<f32>) -> tensor<?x8xf32, #stax.sizes<["s0", 8]>> loc("mul")
+  %m = "stax.mul"(%x, %vb) : (tensor<?x8xf32, #stax.sizes<["s0", 8]>>, tensor<?x8xf32, #stax.sizes<["s0", 8]>>) -> tensor<?x8xf32, #stax.sizes<["s0", 8]>> loc("mul")
+  %e = "stax.exp"(%m) : (tensor<?x8xf32, #stax.sizes<["s0", 8]>>) -> tensor<?x8xf32, #stax.sizes<["s0", 8]>> loc("exp")
+  return %e : tensor<?x8xf32, #stax.sizes<["s0", 8]>>
+}

@@ -181,7 +181,8 @@ class _Builder:
     def size_scalar(self, d, shape, dtype) -> ir.Value:
         """The size `d` (an int, or a size expression: `x.size(1)`, a SymInt input) as
         a value of `shape` and `dtype`: a stax.size_value of a tensor already imported
-        whose dims (one, all, or two of them) multiply to `d`."""
+        whose dims (one, all, or some of them) multiply to `d`, else a stax.symbol_value
+        of the expression."""
         if isinstance(d, int):
             return self.full(shape, dtype, d)
         from stax.dialects import symbolic
@@ -199,11 +200,12 @@ class _Builder:
                     sv = self.emit("size_value", [val], [self.tt([], dtype)],
                                    {"dims": ir.DenseI64ArrayAttr.get(ks)})
                     return self.broadcast(sv, list(shape))
-        node = getattr(self, "node", None)
-        where = f"node {node.name} ({node.target}): " if node is not None else ""
-        raise isym._unsupported(f"{where}the size {d} is used as a value, and no tensor of the "
-                                "graph has dims that multiply to it (stax.size_value reads "
-                                "a size from a tensor's type)")
+        # no tensor carries it (an int argument Dynamo made symbolic: `x * n`): its
+        # expression, whose symbols the graph binds from its SymInt arguments and dims
+        # (stax.dynamic_compile refuses a symbol it cannot bind)
+        sv = self.emit("symbol_value", [], [self.tt([], dtype)],
+                       {"size": ir.StringAttr.get(symbolic.normalize(str(d)))})
+        return self.broadcast(sv, list(shape))
 
     def size_polynomial(self, d, dtype) -> ir.Value:
         """The integer polynomial of sizes `d` (a dim) as a 0-d value of `dtype`: one

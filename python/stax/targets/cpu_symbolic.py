@@ -68,13 +68,16 @@ def _dims(v):
 
 
 def has_runtime_sizes(kernel_op) -> bool:
-    """Does the kernel have a `?` dim in any operand, body value or result type?"""
+    """Does the kernel have a `?` dim in any operand, body value or result type, or read
+    a size as a value (stax.symbol_value: static shapes, a symbolic int argument)?"""
     op = getattr(kernel_op, "operation", kernel_op)
     vals = list(op.operands) + list(op.results)
     if op.regions and op.regions[0].blocks:
         block = op.regions[0].blocks[0]
         vals += list(block.arguments)
         for o in block.operations:
+            if o.operation.name == "stax.symbol_value":
+                return True
             vals += list(o.results)
     for v in vals:
         t = v.type
@@ -100,6 +103,9 @@ def symbols_of(kernel_op) -> list:
             for d in _dims(v):
                 if isinstance(d, str):
                     syms |= symbolic.free_symbols(d)
+    for o in block.operations:   # a size as a value that no dim carries (an int argument)
+        if o.operation.name == "stax.symbol_value":
+            syms |= symbolic.free_symbols(ir.StringAttr(o.operation.attributes["size"]).value)
     return sorted(syms, key=_sym_key)
 
 

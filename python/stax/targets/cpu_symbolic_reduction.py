@@ -29,7 +29,8 @@ from stax.targets.cpu_dtypes import dtype_of
 from stax.targets.cpu_emitter import Val
 from stax.targets.cpu_index import Aff, Var
 from stax.targets.cpu_reduction import _arg_better, _vred
-from stax.targets.kernel_ir import REDUCTION_OPS, VIEW_OPS, etype, highest, int_array, lowest
+from stax.targets.kernel_ir import (REDUCTION_OPS, VIEW_OPS, etype, highest, int_array, lowest,
+                                    size_value_expr)
 
 #: trips of one block of a blocked float sum, and the levels of blocks a long loop gets
 #: (see the module docstring): 64 * 64 * 64 trips keep ~6 digits near eager's
@@ -67,15 +68,16 @@ class RuntimeReductionMixin:
                 self._refuse("a reduction's value read at another row (through a reshape "
                              "or a permute of the row values)")
             return self.row_vals[v]
-        if o.operation.name == "stax.size_value":
+        if o.operation.name in ("stax.size_value", "stax.symbol_value"):
             return self._size_value(o, v)
         return super()._eval_op(o, v, idx)
 
     def _size_value(self, o, v) -> Val:
         """stax.size_value: the product of its operand's dims (the runtime sizes this
-        kernel takes) as a scalar of the result's type."""
+        kernel takes) as a scalar of the result's type; stax.symbol_value: its size
+        expression, of the same symbols."""
         from stax.targets.cpu_dtypes import DTYPES
-        d = symbolic.dim_product([_dims(o.operands[0])[k] for k in int_array(o, "dims")])
+        d = size_value_expr(o)
         i = self.em.op(f"arith.index_cast {self._size(d)} : index to i64", "i64")
         return self._convert(Val(i, False, "i64"), DTYPES["i64"], dtype_of(etype(v)))
 

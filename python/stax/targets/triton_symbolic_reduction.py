@@ -24,7 +24,7 @@ the domain (or a reshape of it) nor one value per row.
 from __future__ import annotations
 
 from stax.dialects import symbolic
-from stax.targets.kernel_ir import REDUCTION_OPS, etype, reduction_signature
+from stax.targets.kernel_ir import REDUCTION_OPS, etype, reduction_signature, size_value_expr
 from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.triton_dtypes import _DT, _dt, _isf
 from stax.targets.triton_emitter import V
@@ -43,7 +43,7 @@ def _sized_value_facts(defining, size):
         if v in memo:
             return memo[v]
         o = defining.get(v)
-        if o is not None and o.operation.name == "stax.size_value":
+        if o is not None and o.operation.name in ("stax.size_value", "stax.symbol_value"):
             res = (False, False)   # a scalar: its operand's type is read, not its data
         elif o is None or not o.operands:
             res = (False, symbolic.dim_product(_dims(v)) == size)
@@ -62,7 +62,7 @@ class _SizedReductionMixin:
     pointwise kernels too) the value of a stax.size_value."""
 
     def _eval_op(self, o, v, idx) -> V:
-        if o.operation.name == "stax.size_value":
+        if o.operation.name in ("stax.size_value", "stax.symbol_value"):
             return self._size_value(o, v)
         return super()._eval_op(o, v, idx)
 
@@ -70,7 +70,7 @@ class _SizedReductionMixin:
         """The product of the operand's dims (this kernel's runtime sizes, computed once
         at entry) as a scalar of the result's type: a mean's divisor."""
         rdt = _dt(etype(v))
-        n = symbolic.dim_product([_dims(o.operands[0])[k] for k in _ints(o, "dims")])
+        n = size_value_expr(o)
         if isinstance(n, int):
             return V(None, (), rdt.comp, cval=float(n) if _isf(rdt.comp) else n)
         return self._convert(self._size(n), _DT[self.it], rdt)

@@ -1,0 +1,111 @@
+"""Python int arguments used as values, compiled once for every value: Dynamo makes an
+int argument symbolic (a SymInt) once it sees a second value, or at once under
+`dynamic=True`, so `x * n`, `arange(start, start + T)` (a decode loop's positions) and
+`x.sum(-1) / n` read a size that no tensor's dims carry.
+
+Before, the symbolic importer refused such a graph ("the size s86 is used as a value, and
+no tensor of the graph has dims that multiply to it") and stax compiled one static variant
+per value. Now the value is a `stax.symbol_value` of the symbol, which the kernels read
+from their size arguments. On the CPU, the Triton target interpreted and CUDA; forward
+and backward; every call against eager, one compile.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stax.backend as B
+from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
+from stax.dynamic_compile import DynamicShapes
+from test_dynamic_prefix_slices import _where
+
+pytestmark = pytest.mark.usefixtures("stax_strict")
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def scale(x, n):
+    return x * n + 1
+
+
+def positions(x, n):   # a decode step's positions, from the cache length so far
+    return x + torch.arange(n, n + x.shape[0], device=x.device).unsqueeze(-1) * 0.5
+
+
+def mean_by(x, n):
+    return x.sum(-1) / n
+
+
+def int_result(x, n):
+    return (x > 0).to(torch.int64) * n - n * n
+
+
+def softmax_scaled(x, n):   # the int inside a row reduction's kernel
+    return torch.softmax(x * n, dim=-1)
+
+
+CASES = {"scale": scale, "positions": positions, "mean_by": mean_by,
+         "int_result": int_result, "softmax_scaled": softmax_scaled}
+VALUES = [3, 1, 257, 0, 17, 2]   # 0 and 1 too: Dynamo's 0/1 specialization is not met here
+
+
+def _one_dynamic_compile(route, counts):
+    reps = B.reports()
+    assert len(reps) == 1 and isinstance(reps[0].specializer, DynamicShapes), \
+        [r.summary() for r in reps]
+    rep = reps[0]
+    assert rep.route == route and counts["static"] == 0, rep.summary()
+    (v,) = rep.variants
+    assert v.dynamic, rep.summary()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_int_argument_values_compile_once(case, where, counts, request):
+    dev, sizes, route = _where(where, request)
+    fn = CASES[case]
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    for (rows, cols), n in zip(sizes, VALUES):
+        x = torch.randn(rows, cols, device=dev)
+        got, want = cf(x, n + 2), fn(x, n + 2)
+        assert got.shape == want.shape and got.stride() == want.stride()
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, **TOL)
+    _one_dynamic_compile(route, counts)
+
+
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_int_argument_trains_with_one_compile(where, counts, request):
+    dev, sizes, route = _where(where, request)
+
+    def fn(x, w, n):
+        return torch.tanh(x @ w) * n + x.sum(-1, keepdim=True) / n
+
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    for (rows, _), n in zip(sizes, VALUES):
+        x = torch.randn(rows, 64, device=dev, requires_grad=True)
+        w = torch.randn(64, 64, device=dev, requires_grad=True)
+        x2, w2 = (t.detach().clone().requires_grad_(True) for t in (x, w))
+        got, want = cf(x, w, n + 2), fn(x2, w2, n + 2)
+        # (fp32 matmuls over 64 and over the rows, scaled by n: eager's own rounding)
+        tol = dict(rtol=1e-4, atol=1e-4 * (n + 2))
+        torch.testing.assert_close(got, want, **tol)
+        g = torch.randn_like(want)
+        got.backward(g)
+        want.backward(g)
+        torch.testing.assert_close(x.grad, x2.grad, **tol)
+        torch.testing.assert_close(w.grad, w2.grad, **tol)
+    _one_dynamic_compile(route, counts)
+
+
+def test_automatic_dynamic_int_compiles_twice_not_per_value(counts):
+    """No `dynamic=True`: Dynamo compiles the first value as a constant, then, on the
+    second, makes the int symbolic; stax then serves every later value with that one
+    dynamic compile."""
+    cf = torch.compile(positions, backend="stax")
+    for start in (5, 6, 7, 8, 100, 1000):
+        x = torch.randn(256, 512)
+        torch.testing.assert_close(cf(x, start), positions(x, start), **TOL)
+    reps = B.reports()
+    assert len(reps) == 2, [r.summary() for r in reps]
+    assert isinstance(reps[1].specializer, DynamicShapes), reps[1].summary()
+    assert reps[1].variants[0].calls == 5 and counts["dynamic"] == 1
