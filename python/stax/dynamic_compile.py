@@ -431,8 +431,8 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
                 used |= symbolic.free_symbols(e)
         for k in kernels:
             used |= set(getattr(k, "symbols", ()))
-        derived = sorted(s for s in used if symbolic.derived_parts(s) is not None)
         used |= {s for a in imported.size_asserts for s in a.symbols}
+        derived = sorted(s for s in used if symbolic.derived_parts(s) is not None)
         unbound = sorted({b for s in used for b in symbolic.base_symbols(s)} - set(symbols))
         if unbound:
             raise CannotStayDynamic(f"symbols {unbound} are no argument's dim or SymInt")

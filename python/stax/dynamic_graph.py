@@ -648,14 +648,23 @@ def _binding_text(symbols, env, where) -> str:
 
 def _check_size_asserts(asserts, env, where) -> None:
     """Raise StaxGuardError when one of Dynamo's runtime assertions on sizes
-    (importer.size_asserts) fails at this call's sizes: eager raises there too."""
+    (importer.size_asserts) fails at this call's sizes (eager raises there too), or the
+    bounds of a window the importer guarded (kind "window") do not hold."""
     for a in asserts:
-        if not a.holds(env):
+        if a.holds(env):
+            continue
+        if a.kind == "window":
+            from stax.dialects import symbolic
+            bases = {s for name in a.symbols for s in symbolic.base_symbols(name)}
             raise StaxGuardError(
-                f"stax dynamic graph: {_binding_text(a.symbols, env, where)}, so Dynamo's "
-                f"runtime assertion {a.expr} does not hold ({a.message}). Eager raises "
-                "here too: the model's own size check (torch._check, a slice of a buffer "
-                "to the input's length) rejects these sizes; call with sizes that meet it")
+                f"stax dynamic graph: {_binding_text(bases, env, where)}, so {a.message} "
+                f"would read outside the dim: expected {a.expr}. Dynamo guards these "
+                "bounds for the slice it traced; call with sizes that meet them")
+        raise StaxGuardError(
+            f"stax dynamic graph: {_binding_text(a.symbols, env, where)}, so Dynamo's "
+            f"runtime assertion {a.expr} does not hold ({a.message}). Eager raises "
+            "here too: the model's own size check (torch._check, a slice of a buffer "
+            "to the input's length) rejects these sizes; call with sizes that meet it")
 
 
 def _check_length_guards(guards, env, where) -> None:

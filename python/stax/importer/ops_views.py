@@ -152,19 +152,24 @@ def _from_the_end(bound, n, *, lower: bool):
 
 
 def _window(b, x, shape, dim, start, length):
-    """The `length` elements of `x` from `start` along the symbolic dim `dim` (ints or
-    size expressions), where they provably stay in the dim at every size
-    (symbolic.prefix_slice_fits); None otherwise. From a static start it is a stax.slice
-    (a view); from a size expression (the second half of a concat's gradient,
-    `grad[:, s0:2*s0]`) a stax.gather of the indices `iota(length) + start`, since a
-    slice's start is a static attribute: the gather's run-time index check never fires,
-    and its result is a copy (the dynamic graph refuses an output eager returns as a view
-    of an input)."""
+    """The `length` elements of `x` from `start` along the dim `dim` (ints or size
+    expressions), where they provably stay in the dim at every size
+    (symbolic.prefix_slice_fits) or the graph checks that they do at every call
+    (`_guard_window`); None otherwise. From a static start where it is proved, a
+    stax.slice (a view); otherwise (the second half of a concat's gradient,
+    `grad[:, s0:2*s0]`, a start that is an int argument) a stax.gather of the indices
+    `iota(length) + start`, since a slice's start is a static attribute and its verifier
+    wants the fit proved: the gather's run-time index check never fires, and its result
+    is a copy (the dynamic graph refuses an output eager returns as a view of an
+    input)."""
     from stax.dialects.symbolic import prefix_slice_fits
     n = shape[dim]
-    if length is None or not prefix_slice_fits(n, start, length):
+    if length is None:
         return None
-    if isinstance(start, int):
+    fits = prefix_slice_fits(n, start, length)
+    if not fits and not _guard_window(b, n, start, length, dim):
+        return None
+    if isinstance(start, int) and fits:   # (a slice's verifier wants the fit proved)
         if start == 0 and length == n:
             return x
         return b.slice(x, dim, start, _INT64_MAX, 1, length=length)
@@ -178,9 +183,35 @@ def _window(b, x, shape, dim, start, length):
                    NO_NEGATIVE_WRAP: ir.UnitAttr.get()})
 
 
+def _guard_window(b, n, start, length, dim) -> bool:
+    """Symbolic mode: a window no fact of the symbols proves in its dim (a start that is
+    an int argument, `freqs[pos:pos + T]`; the halves of a chunk of an odd size, `(s +
+    1)//2`) read under a check of the graph: `0 <= start`, `0 <= length` and `start +
+    length <= n` at every call's sizes, before anything runs (Dynamo guards the same
+    bounds, so a call that reaches the graph meets them). False where the bounds can
+    never hold, or outside symbolic mode."""
+    import sympy
+
+    from stax.importer.size_asserts import SizeAssert
+    if not b.symbolic:
+        return False
+
+    def expr(d):
+        return sympy.Integer(d) if isinstance(d, int) else sympy.parse_expr(d)
+    cond = sympy.And(sympy.Ge(expr(start), 0), sympy.Ge(expr(length), 0),
+                     sympy.Le(expr(start) + expr(length), expr(n)))
+    if cond is sympy.false:
+        return False
+    if cond is not sympy.true and all(a.expr != cond for a in b.size_asserts):
+        b.size_asserts.append(SizeAssert(
+            cond, f"the {length} elements from {start} of dim {dim} (size {n})",
+            kind="window"))
+    return True
+
+
 def _window_from_a_size(b, node, x, shape, dim, start, end):
-    """`x[..., start:end]` along a symbolic dim from a size expression, as `_window`
-    where eager's length is `end - start`; None otherwise."""
+    """`x[..., start:end]` from a size expression, as `_window` where eager's length is
+    `end - start`; None otherwise."""
     from stax.importer.symbolic import dims
     n = shape[dim]
     end = n if end is None or (isinstance(end, int) and end >= 1 << 62) else end
@@ -202,7 +233,8 @@ def _slice_symbolic(b, node, a, x, shape, dim):
     where = f"node {node.name} ({node.target})"
     start, end = _from_the_end(start, shape[dim], lower=True), \
         _from_the_end(end, shape[dim], lower=False)
-    if isinstance(start, str) and step == 1 and isinstance(shape[dim], str):
+    if isinstance(start, str) and step == 1:
+        # from a size expression, of a symbolic or a static dim (`freqs[pos:pos + T]`)
         picked = _window_from_a_size(b, node, x, shape, dim, start, end)
         if picked is not None:
             return picked
@@ -302,8 +334,9 @@ def _split(b, node, a):
 def _split_symbolic(b, node, x, shape, dim):
     """split / split_with_sizes along a symbolic dim into pieces whose sizes are size
     polynomials (`torch.split(h, [s, 3], 1)`): each piece a `_window` at the running
-    offset, where it provably fits. Anything else (chunk of an odd size: `(s + 1)//2`,
-    unbind: a count that depends on the size) is refused."""
+    offset, where it provably fits or under the graph's check that it does (a chunk of
+    an odd size: pieces of `(s + 1)//2` and the rest). An unbind (a count that depends
+    on the size) is refused."""
     from stax.importer.symbolic import _unsupported, dims
     where = f"node {node.name} ({node.target})"
     outs, start = [], 0

@@ -62,6 +62,9 @@ class SizeAssert:
     boolean), with the message eager raises when it does not."""
     expr: Any
     message: str
+    #: "dynamo" (an assertion of Dynamo's graph) or "window" (the bounds of a slice the
+    #: importer reads by a gather, ops_views._guard_window): what the error says
+    kind: str = "dynamo"
     _seen: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @functools.cached_property
