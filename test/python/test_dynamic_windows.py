@@ -137,3 +137,56 @@ def test_a_window_past_the_dim_raises(graph_calls):
     msg = str(e.value)
     assert "is 47" in msg and "would read outside the dim" in msg, msg
     torch.testing.assert_close(graph(args)[0], rotary_window(x, table, 7))
+
+
+class DecodeAttention(torch.nn.Module):
+    """A reference-Llama-style decode step: an int `start_pos`, a rotary table sliced at
+    it, the new keys and values written into preallocated caches in place at it, and
+    attention over the cache up to `start_pos + T`."""
+
+    def __init__(self, dim=64, most=128, batch=2):
+        super().__init__()
+        self.wq, self.wk, self.wv = (torch.nn.Linear(dim, dim) for _ in range(3))
+        self.register_buffer("cache_k", torch.zeros(batch, most, dim))
+        self.register_buffer("cache_v", torch.zeros(batch, most, dim))
+        self.register_buffer("freqs", torch.randn(most, dim))
+
+    def forward(self, x, start_pos: int):
+        b, t, _ = x.shape
+        f = self.freqs[start_pos:start_pos + t]
+        q, k, v = self.wq(x) * f, self.wk(x) * f, self.wv(x)
+        self.cache_k[:b, start_pos:start_pos + t] = k
+        self.cache_v[:b, start_pos:start_pos + t] = v
+        keys, values = self.cache_k[:b, :start_pos + t], self.cache_v[:b, :start_pos + t]
+        return torch.softmax(q @ keys.transpose(1, 2) * 0.125, dim=-1) @ values
+
+
+@pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
+def test_decode_loop_with_an_int_position_compiles_once(where, counts, request):
+    """A prefill of 5 tokens, then one token per step at positions 5, 6, ...: after
+    Dynamo's first (static) graph and its second (the position made symbolic), one
+    dynamic compile serves every step; outputs and both caches match eager's at every
+    step. Before, every position was a compile, and past stax's cap of 8 variants the
+    steps ran as written by PyTorch."""
+    dev, _, route = _where(where, request)
+    torch.manual_seed(0)
+    model = DecodeAttention().to(dev).eval()
+    ref = DecodeAttention().to(dev).eval()
+    ref.load_state_dict(model.state_dict())
+    cf = torch.compile(model, backend="stax")
+    steps = 12 if where != "triton" else 5
+    with torch.no_grad():
+        x = torch.randn(2, 5, 64, device=dev)
+        torch.testing.assert_close(cf(x, 0), ref(x, 0), rtol=1e-4, atol=1e-4)
+        for pos in range(5, 5 + steps):
+            x = torch.randn(2, 1, 64, device=dev)
+            torch.testing.assert_close(cf(x, pos), ref(x, pos), rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(model.cache_k, ref.cache_k)
+            torch.testing.assert_close(model.cache_v, ref.cache_v)
+    reps = B.reports()
+    dynamic = [r for r in reps if isinstance(r.specializer, DynamicShapes)]
+    assert len(dynamic) == 1, [r.summary() for r in reps]
+    (v,) = dynamic[0].variants
+    assert v.dynamic and v.calls >= steps - 1 and dynamic[0].route == route, \
+        dynamic[0].summary()
+    assert counts["dynamic"] == 1

@@ -401,6 +401,12 @@ def _slice_scatter(b, node, a):
     x = b.convert(b.v(a["self"]), dtype)
     src = b.convert(b.v(a["src"]), dtype)
     dim = _norm_dim(a["dim"], len(shape))
+    if b.symbolic and isinstance(_size_arg(b, a.get("start")), str):
+        # a write at a size-expression start: a decode step's cache update
+        # `cache[:, pos:pos + T] = k` (static or symbolic cache length)
+        picked = _scatter_at_a_size(b, node, a, x, src, shape, dim)
+        if picked is not None:
+            return picked
     if not isinstance(shape[dim], int):
         return _slice_scatter_symbolic(b, node, a, x, src, shape, dtype, dim)
     start, end, step = _slice_bounds(shape[dim], a["start"], a["end"], a["step"])
@@ -414,6 +420,32 @@ def _slice_scatter(b, node, a):
     if end < shape[dim]:
         pieces.append(b.slice(x, dim, end, shape[dim]))
     return _concat(b, pieces, shape, dtype, dim)
+
+
+def _scatter_at_a_size(b, node, a, x, src, shape, dim):
+    """`src` written over `x[start:start + L]` along `dim` (step 1), `start` a size
+    expression, `L` src's length there: every element of `x` picks `src[i - start]`
+    where `start <= i < start + L` (a gather at the clamped offset) and keeps its own
+    elsewhere. The graph checks the window's bounds at every call (`_guard_window`), so
+    the gather reads inside `src`: L >= 1 holds wherever L is a symbol (Dynamo's 0/1
+    specialization, which the graph also guards). None where the bounds are not such."""
+    start, end, step = (_size_arg(b, a.get(k)) for k in ("start", "end", "step"))
+    n, length = shape[dim], _vshape(src)[dim]
+    if (step or 1) != 1 or length == 0 or _difference(end, start) != length or \
+            not _guard_window(b, n, start, length, dim):
+        return None
+    i64 = torch.int64
+    iota = b.emit("iota", [], [b.tt([n], i64)],
+                  {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)})
+    offset = b.binary("sub", iota, b.broadcast(b.size_polynomial(start, i64), [n]))
+    last = b.broadcast(b.size_polynomial(dim_sum([length, -1]), i64), [n])
+    inside = b.binary("and", b.compare("ge", offset, b.full([n], i64, 0)),
+                      b.compare("le", offset, last))
+    index = b.binary("minimum", b.binary("maximum", offset, b.full([n], i64, 0)), last)
+    picked = b.emit("gather", [src, index], [b.tt(shape, _vdtype(src))],
+                    {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
+                     NO_NEGATIVE_WRAP: ir.UnitAttr.get()})
+    return b.select(b.broadcast(inside, shape, [dim]), picked, x)
 
 
 def _scatter_pieces(b, x, src, dim, n, start, end, step):
