@@ -409,6 +409,13 @@ def _slice_scatter(b, node, a):
             return picked
     if not isinstance(shape[dim], int):
         return _slice_scatter_symbolic(b, node, a, x, src, shape, dtype, dim)
+    bounds = [_size_arg(b, a.get(k)) for k in ("start", "end", "step")]
+    if any(isinstance(v, str) for v in bounds):
+        from stax.importer.symbolic import _unsupported
+        raise _unsupported(f"node {node.name} ({node.target}): slice_scatter "
+                           f"[{bounds[0]}:{bounds[1]}:{bounds[2]}] of the static dim {dim} "
+                           f"(size {shape[dim]}) has bounds that are sizes and no window "
+                           "whose bounds the graph can check")
     start, end, step = _slice_bounds(shape[dim], a["start"], a["end"], a["step"])
     if step != 1 or not shape:
         raise _Fallback("slice_scatter with a step")
