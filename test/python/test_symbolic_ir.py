@@ -201,15 +201,25 @@ def test_import_distinct_sizes_get_distinct_symbols():
     # test_dynamic_library_ops; diagonal, a view, has none)
     (lambda x: torch.diagonal(x) * 2, (torch.randn(8, 4),), "diagonal",
      "cannot be imported symbolically"),
-    # a size used as a value is a stax.size_value of a tensor whose dims give it; n
-    # (its own symbol) is no dim of x
-    (lambda x, n: x * n, (torch.randn(8, 4), 3), "mul", "as a value, and no tensor"),
+    # a size read as a value by an op outside _SIZE_VALUE_ARGS (n, a SymInt: `x * n` is
+    # a stax.symbol_value, test_int_argument_is_a_symbol_value)
+    (lambda x, n: torch.pow(x, n), (torch.randn(8, 4), 3), "pow_1", "reads the size"),
     (lambda x: x.view(x.shape[0] * 2, -1), (torch.randn(8, 4),), "view", "not a polynomial"),
 ])
 def test_import_unsupported_names_the_node(fn, args, node, why):
     gm = _trace(fn, *args)
     with pytest.raises(UnsupportedGraph, match=f"node {node} .*{why}"):
         import_graph(gm, None, new_context(), symbolic=True)
+
+
+def test_int_argument_is_a_symbol_value():
+    """A size no tensor's dims give (n, an int argument's own symbol) used as a value:
+    a stax.symbol_value of its symbol, which a SymInt argument of @main binds."""
+    gm = _trace(lambda x, n: x * n, torch.randn(8, 4), 3)
+    g = import_graph(gm, None, new_context(), symbolic=True)
+    text = str(g.module)
+    assert '"stax.symbol_value"() {size = "s' in text, text
+    assert "stax.symbol = " in text, text
 
 
 def test_default_mode_still_refuses_symbolic_shapes():
