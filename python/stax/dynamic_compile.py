@@ -232,6 +232,10 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
     from stax.targets.cpu_errors import KernelLoweringError
 
     n_args = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    inplace_notes = []
+    if kind == "inference":   # a decode step's cache writes, in place (see the module)
+        from stax import inplace_windows
+        gm, inplace_notes = inplace_windows.rewrite(gm)
     gm, slots = _importable(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     ctx = new_context()
@@ -444,7 +448,7 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
         notes = [f"dynamic{what}: compiled once for every size of "
                  f"{', '.join(sorted(symbols)) or 'its (all static) dims'}: "
                  f"{len(kernels)} kernel(s) with runtime sizes, {len(library_calls)} "
-                 f"matmul(s) through torch; {layout}"] + fp8_notes
+                 f"matmul(s) through torch; {layout}"] + fp8_notes + inplace_notes
         if imported.size_asserts:
             notes.append(f"{len(imported.size_asserts)} runtime assertion(s) of Dynamo on the "
                          "sizes, checked at every call: " +

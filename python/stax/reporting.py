@@ -84,6 +84,10 @@ def fallback_op_reason(target: str) -> str:
         overload = _resolve_overload(target)
     except Exception:  # noqa: BLE001 - an op this torch does not know any more
         return "stax has no lowering for it"
+    if target == "aten.index_copy_.default":   # only stax.inplace_windows makes it
+        return ("it writes a cache window in place, into the buffer aot_autograd copies "
+                "back (stax.inplace_windows), where a stax kernel would rebuild the whole "
+                "cache")
     if overload in HANDLERS:
         return ("stax lowers it only for some arguments (dtypes, complex values, options), "
                 "and not for these")

@@ -242,7 +242,9 @@ def _import_node(b: _Builder, node: torch.fx.Node):
     if not isinstance(target, torch._ops.OpOverload):
         raise UnsupportedGraph(f"node {node.name} calls {target}, which is not an ATen op "
                                "overload")
-    if target._schema.is_mutable:
+    if target._schema.is_mutable and not (b.symbolic and target in isym.INPLACE_WRITE_OPS):
+        # (the one exception: a cache write stax.inplace_windows made, into the input aot
+        # copies back, a library op)
         raise UnsupportedGraph(f"node {node.name} calls the mutating op {target}")
     val = node.meta.get("val")
     multi = isinstance(val, (tuple, list))

@@ -448,10 +448,15 @@ def _scatter_at_a_size(b, node, a, x, src, shape, dim):
     last = b.broadcast(b.size_polynomial(dim_sum([length, -1]), i64), [n])
     inside = b.binary("and", b.compare("ge", offset, b.full([n], i64, 0)),
                       b.compare("le", offset, last))
-    index = b.binary("minimum", b.binary("maximum", offset, b.full([n], i64, 0)), last)
-    picked = b.emit("gather", [src, index], [b.tt(shape, _vdtype(src))],
-                    {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
-                     NO_NEGATIVE_WRAP: ir.UnitAttr.get()})
+    if length == 1:
+        # one row (a decode step's token): src broadcast along the dim, no gather, so the
+        # select is one pointwise kernel with the mask
+        picked = b.broadcast(src, shape, list(range(len(shape))))
+    else:
+        index = b.binary("minimum", b.binary("maximum", offset, b.full([n], i64, 0)), last)
+        picked = b.emit("gather", [src, index], [b.tt(shape, _vdtype(src))],
+                        {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
+                         NO_NEGATIVE_WRAP: ir.UnitAttr.get()})
     return b.select(b.broadcast(inside, shape, [dim]), picked, x)
 
 

@@ -163,13 +163,18 @@ _SHAPE_PRESERVING_LIBRARY_OPS = {getattr(getattr(aten, n), o) for n, o in (
     ("erfinv", "default")) if hasattr(aten, n) and hasattr(getattr(aten, n), o)}
 SYMBOLIC_OPS |= _SHAPE_PRESERVING_LIBRARY_OPS
 
+#: a cache written in place, which only stax.inplace_windows puts in a graph (aot's
+#: graphs are functional): PyTorch's index_copy_ into the input it updates
+INPLACE_WRITE_OPS = {aten.index_copy_.default}
+SYMBOLIC_OPS |= INPLACE_WRITE_OPS
+
 #: ops the symbolic importer emits as stax_graph.fallback (PyTorch runs them, as the
 #: static importer does): their results' sizes come from their operands' at run time,
 #: and no argument of theirs may be a size
 SYMBOLIC_LIBRARY_OPS = {aten.convolution.default, aten.convolution_backward.default,
                         aten.index_put.default, *_SDPA_LIBRARY_OPS, *_POOL_LIBRARY_OPS,
                         *_SCATTER_LIBRARY_OPS, *_PAD_BACKWARD_LIBRARY_OPS,
-                        *_SHAPE_PRESERVING_LIBRARY_OPS}
+                        *_SHAPE_PRESERVING_LIBRARY_OPS, *INPLACE_WRITE_OPS}
 
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
