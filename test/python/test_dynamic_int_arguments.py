@@ -109,3 +109,59 @@ def test_automatic_dynamic_int_compiles_twice_not_per_value(counts):
     assert len(reps) == 2, [r.summary() for r in reps]
     assert isinstance(reps[1].specializer, DynamicShapes), reps[1].summary()
     assert reps[1].variants[0].calls == 5 and counts["dynamic"] == 1
+
+
+# ----------------------------------------------------------------------------- random programs
+# Small programs drawn from the forms an int argument takes in models (a scale, an
+# offset, a divisor, a window start, a position range), composed at random with
+# pointwise ops and row reductions: each compiled once and called at 5 sizes and values,
+# against eager. They reach kernels the cases above do not (an int read inside a
+# reduction's phases, next to a gather, in an integer kernel).
+
+_FORMS = [
+    lambda v, n, p: v * n,
+    lambda v, n, p: v + n * 0.5,
+    lambda v, n, p: v / (n + 1),
+    lambda v, n, p: torch.softmax(v * (n % 3 + 1), dim=-1),
+    lambda v, n, p: v - v.sum(-1, keepdim=True) / (n + 1),
+    lambda v, n, p: v[:, p:p + 3].repeat_interleave(1, dim=1).sum(-1, keepdim=True) + v,
+    lambda v, n, p: v + torch.arange(p, p + v.shape[-1], dtype=v.dtype),
+    lambda v, n, p: torch.where(v > 0, v, v * (n + 2)),
+    lambda v, n, p: torch.tanh(v) * (n - p),
+]
+
+
+def _random_program(seed):
+    import random
+    rng = random.Random(seed)
+    picks = [rng.randrange(len(_FORMS)) for _ in range(rng.randint(2, 4))]
+
+    def fn(x, n, p):
+        v = x
+        for k in picks:
+            v = _FORMS[k](v, n, p)
+        return v
+    return fn, picks
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_int_programs_compile_once(seed, counts):
+    import random
+    fn, picks = _random_program(seed)
+    rng = random.Random(1000 + seed)
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    for call in range(5):
+        rows, cols = rng.choice([2, 3, 7, 256, 300]), rng.choice([4, 9, 512, 1031])
+        n, p = rng.randint(2, 300), rng.randint(0, cols - 4)
+        x = torch.randn(rows, cols)
+        got, want, exact = cf(x, n, p), fn(x, n, p), fn(x.double(), n, p)
+        assert got.shape == want.shape and got.stride() == want.stride(), picks
+        # against float64: stax's error at most a few times eager's own (the forms
+        # multiply by n up to ~1e5, so float32 rounding grows with them)
+        err, eager_err = ((t.double() - exact).abs().max().item() for t in (got, want))
+        assert err <= 4 * eager_err + 1e-6 * exact.abs().max().item(), \
+            (picks, call, err, eager_err)
+    reps = B.reports()
+    assert reps and all(isinstance(r.specializer, DynamicShapes) for r in reps), \
+        [r.summary() for r in reps]
+    assert {r.route for r in reps} == {"stax-cpu"} and counts["static"] == 0
