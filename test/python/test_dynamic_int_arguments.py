@@ -43,8 +43,13 @@ def softmax_scaled(x, n):   # the int inside a row reduction's kernel
     return torch.softmax(x * n, dim=-1)
 
 
+def remainder(x, n):   # `n % 3` and `rows % 4`: p - k*(p // k), a derived symbol
+    return torch.softmax(x * (n % 3 + 1), dim=-1) * (x.shape[0] % 4)
+
+
 CASES = {"scale": scale, "positions": positions, "mean_by": mean_by,
-         "int_result": int_result, "softmax_scaled": softmax_scaled}
+         "int_result": int_result, "softmax_scaled": softmax_scaled,
+         "remainder": remainder}
 VALUES = [3, 1, 257, 0, 17, 2]   # 0 and 1 too: Dynamo's 0/1 specialization is not met here
 
 
@@ -122,7 +127,7 @@ _FORMS = [
     lambda v, n, p: v * n,
     lambda v, n, p: v + n * 0.5,
     lambda v, n, p: v / (n + 1),
-    lambda v, n, p: torch.softmax(v * (n % 3 + 1), dim=-1),
+    lambda v, n, p: torch.softmax(v * (n % 3 + 1), dim=-1),   # (a remainder: derived)
     lambda v, n, p: v - v.sum(-1, keepdim=True) / (n + 1),
     lambda v, n, p: v[:, p:p + 3].repeat_interleave(1, dim=1).sum(-1, keepdim=True) + v,
     lambda v, n, p: v + torch.arange(p, p + v.shape[-1], dtype=v.dtype),
@@ -144,7 +149,7 @@ def _random_program(seed):
     return fn, picks
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_random_int_programs_compile_once(seed, counts):
     import random
     fn, picks = _random_program(seed)

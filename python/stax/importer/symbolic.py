@@ -234,8 +234,9 @@ def _expr_dim(expr, shape_env, what):
 def _derive_floor_divisions(expr):
     """`expr` with each floor division of a polynomial by a positive integer (torch's
     FloorDiv, and CeilToInt(IntTrueDiv(p, k)) as FloorDiv(p + k - 1, k)) replaced by its
-    derived symbol (dialects.symbolic.derived_name). Unchanged where none applies; the
-    caller reports what is still no polynomial."""
+    derived symbol (dialects.symbolic.derived_name), and each remainder `p % k` by `p -
+    k*` that symbol. Unchanged where none applies; the caller reports what is still no
+    polynomial."""
     import sympy
     try:
         from torch.utils._sympy import functions as tf
@@ -271,9 +272,17 @@ def _derive_floor_divisions(expr):
 
     for _ in range(8):   # nested divisions: innermost first, until nothing changes
         reps = {}
-        for sub in expr.atoms(*[getattr(tf, n) for n in ("FloorDiv", "CeilToInt")
+        for sub in expr.atoms(*[getattr(tf, n) for n in ("FloorDiv", "CeilToInt",
+                                                          "PythonMod", "Mod")
                                 if hasattr(tf, n)]):
-            if type(sub).__name__ == "FloorDiv":
+            if type(sub).__name__ in ("PythonMod", "Mod"):
+                # `p % k` for an integer k > 0 is `p - k*(p // k)` (Python's remainder,
+                # negative p too): an int argument `n % 3`
+                num, den = sub.args
+                q = derived(num, den) if isinstance(den, sympy.Integer) and den > 0 \
+                    else None
+                new = sympy.expand(num - den * q) if q is not None else None
+            elif type(sub).__name__ == "FloorDiv":
                 new = derived(*sub.args)
             elif hasattr(tf, "IntTrueDiv") and isinstance(sub.args[0], tf.IntTrueDiv):
                 num, den = sub.args[0].args
