@@ -739,6 +739,20 @@ def warm_up_backends(backends=("inductor", "stax")) -> dict[str, float]:
     return out
 
 
+def write_report(text: str, out: str | None, default: str, payload: dict) -> None:
+    """Print the markdown report, and (unless `out` is "-") write it to `out` (or the
+    results folder's `default` name) with its `.json` beside it."""
+    print(text)
+    if out == "-":
+        return
+    path = out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                               default)
+    with open(path, "w") as f:
+        f.write(text)
+    write_json(path[:-3] + ".json", payload)
+    print(f"wrote {path}")
+
+
 def write_json(path: str, payload: dict) -> None:
     import json
     with open(path, "w") as f:

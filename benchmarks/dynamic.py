@@ -231,16 +231,10 @@ def main(argv=None) -> int:
     lines += ["", f"Checks: {'all passed' if ok else 'FAILED'}"]
     for r in results:
         lines += [f"- {p}" for p in r["problems"]]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    out = args.out or os.path.join(HERE, "results", f"dynamic-{args.device}"
-                                   f"{'-quick' if args.quick else ''}"
-                                   f"{'-size-oblivious' if args.size_oblivious else ''}.md")
-    if args.out != "-":
-        with open(out, "w") as f:
-            f.write(text)
-        common.write_json(out[:-3] + ".json", {"provenance": prov, "results": results})
-        print(f"wrote {out}")
+    common.write_report("\n".join(lines) + "\n", args.out,
+                        f"dynamic-{args.device}{'-quick' if args.quick else ''}"
+                        f"{'-size-oblivious' if args.size_oblivious else ''}.md",
+                        {"provenance": prov, "results": results})
     return 0 if ok else 1
 
 

@@ -721,6 +721,18 @@ class IotaOp(Stax.Operation, name="iota", traits=[ext.Pure]):
         return True
 
 
+def _size_scalar_result(op) -> bool:
+    """A size as a value (size_value, symbol_value): a 0-d float or integer tensor."""
+    tr = _ty(op.result)
+    if tr.rank != 0:
+        return _fail(op, f"result type {tr} must be a 0-d tensor")
+    et = tr.element_type
+    if not (_is_float(et) or _is_int(et)) or _is_bool(et):
+        return _fail(op, f"result element type {et} must be a float or an integer "
+                         "type (not i1)")
+    return True
+
+
 class SizeValueOp(Stax.Operation, name="size_value", traits=[ext.Pure]):
     """The product of `input`'s dims `dims` (each static or symbolic; no dims: 1) as a
     0-d tensor of a numeric element type: a mean's divisor over a symbolic dim. Only the
@@ -740,15 +752,7 @@ class SizeValueOp(Stax.Operation, name="size_value", traits=[ext.Pure]):
                 return _fail(self, f"dim {d} out of range for 'input' of rank {rank}")
         if len(set(dims)) != len(dims):
             return _fail(self, f"attribute 'dims' {dims} repeats a dim")
-        tr = _ty(self.result)
-        if tr.rank != 0:
-            return _fail(self, f"result type {tr} must be a 0-d tensor")
-        et = tr.element_type
-        if not (_is_float(et) or _is_int(et)) or _is_bool(et):
-            return _fail(self, f"result element type {et} must be a float or an integer "
-                               "type (not i1)")
-        return True
-
+        return _size_scalar_result(self)
 
 
 class SymbolValueOp(Stax.Operation, name="symbol_value", traits=[ext.Pure]):
@@ -776,14 +780,8 @@ class SymbolValueOp(Stax.Operation, name="symbol_value", traits=[ext.Pure]):
         if not free_symbols(text):
             return _fail(self, f"attribute 'size' \"{text}\" has no symbol (a constant is a "
                                "stax.full)")
-        tr = _ty(self.result)
-        if tr.rank != 0:
-            return _fail(self, f"result type {tr} must be a 0-d tensor")
-        et = tr.element_type
-        if not (_is_float(et) or _is_int(et)) or _is_bool(et):
-            return _fail(self, f"result element type {et} must be a float or an integer "
-                               "type (not i1)")
-        return True
+        return _size_scalar_result(self)
+
 
 # ----------------------------------------------------------------------------- regions and escapes
 

@@ -392,3 +392,15 @@ def test_provenance_names_commit_versions_and_device():
     assert prov["triton"] and prov["device"] and prov["date (UTC)"]
     lines = common.provenance_lines(prov)
     assert f"- commit: {prov['commit']}" in lines
+
+
+def test_decode_benchmark_checks_every_step(bench_env, capsys):
+    """benchmarks/decode.py (stax alone, a small layer): it compiles once after Dynamo's
+    first graph, checks every step and both caches, and reports the in-place writes as
+    the one library op it allows; its figures print only with its checks passed."""
+    import decode
+    assert decode.main(["--quick", "--steps", "6", "--backends", "eager,stax",
+                        "--out", "-"]) == 0
+    out = capsys.readouterr().out
+    assert "Checks: all passed" in out and "| stax | 2 | 1 (1) |" in out, out
+    assert "aten.index_copy_.default" in out

@@ -13,10 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import stax.backend as B
 from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
-from stax.dynamic_compile import DynamicShapes
-from test_dynamic_prefix_slices import _where
+from test_dynamic_prefix_slices import _where, assert_dynamic_only, outputs_of
 
 pytestmark = pytest.mark.usefixtures("stax_strict")
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -43,10 +41,6 @@ CASES = {"scale_rows": scale_rows, "per_column": per_column, "int_literal": int_
          "returns_literal": returns_literal}
 
 
-def _outs(o):
-    return o if isinstance(o, tuple) else (o,)
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
 def test_tensor_literals_compile_once(case, where, counts, request):
@@ -57,7 +51,7 @@ def test_tensor_literals_compile_once(case, where, counts, request):
     with torch.device(dev):
         for n, s in sizes:
             x = torch.randn(n, s, device=dev)
-            got, want = _outs(cf(x)), _outs(fn(x))
+            got, want = outputs_of(cf(x)), outputs_of(fn(x))
             for a, e in zip(got, want):
                 assert a.shape == e.shape and a.stride() == e.stride() and a.dtype == e.dtype
                 assert a.device == e.device
@@ -66,11 +60,8 @@ def test_tensor_literals_compile_once(case, where, counts, request):
     # every output is a fresh tensor per call, a returned literal too
     ptrs = [o.data_ptr() for outs in seen for o in outs]
     assert len(set(ptrs)) == len(ptrs)
-    reps = B.reports()
-    assert len(reps) == 1 and isinstance(reps[0].specializer, DynamicShapes), \
-        [r.summary() for r in reps]
-    assert reps[0].route == route and counts["static"] == 0
-    assert len(reps[0].variants) == 1 and reps[0].variants[0].dynamic
+    (rep,) = assert_dynamic_only(route, counts)
+    assert len(rep.variants) == 1 and rep.variants[0].dynamic
 
 
 @pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
@@ -93,7 +84,4 @@ def test_tensor_literal_trains_with_one_compile(where, counts, request):
             want.backward(g)
             torch.testing.assert_close(x.grad, x2.grad, **TOL)
             torch.testing.assert_close(w.grad, w2.grad, **TOL)
-    reps = B.reports()
-    assert len(reps) == 1 and isinstance(reps[0].specializer, DynamicShapes), \
-        [r.summary() for r in reps]
-    assert reps[0].route == route and counts["static"] == 0
+    assert_dynamic_only(route, counts)

@@ -70,6 +70,23 @@ def _where(where, request):
     return dev, sizes, "stax-cpu" if where == "stax-cpu" else "triton"
 
 
+def assert_dynamic_only(route, counts, most=1):
+    """Every stax report of the test is a graph compiled once for every size (at most
+    `most` of them: Dynamo may compile a size or value it specializes, 0/1, apart), on
+    `route`, and nothing was compiled static; the reports."""
+    reps = B.reports()
+    assert 1 <= len(reps) <= most and all(isinstance(r.specializer, DynamicShapes)
+                                          for r in reps), [r.summary() for r in reps]
+    assert {r.route for r in reps} == {route} and counts["static"] == 0, \
+        [r.summary() for r in reps]
+    return reps
+
+
+def outputs_of(o):
+    """A function's result as a tuple of its outputs."""
+    return o if isinstance(o, tuple) else (o,)
+
+
 def _one_dynamic_report(n_calls, route, counts):
     reps = [r for r in B.reports() if isinstance(r.specializer, DynamicShapes)]
     assert len(reps) == 1, [r.summary() for r in B.reports()]

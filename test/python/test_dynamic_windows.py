@@ -21,7 +21,7 @@ from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
 from test_dynamic_size_asserts import graph_calls  # noqa: F401
 from stax.dynamic_compile import DynamicShapes
 from stax.errors import StaxGuardError
-from test_dynamic_prefix_slices import _where
+from test_dynamic_prefix_slices import _where, assert_dynamic_only, outputs_of
 
 pytestmark = pytest.mark.usefixtures("stax_strict")
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -63,10 +63,6 @@ CASES = {"rotary_window": rotary_window, "rows_from": rows_from,
          "columns_from": columns_from, "glu_halves": glu_halves, "row_halves": row_halves}
 
 
-def _outs(o):
-    return o if isinstance(o, tuple) else (o,)
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
 def test_windows_compile_once(case, where, counts, request):
@@ -75,15 +71,10 @@ def test_windows_compile_once(case, where, counts, request):
     cf = torch.compile(fn, backend="stax", dynamic=True)
     for n, s in sizes:
         args = _args(case, n, s, dev)
-        for got, want in zip(_outs(cf(*args)), _outs(fn(*args))):
+        for got, want in zip(outputs_of(cf(*args)), outputs_of(fn(*args))):
             assert got.shape == want.shape and got.stride() == want.stride()
             torch.testing.assert_close(got, want, **TOL)
-    reps = B.reports()
-    # (Dynamo may compile a second graph for a size or value it specializes, 0/1; every
-    # graph stays dynamic)
-    assert 1 <= len(reps) <= 2 and all(isinstance(r.specializer, DynamicShapes)
-                                       for r in reps), [r.summary() for r in reps]
-    assert {r.route for r in reps} == {route} and counts["static"] == 0
+    assert_dynamic_only(route, counts, most=2)
 
 
 @pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
@@ -116,10 +107,7 @@ def test_odd_halves_train_with_one_compile(where, counts, request):
             assert a.shape == e.shape and a.stride() == e.stride()
             err, eager_err = ((t.double() - r).abs().max().item() for t in (a, e))
             assert err <= 4 * eager_err + 1e-6 * r.abs().max().item(), (err, eager_err)
-    reps = B.reports()
-    assert 1 <= len(reps) <= 2 and all(isinstance(r.specializer, DynamicShapes)
-                                       for r in reps), [r.summary() for r in reps]
-    assert {r.route for r in reps} == {route} and counts["static"] == 0
+    assert_dynamic_only(route, counts, most=2)
 
 
 def test_a_window_past_the_dim_raises(graph_calls):

@@ -18,8 +18,7 @@ import torch.nn.functional as F
 
 import stax.backend as B
 from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
-from stax.dynamic_compile import DynamicShapes
-from test_dynamic_prefix_slices import _where
+from test_dynamic_prefix_slices import _where, assert_dynamic_only
 
 pytestmark = pytest.mark.usefixtures("stax_strict")
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
@@ -73,11 +72,7 @@ def test_vector_norm_trains_with_one_compile(case, where, counts, request):
     cf = torch.compile(fn, backend="stax", dynamic=True)
     for n, s in sizes:
         _check_call(cf, fn, _input(n, s, dev), TOL[torch.float32])
-    reps = B.reports()
-    assert len(reps) == 1 and isinstance(reps[0].specializer, DynamicShapes), \
-        [r.summary() for r in reps]
-    assert reps[0].route == route and counts["static"] == 0
-    assert not _fallback_ops(reps)
+    assert not _fallback_ops(assert_dynamic_only(route, counts))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
