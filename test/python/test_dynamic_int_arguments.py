@@ -163,3 +163,61 @@ def test_random_int_programs_compile_once(seed, counts):
         assert err <= 4 * eager_err + 1e-6 * exact.abs().max().item(), \
             (picks, call, err, eager_err)
     assert_dynamic_only("stax-cpu", counts, most=2)
+
+
+# ----------------------------------------------------------------------------- PTX
+
+def test_int_argument_kernels_compile_to_ptx(tmp_path, monkeypatch):
+    """No GPU needed: the Triton kernels that read int arguments (a scale, a remainder,
+    a position range), a window at an int start and a write at it each compile to PTX
+    for sm_90, their symbols (a derived one too) as size arguments."""
+    pytest.importorskip("triton")
+    from torch._dynamo.backends.common import aot_autograd
+
+    from stax._mlir import ir, new_context
+    from stax.dialects import symbolic
+    from stax.dialects.stax_dialect import KERNEL
+    from stax.dynamic_graph import _torch_dtype
+    from stax.importer import import_graph
+    from stax.passes import fuse
+    from stax.targets import triton as stax_triton
+    monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path))
+
+    def fn(x, n, start, cache, k):
+        y = torch.softmax(x * n, dim=-1) + torch.arange(start, start + x.shape[-1]) * (n % 3)
+        return y, x[:, start:start + 3] * 2, torch.slice_scatter(cache, k, 1, start, start + 1)
+
+    graphs = []
+    backend = aot_autograd(fw_compiler=lambda gm, ex: graphs.append((gm, ex)) or gm.forward,
+                           decompositions=B.stax_decompositions())
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend, dynamic=True, fullgraph=True)(
+        torch.randn(4, 6), 3, 1, torch.randn(2, 9, 5), torch.randn(2, 1, 5))
+    torch._dynamo.reset()
+    gm, ex = graphs[0]
+    values = iter([300, 512, 7, 5, 2, 40, 64])   # the SymInt arguments, in order
+    env = {}
+    for v in ex:
+        if isinstance(v, torch.SymInt):
+            env[str(v.node.expr)] = next(values)
+    ctx = new_context()
+    g = import_graph(gm, None, ctx, symbolic=True)
+    fuse.run(g.module)
+    block = g.module.body.operations[0].regions[0].blocks[0]
+    kops = [o.operation for o in block.operations if o.operation.name == KERNEL]
+    assert len(kops) >= 4
+    read = set()
+    for kop in kops:
+        with ctx:
+            k = stax_triton.compile_kernel(kop, None, None, ir.StringAttr(
+                kop.attributes["name"]).value)
+            dts = [_torch_dtype(ir.RankedTensorType(v.type).element_type)
+                   for v in list(kop.operands) + list(kop.results)]
+        sizes = [env[s] if s in env else symbolic.derived_value(s, env) for s in k.symbols]
+        read |= set(k.symbols)
+        tensors = [torch.zeros(shape, dtype=dt) for shape, dt in zip(k.shapes_for(sizes), dts)]
+        var, _ = k.choose(tensors, sizes)
+        assert ".visible .entry" in k.compiled_for(var).asm["ptx"], k.name
+    # n and start: the SymInt arguments after x's two dims
+    n_sym, start_sym = [str(v.node.expr) for v in ex if isinstance(v, torch.SymInt)][2:4]
+    assert {n_sym, start_sym, f"fdiv3_{n_sym}"} <= read, read
