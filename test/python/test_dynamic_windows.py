@@ -178,3 +178,26 @@ def test_decode_loop_with_an_int_position_compiles_once(where, counts, request):
     assert v.dynamic and v.calls >= steps - 1 and dynamic[0].route == route, \
         dynamic[0].summary()
     assert counts["dynamic"] == 1
+
+
+def test_glu_backward_says_why_it_is_per_size():
+    """F.glu's backward writes the width as `2*(s//2)`, equal to `s` only under Dynamo's
+    guard that s is even: the importer refuses the matmul with that reason (it used to
+    build IR that failed to verify), and the sizes run compiled per size, right."""
+    import torch.nn.functional as F
+
+    def fn(x, w):
+        return F.glu(x @ w, dim=-1)
+
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    for n, s in [(256, 256), (300, 17), (7, 50)]:
+        x = torch.randn(n, 32, requires_grad=True)
+        w = torch.randn(32, 2 * s, requires_grad=True)
+        x2, w2 = (t.detach().clone().requires_grad_(True) for t in (x, w))
+        got, want = cf(x, w), fn(x2, w2)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        got.sum().backward()
+        want.sum().backward()
+        torch.testing.assert_close(w.grad, w2.grad, rtol=1e-3, atol=1e-3)
+    text = " ".join(n for r in B.reports() for n in r.notes)
+    assert "contraction sizes 2*fdiv2_" in text and "invalid IR" not in text, text

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from stax.importer.common import _out
+from stax.importer.common import _out, _vshape
 from stax.importer.table import _reg
 
 aten = torch.ops.aten
@@ -11,11 +11,22 @@ aten = torch.ops.aten
 
 # -- linear algebra
 
+def _matmul(b, lhs, rhs, shape, dtype):
+    lhs, rhs = b.convert(b.v(lhs), dtype), b.convert(b.v(rhs), dtype)
+    k_lhs, k_rhs = _vshape(lhs)[-1], _vshape(rhs)[-2]
+    if b.symbolic and k_lhs != k_rhs:
+        # equal only under a guard of Dynamo's (F.glu's backward writes its width as
+        # `2*(s//2)`, which is `s` when s is even): no polynomial shows it
+        from stax.importer.symbolic import _unsupported
+        raise _unsupported(f"a matmul whose contraction sizes {k_lhs} and {k_rhs} are not "
+                           "the same polynomial of symbols")
+    return b.emit("matmul", [lhs, rhs], [b.tt(shape, dtype)])
+
+
 @_reg(aten.mm.default, aten.bmm.default)
 def _mm(b, node, a):
     shape, dtype = _out(node)
-    return b.emit("matmul", [b.convert(b.v(a["self"]), dtype), b.convert(b.v(a["mat2"]), dtype)],
-                  [b.tt(shape, dtype)])
+    return _matmul(b, a["self"], a["mat2"], shape, dtype)
 
 
 @_reg(aten.addmm.default, aten.baddbmm.default)
@@ -23,8 +34,7 @@ def _addmm(b, node, a):
     shape, dtype = _out(node)
     l_key = "mat1" if "mat1" in a else "batch1"
     r_key = "mat2" if "mat2" in a else "batch2"
-    mm = b.emit("matmul", [b.convert(b.v(a[l_key]), dtype), b.convert(b.v(a[r_key]), dtype)],
-                [b.tt(shape, dtype)])
+    mm = _matmul(b, a[l_key], a[r_key], shape, dtype)
     if a.get("alpha", 1) != 1:
         mm = b.binary("mul", mm, b.full(shape, dtype, a["alpha"]))
     beta = a.get("beta", 1)

@@ -9,6 +9,7 @@ from stax._mlir import ir
 from stax.aliasing import storage_source
 from stax.dialects.stax_dialect import NO_NEGATIVE_WRAP
 from stax.dialects.symbolic import dim_sum, fixed_slice_length
+from stax.dialects.symbolic import fmt_dims as dim_list
 from stax.importer.builder import _INT64_MAX
 from stax.importer.common import _norm_dim, _out, _val, _vdtype, _vshape
 from stax.importer.specs import UnsupportedGraph, _Fallback
@@ -384,6 +385,17 @@ def _concat(b, ins, shape, dtype, dim):
     """torch.cat of N values as a chain of binary stax.concat."""
     if not ins:
         return b.full(shape, dtype, 0)
+    if b.symbolic:
+        from stax.dialects.symbolic import dims_equal
+        from stax.importer.symbolic import _unsupported
+        for v in ins[1:]:
+            a, c = _vshape(ins[0]), _vshape(v)
+            if any(k != dim and not dims_equal([a[k]], [c[k]]) for k in range(len(a))):
+                # sizes Dynamo knows equal only through a guard (a chunk's half and a
+                # tangent's own symbol in a backward): no polynomial shows it
+                raise _unsupported(f"a concat along dim {dim} of pieces of "
+                                   f"{dim_list(a)} and {dim_list(c)}, whose other dims are "
+                                   "not the same polynomials of symbols")
     r = ins[0]
     for v in ins[1:]:
         out = list(_vshape(r))
