@@ -653,13 +653,13 @@ def _check_size_asserts(asserts, env, where) -> None:
     for a in asserts:
         if a.holds(env):
             continue
-        if a.kind == "window":
+        if a.kind != "dynamo":   # a bound the importer relied on (a window, a pad)
             from stax.dialects import symbolic
             bases = {s for name in a.symbols for s in symbolic.base_symbols(name)}
             raise StaxGuardError(
-                f"stax dynamic graph: {_binding_text(bases, env, where)}, so {a.message} "
-                f"would read outside the dim: expected {a.expr}. Dynamo guards these "
-                "bounds for the slice it traced; call with sizes that meet them")
+                f"stax dynamic graph: {_binding_text(bases, env, where)}, so {a.message}: "
+                f"expected {a.expr}. Dynamo guards these bounds for the graph it traced; "
+                "call with sizes that meet them")
         raise StaxGuardError(
             f"stax dynamic graph: {_binding_text(a.symbols, env, where)}, so Dynamo's "
             f"runtime assertion {a.expr} does not hold ({a.message}). Eager raises "

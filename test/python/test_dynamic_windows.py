@@ -123,7 +123,7 @@ def test_a_window_past_the_dim_raises(graph_calls):
     with pytest.raises(StaxGuardError) as e:
         graph(bad)
     msg = str(e.value)
-    assert "is 47" in msg and "would read outside the dim" in msg, msg
+    assert "is 47" in msg and "would be read outside the dim" in msg, msg
     torch.testing.assert_close(graph(args)[0], rotary_window(x, table, 7))
 
 

@@ -205,8 +205,8 @@ def _guard_window(b, n, start, length, dim) -> bool:
         return False
     if cond is not sympy.true and all(a.expr != cond for a in b.size_asserts):
         b.size_asserts.append(SizeAssert(
-            cond, f"the {length} elements from {start} of dim {dim} (size {n})",
-            kind="window"))
+            cond, f"the {length} elements from {start} of dim {dim} (size {n}) would be "
+            "read outside the dim", kind="window"))
     return True
 
 
@@ -593,17 +593,95 @@ def _slice_scatter_symbolic(b, node, a, x, src, shape, dtype, dim):
     return b.select(mask, pad(src, 0), x)
 
 
+def _hint(p):
+    """A pad amount's value at trace time (an int, a SymInt node's hint), or None."""
+    if isinstance(p, int):
+        return p
+    v = p.meta.get("val") if isinstance(p, torch.fx.Node) else None
+    hint = getattr(getattr(v, "node", None), "hint", None)
+    return int(hint) if hint is not None else None
+
+
+def _pad_by_sizes(b, node, x, shape, dtype, sized, signs, value):
+    """A pad whose amounts along the dims `sized` ({dim: (low, high)}) include size
+    expressions. Each amount is a pad or a crop as it was at trace time (`signs`, the
+    amounts' values then: a pad's backward crops by the same size), and the graph checks
+    at every call that it still is (`SizeAssert` of kind "bound": a pad that would be a
+    crop or a crop that would be a pad raises, never reads outside): a pad is a fill of
+    that size concatenated on, a crop a window of the dim."""
+    import sympy
+
+    from stax.importer.size_asserts import SizeAssert
+    from stax.importer.symbolic import _unsupported
+    where = f"node {node.name} ({node.target})"
+
+    def bound(amount, side, d, crop):
+        if isinstance(amount, int):
+            return
+        e = sympy.parse_expr(amount)
+        cond = sympy.Le(e, 0) if crop else sympy.Ge(e, 0)
+        if cond is sympy.false:
+            raise _unsupported(f"{where}: the amount {amount} {side} dim {d} changes sign")
+        if cond is not sympy.true and all(a.expr != cond for a in b.size_asserts):
+            what = "pad" if not crop else "crop"
+            b.size_asserts.append(SizeAssert(
+                cond, f"the {what} of {amount} {side} dim {d} (a {what} when traced) "
+                f"would be a {'crop' if not crop else 'pad'}", kind="bound"))
+
+    for d, (lo, hi) in sorted(sized.items()):
+        hints = signs.get(d, (None, None))
+        if any(isinstance(p, str) and h is None for p, h in zip((lo, hi), hints)):
+            raise _unsupported(f"{where}: a pad by {lo} and {hi} along dim {d} whose sign "
+                               "is unknown at trace time")
+        crop_lo, crop_hi = (h is not None and h < 0 for h in hints)
+        bound(lo, "before", d, crop_lo)
+        bound(hi, "after", d, crop_hi)
+        n = _vshape(x)[d]
+        if crop_lo or crop_hi:   # the kept window first
+            keep = dim_sum([n, lo if crop_lo else 0, hi if crop_hi else 0])
+            piece = _window(b, x, _vshape(x), d, _neg(lo) if crop_lo else 0, keep)
+            if piece is None:
+                raise _unsupported(f"{where}: a crop by {lo} and {hi} along dim {d}")
+            x = piece
+        pieces = []
+        for amount, crop in ((lo, crop_lo), (hi, crop_hi)):
+            piece_shape = list(_vshape(x))
+            piece_shape[d] = amount
+            pieces.append(b.full(piece_shape, dtype, value)
+                          if not crop and amount != 0 else None)
+        out = list(_vshape(x))
+        out[d] = dim_sum([p for p, c in ((lo, crop_lo), (out[d], False), (hi, crop_hi))
+                          if not c])
+        x = _concat(b, [p for p in (pieces[0], b.convert(x, dtype), pieces[1])
+                        if p is not None], out, dtype, d)
+    return b.reshape(x, shape)
+
+
+def _neg(d):
+    """-d of a dim (an int or a size expression)."""
+    return -d if isinstance(d, int) else _difference(0, d)
+
+
 @_reg(aten.constant_pad_nd.default)
 def _pad(b, node, a):
     shape, dtype = _out(node)
     x = b.v(a["self"])
     s = _vshape(x)
     r = len(s)
-    pad = list(a["pad"])
+    pad = [_size_arg(b, p) for p in a["pad"]]
     low, high = [0] * r, [0] * r
     for i in range(len(pad) // 2):
         d = r - 1 - i
         low[d], high[d] = pad[2 * i], pad[2 * i + 1]
+    if any(isinstance(p, str) for p in pad):
+        # symbolic mode: amounts that are sizes (`F.pad(x, (0, 128 - T))`); every dim
+        # with an amount goes the same way (a static one too)
+        sized = {d: (low[d], high[d]) for d in range(r) if low[d] != 0 or high[d] != 0}
+        hints = [_hint(p) for p in a["pad"]]
+        signs = {}
+        for i in range(len(pad) // 2):
+            signs[r - 1 - i] = (hints[2 * i], hints[2 * i + 1])
+        return _pad_by_sizes(b, node, x, shape, dtype, sized, signs, a["value"] or 0)
     for d in range(r):  # negative padding crops
         if low[d] < 0 or high[d] < 0:
             lo, hi = max(0, -low[d]), max(0, -high[d])

@@ -62,8 +62,9 @@ class SizeAssert:
     boolean), with the message eager raises when it does not."""
     expr: Any
     message: str
-    #: "dynamo" (an assertion of Dynamo's graph) or "window" (the bounds of a slice the
-    #: importer reads by a gather, ops_views._guard_window): what the error says
+    #: "dynamo" (an assertion of Dynamo's graph), or a bound the importer relies on:
+    #: "window" (a slice read by a gather, ops_views._guard_window), "bound" (a pad by a
+    #: size is not a crop, ops_views._pad_by_sizes); `message` then says what breaks
     kind: str = "dynamo"
     _seen: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 

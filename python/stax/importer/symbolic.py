@@ -187,7 +187,10 @@ _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
                     aten.split_with_sizes.default, aten.split.Tensor,
                     aten.arange.start_step,
                     # its normalized_shape (a symbolic last dim): only its length is read
-                    aten.native_layer_norm.default}
+                    aten.native_layer_norm.default,
+                    # pad amounts that are sizes (`F.pad(x, (0, 128 - T))`): fills of
+                    # those sizes concatenated on (ops_views._pad_by_sizes)
+                    aten.constant_pad_nd.default}
 
 
 #: ops that may read a size (a SymInt node) as a scalar operand: `x.sum(1) / x.size(1)`,
