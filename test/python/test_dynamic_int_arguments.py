@@ -129,6 +129,9 @@ _FORMS = [
     lambda v, n, p: v + torch.arange(p, p + v.shape[-1], dtype=v.dtype),
     lambda v, n, p: torch.where(v > 0, v, v * (n + 2)),
     lambda v, n, p: torch.tanh(v) * (n - p),
+    # pads by sizes (a fill concatenated on) and a crop, the next form seeing the new width
+    lambda v, n, p: torch.nn.functional.pad(v, (n % 4, 1), value=0.5),
+    lambda v, n, p: torch.nn.functional.pad(v, (-1, n % 3)),
 ]
 
 
@@ -152,8 +155,8 @@ def test_random_int_programs_compile_once(seed, counts):
     rng = random.Random(1000 + seed)
     cf = torch.compile(fn, backend="stax", dynamic=True)
     for call in range(5):
-        rows, cols = rng.choice([2, 3, 7, 256, 300]), rng.choice([4, 9, 512, 1031])
-        n, p = rng.randint(2, 300), rng.randint(0, cols - 4)
+        rows, cols = rng.choice([2, 3, 7, 256, 300]), rng.choice([9, 512, 1031])
+        n, p = rng.randint(2, 300), rng.randint(0, cols - 8)   # (crops take up to 4)
         x = torch.randn(rows, cols)
         got, want, exact = cf(x, n, p), fn(x, n, p), fn(x.double(), n, p)
         assert got.shape == want.shape and got.stride() == want.stride(), picks
