@@ -147,3 +147,35 @@ def test_copy_into_a_cat_and_the_cat_share_a_fresh_storage_dynamic(rows, width, 
         assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
         assert got[0].untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
     assert all(r.route == "stax-cpu" for r in B.reports()), [r.summary() for r in B.reports()]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_atan2_of_an_empty_sum_is_zero_not_nan(dynamic):
+    """Fuzz seed 31005 (program 31005093039, `--dynamic --backward`), at the size [0, 31,
+    1]: `atan2(s, s)` of the sum of an empty tensor gave NaN where eager gives 0. The sum
+    is a constant 0 there, and MLIR folds math.atan2 of two constant zeros to NaN (C and
+    eager: +-0 or +-pi by the signs); the CPU lowering now picks the result by the signs
+    where both are zero (cpu_ops._atan2), which folds right."""
+    def fn(x):
+        s = x.sum([0, 1, 2])
+        return torch.atan2(s, s), torch.atan2(-s, -s), torch.atan2(s, -s), torch.atan2(-s, s)
+
+    cf = torch.compile(fn, backend="stax", dynamic=dynamic)
+    for shape in ((0, 31, 1), (4, 31, 1), (2, 0, 3), (0, 5, 3)):
+        x = torch.randn(shape)
+        for got, want in zip(cf(x), fn(x)):
+            torch.testing.assert_close(got, want)
+            assert torch.signbit(got) == torch.signbit(want)
+    assert all(r.route == "stax-cpu" for r in B.reports())
+
+
+def test_atan2_of_signed_zeros_matches_eager():
+    """Every pair of +-0 (constants and computed), next to the general case."""
+    def fn(x):
+        z = torch.zeros_like(x)
+        return torch.stack([torch.atan2(z, -z), torch.atan2(-z, -z), torch.atan2(-z, z),
+                            torch.atan2(z, z), torch.atan2(x * 0, -x * 0), torch.atan2(x, x)])
+    x = torch.randn(40)
+    got, want = torch.compile(fn, backend="stax")(x), fn(x)
+    torch.testing.assert_close(got, want)
+    assert torch.equal(torch.signbit(got), torch.signbit(want))
