@@ -394,11 +394,18 @@ def test_provenance_names_commit_versions_and_device():
     assert f"- commit: {prov['commit']}" in lines
 
 
-def test_decode_benchmark_checks_every_step(bench_env, capsys):
+def test_decode_benchmark_checks_every_step(bench_env, capsys, monkeypatch):
     """benchmarks/decode.py (stax alone, a small layer): it compiles once after Dynamo's
     first graph, checks every step and both caches, and reports the in-place writes as
     the one library op it allows; its figures print only with its checks passed."""
     import decode
+    # main() sets the benchmark environment (STAX_STRICT=1, caches off) for the process:
+    # set here through monkeypatch, so the worker's later tests get theirs back
+    for name in ("STAX_STRICT", "STAX_CACHE", "TORCHINDUCTOR_CACHE_DIR",
+                 "TORCHINDUCTOR_FORCE_DISABLE_CACHES"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+        if not os.environ[name]:
+            monkeypatch.delenv(name)
     assert decode.main(["--quick", "--steps", "6", "--backends", "eager,stax",
                         "--out", "-"]) == 0
     out = capsys.readouterr().out
