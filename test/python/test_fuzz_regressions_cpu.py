@@ -179,3 +179,24 @@ def test_atan2_of_signed_zeros_matches_eager():
     got, want = torch.compile(fn, backend="stax")(x), fn(x)
     torch.testing.assert_close(got, want)
     assert torch.equal(torch.signbit(got), torch.signbit(want))
+
+
+def test_reshape_of_an_empty_source_compiles_once():
+    """Fuzz seed 31007 (`--dynamic`): a concat of [n, 0] tensors and a view of one of them
+    to [0]. The runtime-size CPU generator divided by the product of the source's inner
+    dims, 0, to index the reshape (ZeroDivisionError in cpu_index.floordiv_mod); the graph
+    went per size with that error. A source with a 0 dim has no element to read: its
+    index is 0 (cpu_symbolic._divmod)."""
+    def fn(a, b):
+        c = torch.cat([a.unsqueeze(2), b.unsqueeze(2)], 2).long()
+        v = b.view(0)
+        return torch.full_like(v, -1.5) + v, c
+
+    cf = torch.compile(fn, backend="stax", dynamic=True)
+    for n in (3, 5, 7, 300):
+        a, b = torch.randn(n, 0), torch.randn(n, 0)
+        for got, want in zip(cf(a, b), fn(a, b)):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert got.stride() == want.stride()
+    notes = " ".join(n for r in B.reports() for n in r.notes)
+    assert "ZeroDivisionError" not in notes and "could not stay dynamic" not in notes, notes

@@ -285,6 +285,8 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
     def _divmod(self, a: Aff, p, s, first) -> Aff:
         """(a // p) % s for dims p, s (the mod left out for the outermost coordinate)."""
         em = self.em
+        if p == 0:   # a dim of 0 inside: the source holds no element, and none is read
+            return Aff()
         if isinstance(p, int) and (first or isinstance(s, int)):
             return em.floordiv_mod(a, p, None if first else s)
         if em.lane_coeff(a):
