@@ -298,6 +298,7 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
         addmm = _addmm_plans(block)   # matmul -> (bias-add kernel, bias)
         fused_away = {kop: mm for mm, (kop, _) in addmm.items()}
         fallback_ops = []   # stax_graph.fallback ops PyTorch runs (_library_runner)
+        device = None       # the graph's device, for its tensor literals
         result_dims = []    # every top-level result's dims (the symbols they use)
         for op in block.operations:
             op = op.operation
@@ -344,9 +345,9 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
             elif name in VIEW_OPS:
                 steps.append(_Step("view", ins, outs, _view_runner(name, op, res_dims[0])))
             elif name == "stax.constant":   # a tensor literal (`torch.tensor([1., 2.])`)
-                steps.append(_Step("constant", ins, outs,
-                                   _constant_runner(op, _graph_device(example_inputs,
-                                                                      config.target))))
+                if device is None:
+                    device = _graph_device(example_inputs, config.target)
+                steps.append(_Step("constant", ins, outs, _constant_runner(op, device)))
             elif name == FALLBACK:
                 # PyTorch runs it, as the static path's fallback op: reported the same way
                 steps.append(_Step("library", ins, outs, _library_runner(op, res_dims)))

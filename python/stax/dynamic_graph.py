@@ -648,14 +648,13 @@ def _binding_text(symbols, env, where) -> str:
 
 def _check_size_asserts(asserts, env, where) -> None:
     """Raise StaxGuardError when one of Dynamo's runtime assertions on sizes
-    (importer.size_asserts) fails at this call's sizes (eager raises there too), or the
-    bounds of a window the importer guarded (kind "window") do not hold."""
+    (importer.size_asserts) fails at this call's sizes (eager raises there too), or a
+    bound the importer relied on (kind "window", "bound") does not hold."""
     for a in asserts:
         if a.holds(env):
             continue
         if a.kind != "dynamo":   # a bound the importer relied on (a window, a pad)
-            from stax.dialects import symbolic
-            bases = {s for name in a.symbols for s in symbolic.base_symbols(name)}
+            bases = {s for name in a.symbols for s in _symbolic().base_symbols(name)}
             raise StaxGuardError(
                 f"stax dynamic graph: {_binding_text(bases, env, where)}, so {a.message}: "
                 f"expected {a.expr}. Dynamo guards these bounds for the graph it traced; "

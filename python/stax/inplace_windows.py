@@ -111,6 +111,11 @@ def rewrite(gm) -> tuple[torch.fx.GraphModule, list[str]]:
     return gm, notes
 
 
+def _fake(x):
+    """A node's fake value (a SymInt for a size), or `x` itself."""
+    return x.meta["val"] if isinstance(x, torch.fx.Node) else x
+
+
 def _copy_graph(graph, plans):
     """`graph` copied, each planned slice_scatter replaced by arange + index_copy_."""
     new = torch.fx.Graph()
@@ -122,18 +127,14 @@ def _copy_graph(graph, plans):
             continue
         _, base, src, dim, start, end = planned[n]
         val = base.meta["val"]
-
-        def arg(x):
-            return env[x] if isinstance(x, torch.fx.Node) else x
-
-        def meta(x):
-            return x.meta["val"] if isinstance(x, torch.fx.Node) else x
-        idx = new.call_function(aten.arange.start, (arg(start), arg(end)),
+        start_, end_, src_ = (env[x] if isinstance(x, torch.fx.Node) else x
+                              for x in (start, end, src))
+        idx = new.call_function(aten.arange.start, (start_, end_),
                                 {"dtype": torch.int64, "device": val.device})
         with val.fake_mode:
-            idx.meta["val"] = torch.arange(meta(start), meta(end), dtype=torch.int64,
+            idx.meta["val"] = torch.arange(_fake(start), _fake(end), dtype=torch.int64,
                                            device=val.device)
-        write = new.call_function(WRITE_OP, (env[base], dim, idx, arg(src)))
+        write = new.call_function(WRITE_OP, (env[base], dim, idx, src_))
         write.meta = dict(n.meta)
         with val.fake_mode:   # the slice_scatter's own: a new tensor for aot, which gets
             write.meta["val"] = torch.empty_like(val)   # the buffer back and copies nothing

@@ -192,21 +192,32 @@ def _guard_window(b, n, start, length, dim) -> bool:
     bounds, so a call that reaches the graph meets them). False where the bounds can
     never hold, or outside symbolic mode."""
     import sympy
-
-    from stax.importer.size_asserts import SizeAssert
     if not b.symbolic:
         return False
+    start_, length_ = _sympy_dim(start), _sympy_dim(length)
+    return _require(b, sympy.And(sympy.Ge(start_, 0), sympy.Ge(length_, 0),
+                                 sympy.Le(start_ + length_, _sympy_dim(n))),
+                    f"the {length} elements from {start} of dim {dim} (size {n}) would be "
+                    "read outside the dim", "window")
 
-    def expr(d):
-        return sympy.Integer(d) if isinstance(d, int) else sympy.parse_expr(d)
-    cond = sympy.And(sympy.Ge(expr(start), 0), sympy.Ge(expr(length), 0),
-                     sympy.Le(expr(start) + expr(length), expr(n)))
+
+def _sympy_dim(d):
+    """A dim (an int or a size expression) as a sympy expression."""
+    import sympy
+    return sympy.Integer(d) if isinstance(d, int) else sympy.parse_expr(d)
+
+
+def _require(b, cond, message, kind) -> bool:
+    """Record `cond` (a sympy boolean of the symbols) as a check the dynamic graph makes
+    at every call (a SizeAssert of `kind`; `message` says what would break), unless it
+    always holds; False where it never does."""
+    import sympy
+
+    from stax.importer.size_asserts import SizeAssert
     if cond is sympy.false:
         return False
     if cond is not sympy.true and all(a.expr != cond for a in b.size_asserts):
-        b.size_asserts.append(SizeAssert(
-            cond, f"the {length} elements from {start} of dim {dim} (size {n}) would be "
-            "read outside the dim", kind="window"))
+        b.size_asserts.append(SizeAssert(cond, message, kind=kind))
     return True
 
 
@@ -611,22 +622,18 @@ def _pad_by_sizes(b, node, x, shape, dtype, sized, signs, value):
     that size concatenated on, a crop a window of the dim."""
     import sympy
 
-    from stax.importer.size_asserts import SizeAssert
     from stax.importer.symbolic import _unsupported
     where = f"node {node.name} ({node.target})"
 
     def bound(amount, side, d, crop):
         if isinstance(amount, int):
             return
-        e = sympy.parse_expr(amount)
-        cond = sympy.Le(e, 0) if crop else sympy.Ge(e, 0)
-        if cond is sympy.false:
+        e = _sympy_dim(amount)
+        what, other = ("crop", "pad") if crop else ("pad", "crop")
+        if not _require(b, sympy.Le(e, 0) if crop else sympy.Ge(e, 0),
+                        f"the {what} of {amount} {side} dim {d} (a {what} when traced) "
+                        f"would be a {other}", "bound"):
             raise _unsupported(f"{where}: the amount {amount} {side} dim {d} changes sign")
-        if cond is not sympy.true and all(a.expr != cond for a in b.size_asserts):
-            what = "pad" if not crop else "crop"
-            b.size_asserts.append(SizeAssert(
-                cond, f"the {what} of {amount} {side} dim {d} (a {what} when traced) "
-                f"would be a {'crop' if not crop else 'pad'}", kind="bound"))
 
     for d, (lo, hi) in sorted(sized.items()):
         hints = signs.get(d, (None, None))
@@ -639,7 +646,8 @@ def _pad_by_sizes(b, node, x, shape, dtype, sized, signs, value):
         n = _vshape(x)[d]
         if crop_lo or crop_hi:   # the kept window first
             keep = dim_sum([n, lo if crop_lo else 0, hi if crop_hi else 0])
-            piece = _window(b, x, _vshape(x), d, _neg(lo) if crop_lo else 0, keep)
+            piece = _window(b, x, _vshape(x), d, _difference(0, lo) if crop_lo else 0,
+                            keep)
             if piece is None:
                 raise _unsupported(f"{where}: a crop by {lo} and {hi} along dim {d}")
             x = piece
@@ -657,11 +665,6 @@ def _pad_by_sizes(b, node, x, shape, dtype, sized, signs, value):
     return b.reshape(x, shape)
 
 
-def _neg(d):
-    """-d of a dim (an int or a size expression)."""
-    return -d if isinstance(d, int) else _difference(0, d)
-
-
 @_reg(aten.constant_pad_nd.default)
 def _pad(b, node, a):
     shape, dtype = _out(node)
@@ -670,17 +673,15 @@ def _pad(b, node, a):
     r = len(s)
     pad = [_size_arg(b, p) for p in a["pad"]]
     low, high = [0] * r, [0] * r
+    signs = {}   # each dim's amounts at trace time (a size's hint)
     for i in range(len(pad) // 2):
         d = r - 1 - i
         low[d], high[d] = pad[2 * i], pad[2 * i + 1]
+        signs[d] = (_hint(a["pad"][2 * i]), _hint(a["pad"][2 * i + 1]))
     if any(isinstance(p, str) for p in pad):
         # symbolic mode: amounts that are sizes (`F.pad(x, (0, 128 - T))`); every dim
         # with an amount goes the same way (a static one too)
         sized = {d: (low[d], high[d]) for d in range(r) if low[d] != 0 or high[d] != 0}
-        hints = [_hint(p) for p in a["pad"]]
-        signs = {}
-        for i in range(len(pad) // 2):
-            signs[r - 1 - i] = (hints[2 * i], hints[2 * i + 1])
         return _pad_by_sizes(b, node, x, shape, dtype, sized, signs, a["value"] or 0)
     for d in range(r):  # negative padding crops
         if low[d] < 0 or high[d] < 0:

@@ -29,8 +29,8 @@ from stax.targets.cpu_dtypes import dtype_of
 from stax.targets.cpu_emitter import Val
 from stax.targets.cpu_index import Aff, Var
 from stax.targets.cpu_reduction import _arg_better, _vred
-from stax.targets.kernel_ir import (REDUCTION_OPS, VIEW_OPS, etype, highest, int_array, lowest,
-                                    size_value_expr)
+from stax.targets.kernel_ir import (REDUCTION_OPS, SIZE_VALUE_OPS, VIEW_OPS, etype, highest,
+                                    int_array, lowest, size_value_expr)
 
 #: trips of one block of a blocked float sum, and the levels of blocks a long loop gets
 #: (see the module docstring): 64 * 64 * 64 trips keep ~6 digits near eager's
@@ -68,7 +68,7 @@ class RuntimeReductionMixin:
                 self._refuse("a reduction's value read at another row (through a reshape "
                              "or a permute of the row values)")
             return self.row_vals[v]
-        if o.operation.name in ("stax.size_value", "stax.symbol_value"):
+        if o.operation.name in SIZE_VALUE_OPS:
             return self._size_value(o, v)
         return super()._eval_op(o, v, idx)
 

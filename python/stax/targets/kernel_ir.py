@@ -31,12 +31,17 @@ def int_array(op, name) -> list:
     return list(ir.DenseI64ArrayAttr(op.attributes[name]))
 
 
+#: ops whose value is a size (no data read): kernels evaluate them from their sizes
+SIZE_VALUE_OPS = frozenset({"stax.size_value", "stax.symbol_value"})
+
+
 def size_value_expr(op):
     """The size a stax.size_value (the product of its operand's dims `dims`) or a
-    stax.symbol_value (its `size` attribute) stands for: an int or a size expression."""
+    stax.symbol_value (its `size` attribute, in normal form: the verifier's) stands for:
+    an int or a size expression."""
     from stax.dialects import symbolic
     if op.operation.name == "stax.symbol_value":
-        return symbolic.normalize(ir.StringAttr(op.operation.attributes["size"]).value)
+        return ir.StringAttr(op.operation.attributes["size"]).value
     dims = symbolic.dims_of(op.operands[0].type)
     return symbolic.dim_product([dims[k] for k in int_array(op, "dims")])
 

@@ -24,7 +24,8 @@ the domain (or a reshape of it) nor one value per row.
 from __future__ import annotations
 
 from stax.dialects import symbolic
-from stax.targets.kernel_ir import REDUCTION_OPS, etype, reduction_signature, size_value_expr
+from stax.targets.kernel_ir import (REDUCTION_OPS, SIZE_VALUE_OPS, etype, reduction_signature,
+                                    size_value_expr)
 from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.triton_dtypes import _DT, _dt, _isf
 from stax.targets.triton_emitter import V
@@ -43,7 +44,7 @@ def _sized_value_facts(defining, size):
         if v in memo:
             return memo[v]
         o = defining.get(v)
-        if o is not None and o.operation.name in ("stax.size_value", "stax.symbol_value"):
+        if o is not None and o.operation.name in SIZE_VALUE_OPS:
             res = (False, False)   # a scalar: its operand's type is read, not its data
         elif o is None or not o.operands:
             res = (False, symbolic.dim_product(_dims(v)) == size)
@@ -62,7 +63,7 @@ class _SizedReductionMixin:
     pointwise kernels too) the value of a stax.size_value."""
 
     def _eval_op(self, o, v, idx) -> V:
-        if o.operation.name in ("stax.size_value", "stax.symbol_value"):
+        if o.operation.name in SIZE_VALUE_OPS:
             return self._size_value(o, v)
         return super()._eval_op(o, v, idx)
 
