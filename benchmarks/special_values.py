@@ -5,10 +5,13 @@ prove, C's and eager's special cases are easy to lose.
 
 Each unary op of UNARY and each binary op of BINARY is compiled (backend="stax", the CPU)
 on operands that are constant fills of the values in VALUES (0, -0, +-inf, NaN, a
-denormal, ordinary values), plus `x * 0` so the graph has an input. A result differs when
-its NaN positions, its value (rtol 1e-5, atol 1e-6) or its sign bit (outside NaN)
-differs from eager's. Session 36 found atan2 of two zeros folded to NaN with it (fixed:
-cpu_ops._atan2).
+denormal, ordinary values), minus `x * 0` so the graph has an input (a subtracted +0 keeps
+a -0 result's sign, an added one would not); pow also by each value as a Python number
+(eager's pow by 0.5, -0.5 and -1 runs sqrt, rsqrt and 1/x, not std::pow). A result differs
+when its NaN positions, its value (rtol 1e-5, atol 1e-6) or its sign bit (outside NaN)
+differs from eager's. It found atan2 of two zeros folded to NaN (session 36, fixed:
+cpu_ops._atan2) and pow by a fill of 0.5 rewritten as sqrt (session 37, fixed:
+ops_elementwise._pow_by_a_scalar).
 """
 from __future__ import annotations
 
@@ -21,8 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import common  # noqa: E402
 
-VALUES = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1.0, -1.0, 0.5, -2.5,
-          1e-40, 3.0]
+VALUES = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1.0, -1.0, 0.5, -0.5, 2.0,
+          -2.5, 1e-40, 3.0]
 UNARY = ["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "log1p",
          "expm1", "floor", "ceil", "round", "trunc", "reciprocal", "abs", "sign", "neg",
          "exp2", "log2"]
@@ -59,7 +62,7 @@ def main(argv=None) -> int:
         f = getattr(torch, name)
         for v in VALUES:
             cases += 1
-            why = _check(lambda x, f=f, v=v: f(torch.full_like(x, v)) + x * 0)
+            why = _check(lambda x, f=f, v=v: f(torch.full_like(x, v)) - x * 0)
             if why:
                 rows.append(f"| {name} | {v!r} | | {why} |")
     for name in BINARY:
@@ -67,15 +70,21 @@ def main(argv=None) -> int:
         for v, w in itertools.product(VALUES, VALUES):
             cases += 1
             why = _check(lambda x, f=f, v=v, w=w:
-                         f(torch.full_like(x, v), torch.full_like(x, w)) + x * 0)
+                         f(torch.full_like(x, v), torch.full_like(x, w)) - x * 0)
             if why:
                 rows.append(f"| {name} | {v!r} | {w!r} | {why} |")
+    for v, w in itertools.product(VALUES, VALUES):   # pow by a Python number
+        cases += 1
+        why = _check(lambda x, v=v, w=w: torch.pow(torch.full_like(x, v), w) - x * 0)
+        if why:
+            rows.append(f"| pow (by a number) | {v!r} | {w!r} | {why} |")
     prov = common.provenance("cpu")
     lines = ["# Ops on constant special values, stax vs eager (CPU)", "",
              "`python benchmarks/special_values.py`", "",
              *common.provenance_lines(prov), *[f"- {n}" for n in env_notes], "",
              f"{cases} cases ({len(UNARY)} unary ops x {len(VALUES)} values, {len(BINARY)} "
-             f"binary ops x {len(VALUES)}^2 pairs): {len(rows)} differ from eager.", ""]
+             f"binary ops x {len(VALUES)}^2 pairs, pow by a number x {len(VALUES)}^2): "
+             f"{len(rows)} differ from eager.", ""]
     if rows:
         lines += ["| op | a | b | result |", "| --- | --- | --- | --- |", *rows]
     common.write_report("\n".join(lines) + "\n", args.out, "special-values-cpu.md",

@@ -74,8 +74,26 @@ for _t in ("Tensor", "Scalar"):
 HANDLERS[aten.true_divide.Tensor] = _binary_handler("div")   # mse_loss's backward
 HANDLERS[aten.rsub.Scalar] = _binary_handler("sub", lhs="other", rhs="self", alpha=True)
 HANDLERS[aten.rsub.Tensor] = _binary_handler("sub", lhs="other", rhs="self", alpha=True)
-HANDLERS[aten.pow.Tensor_Tensor] = _binary_handler("pow", "self", "exponent")
-HANDLERS[aten.pow.Tensor_Scalar] = _binary_handler("pow", "self", "exponent")
+_pow_by_a_tensor = _binary_handler("pow", "self", "exponent")
+
+
+def _pow_by_a_scalar(b: _Builder, node, a):
+    """Eager's pow by a Python number runs sqrt, rsqrt or 1/x for 0.5, -0.5 and -1, not
+    std::pow, and the two differ at -inf and -0 (sqrt(-inf) is NaN, pow(-inf, 0.5) is inf).
+    The IR says which one eager ran, so no target has to guess from a constant exponent:
+    a stax.pow by a fill is always std::pow. Eager's CPU half kernel has no such shortcut."""
+    e, (shape, dtype) = a["exponent"], _out(node)
+    val = node.meta.get("val")
+    half_on_cpu = dtype == torch.float16 and getattr(val, "device", None) == torch.device("cpu")
+    shortcut = {0.5: "sqrt", -0.5: "rsqrt", -1.0: "reciprocal"}.get(
+        float(e) if type(e) in (int, float) else None)
+    if shortcut is None or half_on_cpu or not dtype.is_floating_point:
+        return _pow_by_a_tensor(b, node, a)
+    return b.convert(b.unary(shortcut, b.operand(a["self"], shape, _opmath(dtype))), dtype)
+
+
+HANDLERS[aten.pow.Tensor_Tensor] = _pow_by_a_tensor
+HANDLERS[aten.pow.Tensor_Scalar] = _pow_by_a_scalar
 HANDLERS[aten.pow.Scalar] = _binary_handler("pow", "self", "exponent")
 HANDLERS[aten.maximum.default] = _binary_handler("maximum")
 HANDLERS[aten.minimum.default] = _binary_handler("minimum")

@@ -336,7 +336,9 @@ class OpsMixin:
         fl = comp.startswith("f")
         if kind == "pow" and fl:
             e = self._full_value(o.operands[1])
-            special = {2.0: "sq", 1.0: "id", 0.5: "sqrt", -1.0: "rcp", -0.5: "rsqrt", 3.0: "cube"}
+            # exact rewrites of std::pow only: sqrt is not pow by 0.5 at -inf and -0
+            # (eager's pow by a Python 0.5 is imported as stax.sqrt instead)
+            special = {2.0: "sq", 1.0: "id", -1.0: "rcp", 3.0: "cube"}
             if e in special:
                 x = ins[0]
                 ty = em.vt(comp, x.vec)
@@ -348,12 +350,7 @@ class OpsMixin:
                 if s == "cube":
                     t = em.op(f"arith.mulf {x.ssa}, {x.ssa} : {ty}", ty)
                     return Val(em.op(f"arith.mulf {t}, {x.ssa} : {ty}", ty), x.vec, comp)
-                if s == "sqrt":
-                    return Val(em.op(f"math.sqrt {x.ssa} : {ty}", ty), x.vec, comp)
-                if s == "rcp":
-                    return Val(em.op(f"arith.divf {em.splat(1.0, ty)}, {x.ssa} : {ty}", ty), x.vec, comp)
-                t = em.op(f"math.sqrt {x.ssa} : {ty}", ty)
-                return Val(em.op(f"arith.divf {em.splat(1.0, ty)}, {t} : {ty}", ty), x.vec, comp)
+                return Val(em.op(f"arith.divf {em.splat(1.0, ty)}, {x.ssa} : {ty}", ty), x.vec, comp)
         (a, b), vec = em.unify(ins)
         ty = em.vt(comp, vec)
         u = dt.unsigned or dt.is_bool

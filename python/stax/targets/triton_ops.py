@@ -293,7 +293,9 @@ class _OpsMixin:
         ty = em.ty(sh, comp)
         if kind == "pow" and fl:
             e = self._full_value(o.operands[1])
-            if e in (2.0, 1.0, 0.5, -1.0, -0.5, 3.0):
+            # exact rewrites of std::pow only: sqrt is not pow by 0.5 at -inf and -0
+            # (eager's pow by a Python 0.5 is imported as stax.sqrt instead)
+            if e in (2.0, 1.0, -1.0, 3.0):
                 x = a
                 xs = em.mat(x, x.shape)
                 t = em.ty(x.shape, comp)
@@ -304,11 +306,7 @@ class _OpsMixin:
                 if e == 3.0:
                     q = em.op(f"arith.mulf {xs}, {xs} : {t}")
                     return V(em.op(f"arith.mulf {q}, {xs} : {t}"), x.shape, comp)
-                if e == 0.5:
-                    return self._unary("sqrt", x, dt)
-                if e == -1.0:
-                    return self._unary("reciprocal", x, dt)
-                return self._unary("reciprocal", self._unary("sqrt", x, dt), dt)
+                return self._unary("reciprocal", x, dt)
         A, Bs = em.mat(a, sh), em.mat(b, sh)
         u = dt.unsigned or dt.bool_
 
