@@ -47,9 +47,13 @@ def remainder(x, n):   # `n % 3` and `rows % 4`: p - k*(p // k), a derived symbo
     return torch.softmax(x * (n % 3 + 1), dim=-1) * (x.shape[0] % 4)
 
 
+def power(x, n):   # `x ** n`, `n ** x` and `x % n`: std::pow and remainder by the int
+    return x ** (n % 4) + x.abs() ** (n % 3 - 1) + (n % 5 + 1) ** x.tanh() + x % (n % 7 + 1)
+
+
 CASES = {"scale": scale, "positions": positions, "mean_by": mean_by,
          "int_result": int_result, "softmax_scaled": softmax_scaled,
-         "remainder": remainder}
+         "remainder": remainder, "power": power}
 VALUES = [3, 1, 257, 0, 17, 2]   # 0 and 1 too: Dynamo's 0/1 specialization is not met here
 
 

@@ -201,9 +201,10 @@ def test_import_distinct_sizes_get_distinct_symbols():
     # test_dynamic_library_ops; diagonal, a view, has none)
     (lambda x: torch.diagonal(x) * 2, (torch.randn(8, 4),), "diagonal",
      "cannot be imported symbolically"),
-    # a size read as a value by an op outside _SIZE_VALUE_ARGS (n, a SymInt: `x * n` is
-    # a stax.symbol_value, test_int_argument_is_a_symbol_value)
-    (lambda x, n: torch.pow(x, n), (torch.randn(8, 4), 3), "pow_1", "reads the size"),
+    # a ratio of sizes as pow's exponent (n, a SymInt: `x * n` and `x ** n` are
+    # stax.symbol_values, test_int_argument_is_a_symbol_value): eager's pow by 0.5 is
+    # sqrt, by 1.5 std::pow, so the kernel would depend on the ratio's value
+    (lambda x, n: torch.pow(x, n / 2), (torch.randn(8, 4), 3), "pow_1", "reads the size"),
     (lambda x: x.view(x.shape[0] * 2, -1), (torch.randn(8, 4),), "view", "not a polynomial"),
 ])
 def test_import_unsupported_names_the_node(fn, args, node, why):

@@ -205,7 +205,14 @@ _SIZE_VALUE_ARGS = _names(aten.add, aten.sub, aten.mul, aten.div, aten.true_divi
                           # `clamp(i, 0, s - 1)`: a replicate pad's or an interpolation's
                           # source index
                           aten.clamp, aten.clamp_min, aten.clamp_max,
+                          # `x ** n`: std::pow by the int's value (eager's x*x, x*x*x and
+                          # 1/x for 2, 3 and -1 agree with it but for rounding)
+                          aten.pow,
+                          aten.remainder,   # `x % n`
                           ) - {aten.div.Tensor_mode, aten.div.Scalar_mode}
+#: ... of which an exponent that is a ratio of sizes is not: eager's pow by 0.5 or -0.5
+#: is sqrt or rsqrt, not std::pow, so the kernel would depend on the ratio's value
+_NO_RATIO_ARGS = _names(aten.pow)
 
 
 def dim(s, what="a size"):
@@ -470,7 +477,7 @@ def pre_node(b, node, dtypes):
             if target in _SIZE_VALUE_ARGS and isinstance(v, (torch.SymInt, int)):
                 continue   # the handler reads it as a stax.size_value (builder.size_scalar)
             if target in _SIZE_VALUE_ARGS and isinstance(v, torch.SymFloat) and \
-                    isinstance(b.values.get(n), SizeRatio):
+                    isinstance(b.values.get(n), SizeRatio) and target not in _NO_RATIO_ARGS:
                 continue   # ... or as a ratio of them (builder.ratio_scalar)
             raise _unsupported(f"{where} reads the size {n.name} ({v}) as a value; stax ops "
                                "take sizes only in their result types, or as the value of "
