@@ -81,8 +81,8 @@ def symbolic_fmt(dims) -> str:
 
 def _exact_values(exprs, env) -> list:
     """Stride expressions (sympy, or ints) at the symbols' values (an empty output's)."""
-    from stax.importer.size_asserts import value_at
-    return [e if isinstance(e, int) else int(value_at(e, env)) for e in exprs]
+    from stax.importer.size_asserts import evaluator
+    return [e if isinstance(e, int) else int(evaluator(e)(env)) for e in exprs]
 
 
 def _contiguous_strides(dims) -> list:

@@ -50,6 +50,46 @@ def value_at(expr, env: dict):
                         {s: env[s.name] for s in expr.free_symbols}, expr)
 
 
+class _Evaluator:
+    """`value_at(expr, env)` as a Python function of the symbols, made once: sympy's
+    interpreter takes ~15 us per call, and a decode loop's window checks meet a new
+    position every call, so no memo helps. The source is torch's own Python printer
+    (what Dynamo's shape guards use); the first call is checked against value_at, and
+    an expression it cannot print, or prints differently, stays interpreted."""
+
+    def __init__(self, expr):
+        self.expr = expr
+        self.names = sorted(s.name for s in expr.free_symbols)
+        self.fn = None
+        try:
+            from torch.utils._sympy.printers import PythonPrinter
+            body = PythonPrinter().doprint(expr)
+            self.fn = eval(f"lambda {', '.join(self.names)}: {body}",  # noqa: S307 - our text
+                           {"math": math, "__builtins__": {"min": min, "max": max,
+                                                           "abs": abs, "int": int}})
+        except Exception:  # noqa: BLE001 - not printable as Python: interpreted
+            self.fn = None
+        self._checked = False
+
+    def __call__(self, env):
+        if self.fn is not None:
+            got = self.fn(*[env[n] for n in self.names])
+            if self._checked:
+                return got
+            want = value_at(self.expr, env)
+            self._checked = True
+            if type(got) is type(want) and got == want:
+                return got
+            self.fn = None   # disagrees with the interpreter: trust the interpreter
+        return value_at(self.expr, env)
+
+
+@functools.lru_cache(maxsize=4096)
+def evaluator(expr) -> _Evaluator:
+    """The (cached) compiled `value_at` of one expression."""
+    return _Evaluator(expr)
+
+
 @dataclasses.dataclass(frozen=True)
 class SizePredicate:
     """The value of a node that compares sizes (`ge(u0, 0)`): its sympy boolean."""
@@ -78,7 +118,7 @@ class SizeAssert:
         key = tuple(env[s] for s in self.symbols)
         hit = self._seen.get(key)
         if hit is None:
-            hit = bool(value_at(self.expr, env))
+            hit = bool(evaluator(self.expr)(env))
             if len(self._seen) < 1024:
                 self._seen[key] = hit
         return hit
