@@ -149,6 +149,72 @@ module {
       %1 = irdl.base "!builtin.tensor"
       irdl.results(result: %1)
     }
+    irdl.operation @acos {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0)
+      %1 = irdl.base "!builtin.tensor"
+      irdl.results(result: %1)
+    }
+    irdl.operation @asin {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0)
+      %1 = irdl.base "!builtin.tensor"
+      irdl.results(result: %1)
+    }
+    irdl.operation @atan {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0)
+      %1 = irdl.base "!builtin.tensor"
+      irdl.results(result: %1)
+    }
+    irdl.operation @sinh {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0)
+      %1 = irdl.base "!builtin.tensor"
+      irdl.results(result: %1)
+    }
+    irdl.operation @cosh {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0)
+      %1 = irdl.base "!builtin.tensor"
+      irdl.results(result: %1)
+    }
+    irdl.operation @tan {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0)
+      %1 = irdl.base "!builtin.tensor"
+      irdl.results(result: %1)
+    }
+    irdl.operation @log10 {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0)
+      %1 = irdl.base "!builtin.tensor"
+      irdl.results(result: %1)
+    }
+    irdl.operation @asinh {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0)
+      %1 = irdl.base "!builtin.tensor"
+      irdl.results(result: %1)
+    }
+    irdl.operation @acosh {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0)
+      %1 = irdl.base "!builtin.tensor"
+      irdl.results(result: %1)
+    }
+    irdl.operation @atanh {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0)
+      %1 = irdl.base "!builtin.tensor"
+      irdl.results(result: %1)
+    }
+    irdl.operation @erfc {
+      %0 = irdl.base "!builtin.tensor"
+      irdl.operands(input: %0)
+      %1 = irdl.base "!builtin.tensor"
+      irdl.results(result: %1)
+    }
     irdl.operation @add {
       %0 = irdl.base "!builtin.tensor"
       %1 = irdl.base "!builtin.tensor"
@@ -227,6 +293,13 @@ module {
       irdl.results(result: %2)
     }
     irdl.operation @xor {
+      %0 = irdl.base "!builtin.tensor"
+      %1 = irdl.base "!builtin.tensor"
+      irdl.operands(lhs: %0, rhs: %1)
+      %2 = irdl.base "!builtin.tensor"
+      irdl.results(result: %2)
+    }
+    irdl.operation @copysign {
       %0 = irdl.base "!builtin.tensor"
       %1 = irdl.base "!builtin.tensor"
       irdl.operands(lhs: %0, rhs: %1)

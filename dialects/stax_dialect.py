@@ -40,11 +40,15 @@ UNARY_OPS = {
     "tanh": "float", "sigmoid": "float", "erf": "float", "reciprocal": "float",
     "floor": "float", "ceil": "float", "round": "float", "trunc": "float",
     "not": "bool", "bitwise_not": "int", "isnan": "float",
+    # libm's functions (the CPU calls them per lane, Triton calls libdevice)
+    "acos": "float", "asin": "float", "atan": "float", "sinh": "float", "cosh": "float",
+    "tan": "float", "log10": "float", "asinh": "float", "acosh": "float", "atanh": "float",
+    "erfc": "float",
 }
 BINARY_OPS = {
     "add": "any", "sub": "num", "mul": "any", "div": "num", "pow": "float",
     "maximum": "any", "minimum": "any", "remainder": "num", "atan2": "float",
-    "and": "int", "or": "int", "xor": "int",
+    "and": "int", "or": "int", "xor": "int", "copysign": "float",
 }
 COMPARE_OPS = ["eq", "ne", "lt", "le", "gt", "ge"]
 REDUCE_OPS = ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod"]

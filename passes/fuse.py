@@ -43,7 +43,8 @@ import ctypes
 import heapq
 
 from stax._mlir import ir
-from stax.dialects.stax_dialect import KERNEL, YIELD, StaxVerificationError, verify_module
+from stax.dialects.stax_dialect import (BINARY_OPS, KERNEL, UNARY_OPS, YIELD,
+                                       StaxVerificationError, verify_module)
 from stax.dialects.symbolic import dims_of
 from stax.passes._kernel_names import Namer as _Namer
 from stax.passes._kernel_names import kernel_name
@@ -58,11 +59,8 @@ PASS_NAME = "stax-fuse"
 #: so a linear's bias add fuses as any elementwise op (is_linear_bias_add)
 TRITON_EPILOGUES_ATTR = "stax.triton_matmul_epilogues"
 
-_UNARY = ["neg", "abs", "sign", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt",
-          "rsqrt", "sin", "cos", "tanh", "sigmoid", "erf", "reciprocal", "floor", "ceil",
-          "round", "trunc", "not", "bitwise_not", "isnan"]
-_BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder", "atan2",
-           "and", "or", "xor"]
+_UNARY = list(UNARY_OPS)     # the dialect's lists: an op added there fuses
+_BINARY = list(BINARY_OPS)
 _COMPARE = ["cmp_eq", "cmp_ne", "cmp_lt", "cmp_le", "cmp_gt", "cmp_ge"]
 _REDUCE = ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod"]
 _ARG_REDUCE = ["argmax", "argmin"]

@@ -280,7 +280,8 @@ def _float_unary(e: _Emitter, name: str, x: V) -> V:
         return e.binary("divide", e.like(x, 1.0), x)
     if name == "erf":
         return _erf_f32(e, x)
-    raise KeyError(name)
+    raise LoweringError(f"'stax.{name}' has no StableHLO lowering in stax-to-stablehlo (libm "
+                        "functions run on the CPU and GPU targets only)")
 
 
 def _in_opmath(e: _Emitter, xs: list[V], f):
@@ -326,6 +327,8 @@ def _binary(e: _Emitter, name: str, a: V, b: V) -> V:
         fix = e.binary("and", e.cmp("NE", r, zero),
                        e.cmp("NE", e.cmp("LT", r, zero), e.cmp("LT", b, zero)))
         return e.select(fix, e.binary("add", r, b), r)
+    if name not in _BINARY:
+        raise LoweringError(f"'stax.{name}' has no StableHLO lowering in stax-to-stablehlo")
     if name in _OPMATH:
         return _in_opmath(e, [a, b], lambda x, y: e.binary(_BINARY[name], x, y))
     return e.binary(_BINARY[name], a, b)

@@ -28,6 +28,29 @@ func.func @unary(%f: tensor<2x3xf32>, %i: tensor<2x3xi32>, %b: tensor<2x3xi1>) {
   %u10 = "stax.rsqrt"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
   // CHECK: "stax.sin"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %u11 = "stax.sin"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // the math library's functions (SLEEF on the CPU, libdevice in Triton)
+  // CHECK: "stax.acos"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m0 = "stax.acos"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: "stax.asin"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m1 = "stax.asin"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: "stax.atan"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m2 = "stax.atan"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: "stax.sinh"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m3 = "stax.sinh"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: "stax.cosh"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m4 = "stax.cosh"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: "stax.tan"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m5 = "stax.tan"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: "stax.log10"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m6 = "stax.log10"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: "stax.asinh"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m7 = "stax.asinh"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: "stax.acosh"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m8 = "stax.acosh"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: "stax.atanh"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m9 = "stax.atanh"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: "stax.erfc"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m10 = "stax.erfc"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
   // CHECK: "stax.cos"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %u12 = "stax.cos"(%f) : (tensor<2x3xf32>) -> tensor<2x3xf32>
   // CHECK: "stax.tanh"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
@@ -81,6 +104,8 @@ func.func @binary(%f: tensor<4xbf16>, %i: tensor<4xi64>, %u: tensor<4xui8>, %b: 
   %r7 = "stax.remainder"(%i, %i) : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
   // CHECK: "stax.atan2"(%{{.*}}, %{{.*}}) : (tensor<4xbf16>, tensor<4xbf16>) -> tensor<4xbf16>
   %r8 = "stax.atan2"(%f, %f) : (tensor<4xbf16>, tensor<4xbf16>) -> tensor<4xbf16>
+  // CHECK: "stax.copysign"(%{{.*}}, %{{.*}}) : (tensor<4xbf16>, tensor<4xbf16>) -> tensor<4xbf16>
+  %r8c = "stax.copysign"(%f, %f) : (tensor<4xbf16>, tensor<4xbf16>) -> tensor<4xbf16>
   // CHECK: "stax.and"(%{{.*}}, %{{.*}}) : (tensor<4xui8>, tensor<4xui8>) -> tensor<4xui8>
   %r9 = "stax.and"(%u, %u) : (tensor<4xui8>, tensor<4xui8>) -> tensor<4xui8>
   // CHECK: "stax.or"(%{{.*}}, %{{.*}}) : (tensor<4xui8>, tensor<4xui8>) -> tensor<4xui8>

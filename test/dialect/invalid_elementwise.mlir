@@ -32,6 +32,24 @@ func.func @unary_kind(%a: tensor<4xi32>) {
 
 // -----
 
+// a math-library function on integers
+func.func @unary_kind_library(%a: tensor<4xi32>) {
+  // expected-error @+1 {{'stax.acos' op operand 'input' has element type i32; expected a floating-point element type}}
+  %0 = "stax.acos"(%a) : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+// copysign on integers
+func.func @copysign_kind(%a: tensor<4xi64>) {
+  // expected-error @+1 {{'stax.copysign' op operands have element type i64; expected a floating-point element type}}
+  %0 = "stax.copysign"(%a, %a) : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  return
+}
+
+// -----
+
 // unary kind bool
 func.func @unary_kind_bool(%a: tensor<4xf32>) {
   // expected-error @+1 {{'stax.not' op operand 'input' has element type f32; expected an i1 element type}}

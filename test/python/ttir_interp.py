@@ -244,7 +244,10 @@ _UNARY_F = {"math.exp": torch.exp, "math.exp2": torch.exp2, "math.log": torch.lo
             "math.rsqrt": torch.rsqrt, "math.sqrt": torch.sqrt, "tt.precise_sqrt": torch.sqrt,
             "math.absf": torch.abs}
 _EXTERN = {"tanh": torch.tanh, "expm1": torch.expm1, "log1p": torch.log1p,
-           "trunc": torch.trunc, "rint": torch.round, "pow": torch.pow, "atan2": torch.atan2}
+           "trunc": torch.trunc, "rint": torch.round, "pow": torch.pow, "atan2": torch.atan2,
+           "copysign": torch.copysign,
+           **{k: getattr(torch, k) for k in ("acos", "asin", "atan", "sinh", "cosh", "tan",
+                                             "log10", "asinh", "acosh", "atanh", "erfc")}}
 _POISON_INT = 0x5A5A5A5A5A5A5A5A
 
 

@@ -24,11 +24,14 @@ _UNARY_KIND = {
     "log1p": "float", "sqrt": "float", "rsqrt": "float", "sin": "float", "cos": "float",
     "tanh": "float", "sigmoid": "float", "erf": "float", "reciprocal": "float",
     "floor": "float", "ceil": "float", "round": "float", "trunc": "float",
+    "acos": "float", "asin": "float", "atan": "float", "sinh": "float", "cosh": "float",
+    "tan": "float", "log10": "float", "asinh": "float", "acosh": "float", "atanh": "float",
+    "erfc": "float",
 }
 _BINARY_KIND = {
     "add": "any", "sub": "num", "mul": "any", "div": "num", "pow": "float",
     "maximum": "any", "minimum": "any", "remainder": "num", "atan2": "float",
-    "and": "int", "or": "int", "xor": "int",
+    "and": "int", "or": "int", "xor": "int", "copysign": "float",
 }
 
 
@@ -95,6 +98,8 @@ def _pow_by_a_scalar(b: _Builder, node, a):
 HANDLERS[aten.pow.Tensor_Tensor] = _pow_by_a_tensor
 HANDLERS[aten.pow.Tensor_Scalar] = _pow_by_a_scalar
 HANDLERS[aten.pow.Scalar] = _binary_handler("pow", "self", "exponent")
+HANDLERS[aten.copysign.Tensor] = _binary_handler("copysign")
+HANDLERS[aten.copysign.Scalar] = _binary_handler("copysign")
 HANDLERS[aten.maximum.default] = _binary_handler("maximum")
 HANDLERS[aten.minimum.default] = _binary_handler("minimum")
 HANDLERS[aten.atan2.default] = _binary_handler("atan2")

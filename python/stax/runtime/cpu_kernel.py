@@ -26,6 +26,23 @@ class KernelLoadError(Exception):
 # __truncsfbf2 (libgcc/compiler-rt, absent from this process). Each module defines its own
 # copy (stax.targets.cpu_dtypes.with_libcall_helpers); one merged module keeps one.
 LIBCALL_HELPERS = frozenset({"__truncsfbf2"})
+#: the prefix of the SLEEF vector functions a kernel may call (targets/cpu_sleef.py)
+SLEEF_PREFIX = "Sleef_"
+_sleef_exposed = False
+
+
+def expose_sleef() -> None:
+    """Make libtorch_cpu's exported symbols (SLEEF's vector math, which eager calls)
+    resolvable by the JIT: Python loads torch's libraries with RTLD_LOCAL, so the JIT's
+    process-wide lookup does not see them; reopening the loaded library with
+    RTLD_GLOBAL | RTLD_NOLOAD promotes it without loading anything."""
+    global _sleef_exposed
+    if _sleef_exposed:
+        return
+    import os
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+    ctypes.CDLL(lib, mode=os.RTLD_GLOBAL | getattr(os, "RTLD_NOLOAD", 0))
+    _sleef_exposed = True
 
 # Work (elements touched) below which a kernel runs on the calling thread only: a
 # hand-off to the worker costs tens of microseconds.
@@ -311,7 +328,9 @@ class SizedCpuKernel(CpuKernel):
 #: these libm names); any other external symbol would be resolved from the process
 _EXTERNAL_OK = frozenset({"expf", "exp", "logf", "log", "tanhf", "tanh", "erff", "erf",
                           "powf", "pow", "sqrtf", "sqrt", "fmodf", "fmod", "log1pf", "log1p",
-                          "expm1f", "expm1", "sinf", "sin", "cosf", "cos", "atan2f", "atan2"})
+                          "expm1f", "expm1", "sinf", "sin", "cosf", "cos", "atan2f", "atan2",
+                          *(f + s for f in ("acos", "asin", "atan", "sinh", "cosh", "tan",
+                                            "log10") for s in ("f", ""))})
 
 
 def _index_error_global(engine, name):
@@ -342,7 +361,7 @@ def _check_module(module, name: str, n_sizes: int = 0) -> int:
         fname = ir.StringAttr(o.attributes["sym_name"]).value
         blocks = list(o.regions[0].blocks)
         if not blocks:
-            if fname not in _EXTERNAL_OK:
+            if fname not in _EXTERNAL_OK and not fname.startswith(SLEEF_PREFIX):
                 raise KernelLoadError(f"kernel {name} declares the external function "
                                       f"{fname!r}, which no stax kernel calls")
             continue
@@ -391,19 +410,23 @@ def load_cpu_kernels(specs) -> list[CpuKernel]:
             ops = [op.operation for op in module.body.operations]
             names = [ir.StringAttr(o.attributes["sym_name"]).value
                      if "sym_name" in o.attributes else None for o in ops]
-            syms = set(names) - {None} - LIBCALL_HELPERS
+            shared = {s for s in names if s in LIBCALL_HELPERS or
+                      (s is not None and s.startswith(SLEEF_PREFIX))}
+            syms = set(names) - {None} - shared
             group = next((g for g in groups if not g[1] & syms), None)
             if group is None:
                 group = (ir.Module.create(), set())
                 groups.append(group)
             for o, sym in zip(ops, names):
-                if sym in LIBCALL_HELPERS:   # identical in every kernel: the first one
+                if sym in shared:   # identical in every kernel: the first one
                     if sym in group[1]:
                         continue
                     group[1].add(sym)
                 group[0].body.append(o)
             group[1].update(syms)
             owner.append(len(groups) - 1 if group is groups[-1] else groups.index(group))
+        if any(s.startswith(SLEEF_PREFIX) for _, g in groups for s in g):
+            expose_sleef()
         engines = [ExecutionEngine(m, opt_level=3) for m, _ in groups]
     kernels = []
     for spec, g in zip(specs, owner):

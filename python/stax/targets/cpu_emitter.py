@@ -39,6 +39,7 @@ class Emitter(IndexAlgebra):
         # module_text() defines it once used
         self.index_error_symbol = f"{kernel_name}_index_error"
         self.uses_index_error = False
+        self.declarations = []   # external functions the kernel calls (cpu_sleef)
 
     # --- raw text
     def fresh(self):
@@ -134,13 +135,18 @@ class Emitter(IndexAlgebra):
         return "module {\n  " + "\n  ".join(self._module_globals() + ["\n".join(func_lines)]) \
             + "\n}\n"
 
+    def declare(self, line):
+        """Declare an external function (`func.func private @f(...)`) once."""
+        if line not in self.declarations:
+            self.declarations.append(line)
+
     def _module_globals(self) -> list:
-        """Its index-error global, once a gather uses it, and the function that returns
-        the global's address (the JIT looks up functions, not data)."""
+        """Its external functions; its index-error global, once a gather uses it, and the
+        function that returns the global's address (the JIT looks up functions, not data)."""
         if not self.uses_index_error:
-            return []
+            return list(self.declarations)
         sym = self.index_error_symbol
-        return [f"memref.global @{sym} : memref<3xi64> = dense<0>",
+        return [*self.declarations, f"memref.global @{sym} : memref<3xi64> = dense<0>",
                 f"func.func @{sym}_addr() -> i64 attributes {{llvm.emit_c_interface}} {{",
                 f"    %g = memref.get_global @{sym} : memref<3xi64>",
                 "    %p = memref.extract_aligned_pointer_as_index %g : memref<3xi64> -> index",

@@ -14,11 +14,12 @@ import torch
 from stax._mlir import ir
 from stax.dialects.stax_dialect import gather_wraps_negative, scalar_attr_value
 from stax.dialects.symbolic import dim_sum
-from stax.targets import cpu_math
+from stax.targets import cpu_math, cpu_sleef
 from stax.targets.cpu_dtypes import DTYPES, DType, dtype_of
 from stax.targets.cpu_emitter import Val
 from stax.targets.cpu_errors import KernelLoweringError, NeedScalar
 from stax.targets.cpu_index import Aff, Var, row_major_linear
+from stax.targets.kernel_ir import LIBM_UNARY_OPS
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
 from stax.targets.kernel_ir import arith_binary, python_remainder
@@ -27,6 +28,14 @@ from stax.targets.kernel_ir import float_bits as _fbits
 from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.kernel_ir import int_bits as _ibits
 from stax.targets.kernel_ir import shape as _shape
+
+
+#: without SLEEF (a CPU without AVX2: cpu_sleef.available), the math library's functions
+#: that are LLVM intrinsics, which LLVM calls libm for per lane (`_EXTERNAL_OK` in
+#: runtime/cpu_kernel.py names them); asinh, acosh, atanh and erfc are none, and
+#: convert-math-to-libm would make calls of every math op, sqrt and floor included
+LIBM_UNARY = {k: "math." + k for k in LIBM_UNARY_OPS
+              if k not in ("asinh", "acosh", "atanh", "erfc")}
 
 
 def _atan2(em, a, b, ty, vec, comp) -> str:
@@ -370,6 +379,8 @@ class OpsMixin:
             return r(f"math.powf {a}, {b} : {ty}")
         if kind == "atan2":
             return r(_atan2(em, a, b, ty, vec, comp))
+        if kind == "copysign" and fl:
+            return r(f"math.copysign {a}, {b} : {ty}")
         raise KernelLoweringError(f"binary op stax.{kind} is not supported by the CPU target")
 
     def _unary(self, kind, x: Val, dt: DType) -> Val:
@@ -443,9 +454,11 @@ class OpsMixin:
             lg = ((lambda e, t: cpu_math.log_f32(e, t, ty, ity)) if f32
                   else (lambda e, t: e.op(f"math.log {t} : {ty}", ty)))
             return val(cpu_math.log1p(em, a, ty, lg))
+        if kind in cpu_sleef.SLEEF_UNARY and cpu_sleef.available(comp):
+            return val(cpu_sleef.call(em, kind, a, comp, x.vec))
         simple = {"sqrt": "math.sqrt", "floor": "math.floor", "ceil": "math.ceil",
                   "round": "math.roundeven", "trunc": "math.trunc", "sin": "math.sin",
-                  "cos": "math.cos"}
+                  "cos": "math.cos", **LIBM_UNARY}
         if kind in simple:
             return r(f"{simple[kind]} {a} : {ty}")
         if kind == "rsqrt":
@@ -453,4 +466,7 @@ class OpsMixin:
             return r(f"arith.divf {em.splat(1.0, ty)}, {s} : {ty}")
         if kind == "reciprocal":
             return r(f"arith.divf {em.splat(1.0, ty)}, {a} : {ty}")
+        if kind in LIBM_UNARY_OPS:
+            raise KernelLoweringError(f"stax.{kind} needs SLEEF's vector functions, which "
+                                      f"this CPU ({cpu_sleef.capability()}) has none of")
         raise KernelLoweringError(f"unary op stax.{kind} is not supported by the CPU target")

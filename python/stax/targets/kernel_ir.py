@@ -17,6 +17,10 @@ VIEW_OPS = frozenset({"stax.broadcast_in_dim", "stax.reshape", "stax.permute", "
 # values, an explicit cast that rounds itself): `_round_if_stored` leaves them alone
 ROUNDED_RESULT_OPS = frozenset({"stax.convert", "stax.bitcast", "stax.select", "stax.concat",
                                 "stax.pad", "stax.gather"}) | VIEW_OPS
+#: unary ops both code generators compute with a math library: SLEEF's vector functions
+#: on the CPU (cpu_sleef: eager's), libdevice's __nv_<name> in Triton
+LIBM_UNARY_OPS = ("acos", "asin", "atan", "sinh", "cosh", "tan", "log10", "asinh", "acosh",
+                  "atanh", "erfc")
 
 
 def shape(v) -> list:

@@ -17,6 +17,7 @@ import torch
 
 from stax._mlir import ir
 from stax.dialects.stax_dialect import gather_wraps_negative, scalar_attr_value
+from stax.targets.kernel_ir import LIBM_UNARY_OPS
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import ROUNDED_RESULT_OPS
 from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
@@ -331,6 +332,9 @@ class _OpsMixin:
             return self._extern("__nv_powf" if comp == "f32" else "__nv_pow", [a, b], sh, comp)
         if kind == "atan2":
             return self._extern("__nv_atan2f" if comp == "f32" else "__nv_atan2", [a, b], sh, comp)
+        if kind == "copysign" and fl:
+            return self._extern("__nv_copysignf" if comp == "f32" else "__nv_copysign", [a, b],
+                                sh, comp)
         raise KernelLoweringError(f"binary op stax.{kind} is not supported by the Triton target")
 
     def _unary(self, kind, x: V, dt: DT) -> V:
@@ -398,7 +402,7 @@ class _OpsMixin:
                 return r(f"tt.precise_divf {c(1.0)}, {d} : {ty}")
             return r(f"arith.divf {c(1.0)}, {d} : {ty}")
         libdev = {"tanh": "tanh", "expm1": "expm1", "log1p": "log1p", "trunc": "trunc",
-                  "round": "rint"}
+                  "round": "rint", **{k: k for k in LIBM_UNARY_OPS}}
         if kind in libdev:
             sym = "__nv_" + libdev[kind] + ("f" if f32 else "")
             return self._extern(sym, [x], sh, comp)
