@@ -119,6 +119,12 @@ _FLOAT_UNARY = {  # name -> (expression template, exact-preserving)
     "rsqrt": ("torch.rsqrt({x}.abs() + 0.25)", False),
     "reciprocal": ("torch.reciprocal({x}.abs() + 0.5)", False),
     "square": ("{x} * {x}", False),
+    # the math library's functions (SLEEF on the CPU, libdevice in Triton; session 37)
+    "atan": ("torch.atan({x})", False), "asinh": ("torch.asinh({x})", False),
+    "erfc": ("torch.erfc({x})", False), "sinh": ("torch.sinh({x})", False),
+    "acos": ("torch.acos(torch.tanh({x}) * 0.99)", False),
+    "log10": ("torch.log10({x}.abs() + 0.5)", False),
+    "copysign": ("torch.copysign({x}, {x} - 0.25)", True),
 }
 _DISCONT = {"floor": "torch.floor({x})", "ceil": "torch.ceil({x})",
             "round": "torch.round({x})", "trunc": "torch.trunc({x})", "sign": "torch.sign({x})"}
