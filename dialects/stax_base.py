@@ -80,20 +80,21 @@ def _i64_array(op, name):
         return None
 
 
-def _int_attr(op, name):
+def _typed_attr(op, name, cls, what):
+    """The attribute's value when it is a `cls`, else None (and an error naming it)."""
     a = _attr(op, name)
-    if a is None or not isinstance(a, ir.IntegerAttr):
-        _fail(op, f"requires integer attribute '{name}', got {a}")
+    if a is None or not isinstance(a, cls):
+        _fail(op, f"requires {what} attribute '{name}', got {a}")
         return None
-    return ir.IntegerAttr(a).value
+    return cls(a).value
+
+
+def _int_attr(op, name):
+    return _typed_attr(op, name, ir.IntegerAttr, "integer")
 
 
 def _bool_attr(op, name):
-    a = _attr(op, name)
-    if a is None or not isinstance(a, ir.BoolAttr):
-        _fail(op, f"requires bool attribute '{name}', got {a}")
-        return None
-    return ir.BoolAttr(a).value
+    return _typed_attr(op, name, ir.BoolAttr, "bool")
 
 
 def _is_scalar_attr(a) -> bool:
