@@ -125,3 +125,22 @@ def test_math_functions_stay_dynamic(where, counts, request):
         x = torch.randn(rows, cols, device=dev) * 3
         torch.testing.assert_close(cf(x), fn(x), rtol=1e-5, atol=1e-5)
     assert_dynamic_only(route, counts)
+
+
+def test_a_saved_kernel_that_calls_sleef_loads_in_a_fresh_process(tmp_path):
+    """A loaded artifact's kernels are JIT-compiled without the compiler
+    (runtime.cpu_kernel.load_cpu_kernels), which must make SLEEF visible itself."""
+    import subprocess
+    import sys
+    import stax
+    x = torch.randn(1000)
+    fn = lambda x: torch.acos(torch.tanh(x)) + torch.erfc(x)   # noqa: E731
+    stax.precompile(fn, (x,)).save(str(tmp_path / "f.stax"))
+    torch.save((x, fn(x)), tmp_path / "io.pt")
+    code = ("import sys, torch, stax\n"
+            f"x, want = torch.load({str(tmp_path / 'io.pt')!r})\n"
+            f"got = stax.load({str(tmp_path / 'f.stax')!r})(x)\n"
+            "torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)\n"
+            "assert 'stax.targets.cpu_sleef' not in sys.modules\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -424,15 +424,15 @@ def _slice_scatter(b, node, a):
     x = b.convert(b.v(a["self"]), dtype)
     src = b.convert(b.v(a["src"]), dtype)
     dim = _norm_dim(a["dim"], len(shape))
-    if b.symbolic and isinstance(_size_arg(b, a.get("start")), str):
+    bounds = [_size_arg(b, a.get(k)) for k in ("start", "end", "step")]
+    if b.symbolic and isinstance(bounds[0], str):
         # a write at a size-expression start: a decode step's cache update
         # `cache[:, pos:pos + T] = k` (static or symbolic cache length)
-        picked = _scatter_at_a_size(b, node, a, x, src, shape, dim)
+        picked = _scatter_at_a_size(b, x, src, shape, dim, *bounds)
         if picked is not None:
             return picked
     if not isinstance(shape[dim], int):
         return _slice_scatter_symbolic(b, node, a, x, src, shape, dtype, dim)
-    bounds = [_size_arg(b, a.get(k)) for k in ("start", "end", "step")]
     if any(isinstance(v, str) for v in bounds):
         from stax.importer.symbolic import _unsupported
         raise _unsupported(f"node {node.name} ({node.target}): slice_scatter "
@@ -452,14 +452,13 @@ def _slice_scatter(b, node, a):
     return _concat(b, pieces, shape, dtype, dim)
 
 
-def _scatter_at_a_size(b, node, a, x, src, shape, dim):
+def _scatter_at_a_size(b, x, src, shape, dim, start, end, step):
     """`src` written over `x[start:start + L]` along `dim` (step 1), `start` a size
     expression, `L` src's length there: every element of `x` picks `src[i - start]`
     where `start <= i < start + L` (a gather at the clamped offset) and keeps its own
     elsewhere. The graph checks the window's bounds at every call (`_guard_window`), so
     the gather reads inside `src`: L >= 1 holds wherever L is a symbol (Dynamo's 0/1
     specialization, which the graph also guards). None where the bounds are not such."""
-    start, end, step = (_size_arg(b, a.get(k)) for k in ("start", "end", "step"))
     n, length = shape[dim], _vshape(src)[dim]
     if (step or 1) != 1 or length == 0 or _difference(end, start) != length or \
             not _guard_window(b, n, start, length, dim):

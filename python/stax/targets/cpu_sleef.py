@@ -12,14 +12,18 @@ A kernel vector (`Emitter.W` lanes) is split into SLEEF-width pieces; a scalar i
 broadcast to one SLEEF vector and lane 0 is read back, so a tail is computed by the same
 function as the body. Without AVX2 (capability "DEFAULT"), `available()` is false and
 the ops stay the intrinsics. The runtime makes libtorch_cpu's symbols visible to the
-JIT (`runtime.cpu_kernel.expose_sleef`).
+JIT (`runtime.cpu_kernel.expose_sleef`, called when a kernel declares a SLEEF function
+and when a saved kernel that calls one is loaded).
 """
 from __future__ import annotations
 
 import functools
 
-#: stax op -> (SLEEF function, accuracy suffix): the ones ATen's Vectorized<float> and
-#: Vectorized<double> call
+from stax.runtime.cpu_kernel import SLEEF_PREFIX, expose_sleef
+from stax.targets.cpu_errors import KernelLoweringError
+
+#: stax op -> (SLEEF function, accuracy suffix): ATen's Vectorized<float> and
+#: Vectorized<double> call these where they vectorize the op
 SLEEF_UNARY = {
     "acos": ("acos", "u10"), "asin": ("asin", "u10"), "atan": ("atan", "u10"),
     "sinh": ("sinh", "u10"), "cosh": ("cosh", "u10"), "tan": ("tan", "u10"),
@@ -45,7 +49,7 @@ def function_name(kind: str, comp: str) -> tuple[str, int]:
     """The SLEEF function eager calls for `kind` on `comp` values, and its lanes."""
     base, accuracy = SLEEF_UNARY[kind]
     lanes = _LANES[capability()][comp]
-    return f"Sleef_{base}{'f' if comp == 'f32' else 'd'}{lanes}_{accuracy}", lanes
+    return f"{SLEEF_PREFIX}{base}{'f' if comp == 'f32' else 'd'}{lanes}_{accuracy}", lanes
 
 
 #: functions whose single-precision SLEEF versions overflow to inf for |x| >= ~1.8e19
@@ -79,6 +83,7 @@ def _call(em, kind: str, x: str, comp: str, vec: bool) -> str:
     fn, lanes = function_name(kind, comp)
     sv = f"vector<{lanes}x{comp}>"
     em.declare(f"func.func private @{fn}({sv}) -> {sv}")
+    expose_sleef()   # before the kernel is JIT-compiled (a loaded artifact: load_cpu_kernels)
     if not vec:   # one lane: broadcast, call, read lane 0
         b = em.op(f"vector.broadcast {x} : {comp} to {sv}", sv)
         r = em.op(f"func.call @{fn}({b}) : ({sv}) -> {sv}", sv)
@@ -87,7 +92,8 @@ def _call(em, kind: str, x: str, comp: str, vec: bool) -> str:
     if em.W == lanes:
         return em.op(f"func.call @{fn}({x}) : ({sv}) -> {sv}", ty)
     if em.W % lanes:
-        raise ValueError(f"a kernel of {em.W} lanes is not whole SLEEF vectors of {lanes}")
+        raise KernelLoweringError(f"a kernel of {em.W} lanes is not whole SLEEF vectors of "
+                                  f"{lanes}")
     out = em.splat(0.0, ty)
     for k in range(0, em.W, lanes):
         piece = em.op(f"vector.extract_strided_slice {x} {{offsets = [{k}], sizes = [{lanes}], "

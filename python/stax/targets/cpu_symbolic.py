@@ -525,8 +525,6 @@ def compile_kernel(kernel_op, name="kernel", ctx=None, input_strides=None,
             raise KernelLoweringError(f"internal error: generated MLIR for {name} does not "
                                       f"parse: {e}\n{text}") from None
         PassManager.parse(llvm._PIPELINE).run(m.operation)
-        if "@Sleef_" in text:
-            llvm._cpu_kernel.expose_sleef()
         engine = ExecutionEngine(m, opt_level=3)
     k = SizedCpuKernel(name, text, None, engine, len(low.inputs) + len(low.outputs),
                        low.em.W, low.splittable, low.symbols, symbol_sources(low),

@@ -589,8 +589,6 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", ctx=
             llvm_ir = translate_module_to_llvmir(m.operation)
         except Exception:  # only for dumps
             llvm_ir = None
-        if "@Sleef_" in text:
-            _cpu_kernel.expose_sleef()
         engine = ExecutionEngine(m, opt_level=3)
     work = max([_numel(a.shape) for a in low.inputs + low.outputs] + [0])
     k = CpuKernel(name, text, llvm_ir, engine, len(low.inputs) + len(low.outputs), width,
