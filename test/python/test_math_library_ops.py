@@ -52,17 +52,23 @@ def assert_like_eager(got, want):
     torch.testing.assert_close(g, w, rtol=RTOL[want.dtype], atol=tiny)
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("name", [*LIBM_UNARY_OPS, "sin", "cos"])
-def test_math_functions_match_eager(name, dtype):
+def test_math_functions_match_eager(name, dtype, device):
+    """On the CPU against eager's SLEEF, on the GPU (libdevice) against eager's CUDA
+    math library."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
     fn = getattr(torch, name)
     for n in (1000, 4099):   # past whole vectors, with a tail
-        x = _inputs(name, n, dtype, seed=n)
+        x = _inputs(name, n, dtype, seed=n).to(device)
         torch._dynamo.reset()
         got = torch.compile(lambda x: fn(x) * 1.0, backend="stax", fullgraph=True)(x)
         assert_like_eager(got, fn(x))
         c = B.compiled_callables[-1]
-        assert c.stax_route == "stax-cpu" and c.stax_fallback_ops == [], c.stax_fallback_ops
+        assert c.stax_route == ("stax-cpu" if device == "cpu" else "triton") and \
+            c.stax_fallback_ops == [], c.stax_fallback_ops
 
 
 @pytest.mark.parametrize("name", list(LIBM_UNARY_OPS))
