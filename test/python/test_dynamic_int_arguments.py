@@ -57,10 +57,10 @@ CASES = {"scale": scale, "positions": positions, "mean_by": mean_by,
 VALUES = [3, 1, 257, 0, 17, 2]   # 0 and 1 too: Dynamo's 0/1 specialization is not met here
 
 
-def _one_dynamic_compile(route, counts):
-    (rep,) = assert_dynamic_only(route, counts)
-    (v,) = rep.variants
-    assert v.dynamic, rep.summary()
+def _one_dynamic_compile(route, counts, most=1):
+    for rep in assert_dynamic_only(route, counts, most):
+        (v,) = rep.variants
+        assert v.dynamic, rep.summary()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -75,7 +75,9 @@ def test_int_argument_values_compile_once(case, where, counts, request):
         assert got.shape == want.shape and got.stride() == want.stride()
         assert got.dtype == want.dtype
         torch.testing.assert_close(got, want, **TOL)
-    _one_dynamic_compile(route, counts)
+    # Dynamo of torch 2.11 on the GPU traces `x ** e` through _refs.pow, which guards
+    # `e == 1.0` and `e != 2.0`: its recompiles, each graph still compiled once by stax
+    _one_dynamic_compile(route, counts, most=3 if case == "power" else 1)
 
 
 @pytest.mark.parametrize("where", ["stax-cpu", "triton", "cuda"])
