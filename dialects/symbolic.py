@@ -35,7 +35,7 @@ __all__ = ["SIZES_ATTR", "ExprError", "DimError", "normalize", "parse", "poly_st
            "dims_of", "type_error", "fmt_dims", "dim_product", "dim_sum", "dims_equal",
            "sizes_type", "free_symbols", "derived_name", "derived_parts", "derived_value",
            "evaluate", "base_symbols", "slice_length", "fixed_slice_length", "slice_needs",
-           "prefix_slice_fits"]
+           "prefix_slice_fits", "reshape_groups"]
 
 SIZES_ATTR = "stax.sizes"  # the encoding's attribute name (`#stax.sizes<[...]>`)
 
@@ -424,6 +424,54 @@ def dim_sum(dims):
 
 def dims_equal(a, b) -> bool:
     return a == b  # normal forms: equal sizes are equal strings (or ints)
+
+
+def _divides(a, b) -> bool:
+    """Whether dim `a` divides dim `b` as polynomials with integer coefficients (for
+    every value of the symbols): b = a * q for a monomial q."""
+    pa, pb = dict(_as_poly(a)), dict(_as_poly(b))
+    if not pa or not pb:
+        return False
+    (ma, ca), (mb, cb) = max(pa.items()), max(pb.items())
+    ea, eb = dict(ma), dict(mb)
+    if cb % ca or any(eb.get(s, 0) < e for s, e in ea.items()):
+        return False
+    q = {tuple(sorted((s, e - ea.get(s, 0)) for s, e in eb.items()
+                      if e - ea.get(s, 0))): cb // ca}
+    return _mul(pa, q) == pb
+
+
+def reshape_groups(src, dst):
+    """The dims of a reshape from `src` to `dst` (row-major, same element count) in
+    groups whose products are equal: a list of (src dims range, dst dims range), both
+    `range`s, covering every dim in order. A dst index then maps to the src index
+    group by group (a group of one dim on each side passes its index through), so a
+    reshape that splits or merges static dims next to a symbolic one (`[4, n, 512]` to
+    `[4, n, 8, 64]`) needs no division by a runtime size. None when no grouping is
+    provable (the caller linearizes the whole index)."""
+    groups, i, j = [], 0, 0
+    while i < len(src) or j < len(dst):
+        if i == len(src) or j == len(dst):
+            # only size-1 dims may be left on one side: they join the last group
+            rest = src[i:] if j == len(dst) else dst[j:]
+            if any(d != 1 for d in rest) or not groups:
+                return None
+            (si, di) = groups[-1]
+            groups[-1] = (range(si.start, len(src)), range(di.start, len(dst)))
+            break
+        i0, j0 = i, j
+        ps, pd = src[i], dst[j]
+        i, j = i + 1, j + 1
+        while ps != pd:
+            static = isinstance(ps, int) and isinstance(pd, int)
+            if (ps < pd if static else _divides(ps, pd)) and i < len(src):
+                ps, i = dim_product([ps, src[i]]), i + 1
+            elif (pd < ps if static else _divides(pd, ps)) and j < len(dst):
+                pd, j = dim_product([pd, dst[j]]), j + 1
+            else:
+                return None
+        groups.append((range(i0, i), range(j0, j)))
+    return groups
 
 
 def sizes_type(dims, element_type, context=None) -> "ir.RankedTensorType":

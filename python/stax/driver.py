@@ -78,7 +78,7 @@ from stax.routes import ALIGN, CPU_ROUTE, ROUTE, TRITON_ROUTE  # noqa: F401 (re-
 
 __all__ = ["compile_graph", "CompiledGraph", "StaxGuardError", "StaxCompileError",
            "StaxUnsupportedError", "wrap_op_in_kernel", "name_kernels", "FUSED_PIPELINE",
-           "UNFUSED_PIPELINE"]
+           "UNFUSED_PIPELINE", "fused_pipeline"]
 
 FUSED_PIPELINE = ["canonicalize", "cse", "stax-sink-converts", "stax-hoist-reshapes",
                   "stax-hoist-broadcasts",
@@ -118,6 +118,15 @@ def fp8_legalization(module, route, device, config, example_inputs, notes) -> li
 
 
 UNFUSED_PIPELINE = ["canonicalize", "cse"]
+
+
+def fused_pipeline(route) -> list:
+    """FUSED_PIPELINE for a route: on the CPU a batched matmul with one row or column
+    becomes a multiply and a sum first (stax-decompose-matvec), so stax-fuse reads a KV
+    cache's heads where they lie; not yet on the GPU, where it is unmeasured."""
+    if route == CPU_ROUTE:
+        return FUSED_PIPELINE[:2] + ["stax-decompose-matvec"] + FUSED_PIPELINE[2:]
+    return list(FUSED_PIPELINE)
 
 VIEW_OPS = ("stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice")
 # the structural ops live in `stax_graph` (IRDL variadics must be homogeneous)
@@ -446,7 +455,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
                 from stax.passes.fuse import TRITON_EPILOGUES_ATTR
                 with module.context:
                     _main_func(module).attributes[TRITON_EPILOGUES_ATTR] = ir.UnitAttr.get()
-            _run_passes(module, pre + FUSED_PIPELINE, dump)
+            _run_passes(module, pre + fused_pipeline(route), dump)
         else:
             _run_passes(module, pre + UNFUSED_PIPELINE, dump)
             _wrap_stray_ops(_main_func(module))

@@ -224,8 +224,8 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
     from stax._mlir import ir, new_context
     from stax.dialects import symbolic
     from stax.dialects.stax_dialect import FALLBACK
-    from stax.driver import (_FP8, FUSED_PIPELINE, KERNEL_OPS, UNFUSED_PIPELINE, VIEW_OPS,
-                             _block, _main_func, _run_passes, _wrap_stray_ops,
+    from stax.driver import (_FP8, KERNEL_OPS, UNFUSED_PIPELINE, VIEW_OPS,
+                             _block, _main_func, _run_passes, _wrap_stray_ops, fused_pipeline,
                              fp8_legalization, name_kernels)
     from stax.importer import UnsupportedGraph, import_graph
     from stax import dynamic_kernels
@@ -280,8 +280,8 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
         fp8_notes: list = []
         pre = fp8_legalization(module, config.target, dynamic_kernels.DEVICES[config.target],
                                config, example_inputs, fp8_notes)
-        _run_passes(module, pre + (FUSED_PIPELINE if config.fusion else UNFUSED_PIPELINE),
-                    dump)
+        _run_passes(module, pre + (fused_pipeline(config.target) if config.fusion
+                                   else UNFUSED_PIPELINE), dump)
         if fold_view_copies:   # the copies torch's reshape would make, by their producer
             _run_passes(module, ["stax-fold-view-copies"], dump)
         func_op = _main_func(module)

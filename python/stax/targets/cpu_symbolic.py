@@ -377,11 +377,27 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
         return self._view_index_aff(o, idx)
 
     def _reshape_index(self, o, idx):
-        """The operand index of a reshape: the common trailing dims pass through, the
-        rest is linearized and split by the operand's leading dims."""
+        """The operand index of a reshape, group by group of dims with equal products
+        (symbolic.reshape_groups: `[4, n, 512]` as `[4, n, 8, 64]` divides only by 64),
+        or else: the common trailing dims pass through, the rest is linearized and split
+        by the operand's leading dims."""
         res, src = _dims(o.results[0]), _dims(o.operands[0])
+        groups = symbolic.reshape_groups(src, res)
+        if groups is not None:
+            out = []
+            for g_src, g_res in groups:
+                if len(g_src) == 1 and len(g_res) == 1:
+                    out.append(idx[g_res.start])
+                else:
+                    out += self._regroup([idx[k] for k in g_res], [res[k] for k in g_res],
+                                         [src[k] for k in g_src])
+            return out
+        return self._regroup(idx, res, src, keep_trailing=True)
+
+    def _regroup(self, idx, res, src, keep_trailing=False):
+        """The index into `src` of `idx` into `res` (same elements, row-major)."""
         k = 0
-        while k < min(len(res), len(src)) and res[-1 - k] == src[-1 - k]:
+        while keep_trailing and k < min(len(res), len(src)) and res[-1 - k] == src[-1 - k]:
             k += 1
         pres, psrc = res[:len(res) - k], src[:len(src) - k]
         tail = list(idx[len(res) - k:])
