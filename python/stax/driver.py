@@ -120,11 +120,12 @@ def fp8_legalization(module, route, device, config, example_inputs, notes) -> li
 UNFUSED_PIPELINE = ["canonicalize", "cse"]
 
 
-def fused_pipeline(route) -> list:
-    """FUSED_PIPELINE for a route: on the CPU a batched matmul with one row or column
-    becomes a multiply and a sum first (stax-decompose-matvec), so stax-fuse reads a KV
-    cache's heads where they lie; not yet on the GPU, where it is unmeasured."""
-    if route == CPU_ROUTE:
+def fused_pipeline(route, config=None) -> list:
+    """FUSED_PIPELINE for a route and config: with `stax.decompose_matvec` ("auto": on
+    the CPU route) a batched matmul with one row or column becomes a multiply and a sum
+    first (stax-decompose-matvec), so stax-fuse reads a KV cache's heads where they lie."""
+    choice = config["stax.decompose_matvec"] if config is not None else "auto"
+    if choice == "on" or (choice == "auto" and route == CPU_ROUTE):
         return FUSED_PIPELINE[:2] + ["stax-decompose-matvec"] + FUSED_PIPELINE[2:]
     return list(FUSED_PIPELINE)
 
@@ -455,7 +456,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
                 from stax.passes.fuse import TRITON_EPILOGUES_ATTR
                 with module.context:
                     _main_func(module).attributes[TRITON_EPILOGUES_ATTR] = ir.UnitAttr.get()
-            _run_passes(module, pre + fused_pipeline(route), dump)
+            _run_passes(module, pre + fused_pipeline(route, config), dump)
         else:
             _run_passes(module, pre + UNFUSED_PIPELINE, dump)
             _wrap_stray_ops(_main_func(module))

@@ -49,7 +49,10 @@ And `stax.channels_last`, one of "auto" (default), "on", "off" (or
 `STAX_CHANNELS_LAST` where not passed): whether `stax-assign-layouts` lays the
 activations of a conv graph out channels-last ("auto": on the triton target where
 Inductor's rule says so; "on": whenever the graph has a 2-D convolution, the CPU target
-too; docs/layouts.md).
+too; docs/layouts.md). And `stax.decompose_matvec`, "auto" (default), "on", "off" (or
+`STAX_DECOMPOSE_MATVEC`): whether `stax-decompose-matvec` turns a batched matmul with one
+row, one column or K = 1 (a decode step's attention) into kernels ("auto": on the CPU
+target, where it is measured; "on": the GPU too).
 """
 from __future__ import annotations
 
@@ -89,14 +92,20 @@ DEFAULTS: dict[str, bool | int | str] = {
     # says so; "on" forces it, the CPU target too; "off"), STAX_CHANNELS_LAST when not
     # passed (passes/channels_last.py, docs/layouts.md)
     "stax.channels_last": "auto",
+    # a batched matmul with one row, one column or K = 1 as a multiply and a sum in
+    # kernels ("auto": on the CPU target; "on" the GPU too; "off"), STAX_DECOMPOSE_MATVEC
+    # when not passed (passes/decompose_matvec.py)
+    "stax.decompose_matvec": "auto",
 }
 #: the options that take a positive int; every other one is a bool
 INT_OPTIONS = ("stax.max_shape_variants",)
 #: the options that take one of a few strings
-CHOICE_OPTIONS = {"stax.channels_last": ("auto", "on", "off")}
+CHOICE_OPTIONS = {"stax.channels_last": ("auto", "on", "off"),
+                  "stax.decompose_matvec": ("auto", "on", "off")}
 #: environment variables that set an option the user did not pass
 ENV_OPTIONS = {"stax.max_shape_variants": "STAX_MAX_SHAPE_VARIANTS",
-               "stax.channels_last": "STAX_CHANNELS_LAST"}
+               "stax.channels_last": "STAX_CHANNELS_LAST",
+               "stax.decompose_matvec": "STAX_DECOMPOSE_MATVEC"}
 OPTION_KEYS = tuple(DEFAULTS)
 
 #: mode -> options it turns on

@@ -15,7 +15,7 @@ import torch
 
 import stax.backend as B
 from stax.fuzz.compare import _significant_strides
-from test_dynamic_gpu import counts  # noqa: F401
+from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
 from test_dynamic_prefix_slices import assert_dynamic_only
 
 pytestmark = pytest.mark.usefixtures("stax_strict")
@@ -92,3 +92,28 @@ def test_matrix_times_a_column_and_a_row_train():
         torch.testing.assert_close(a.grad, e.grad, rtol=1e-4, atol=1e-4)
     rep = B.reports()[-1]   # the forward and the backward (its outer products too)
     assert rep.route == "stax-cpu" and rep.library_calls == [], rep.summary()
+
+
+def test_the_option_turns_it_off():
+    """`stax.decompose_matvec="off"` keeps the library bmms (the A/B of benchmarks)."""
+    ck, cv = _caches(torch.float32, seed=4)
+    q = torch.randn(BATCH, 1, HEADS * HEAD_DIM)
+    torch._dynamo.reset()
+    cf = torch.compile(decode_attention, backend="stax",
+                       options={"stax.decompose_matvec": "off"})
+    _assert_like_eager(cf(q, ck, cv, 200), decode_attention(q, ck, cv, 200), torch.float32)
+    calls = B.reports()[-1].library_calls
+    assert len(calls) == 2 and all("bmm" in c for c in calls), calls
+
+
+def test_on_the_triton_route_when_asked(interpreted_triton, counts):
+    """Not on by default on the GPU (unmeasured there); "on" compiles the same kernels
+    through Triton (interpreted here), one compile for every cache length."""
+    ck, cv = _caches(torch.float32, seed=5)
+    cf = torch.compile(decode_attention, backend="stax", dynamic=True,
+                       options={"stax.decompose_matvec": "on"})
+    for n in (5, 3, 11):
+        q = torch.randn(BATCH, 1, HEADS * HEAD_DIM)
+        _assert_like_eager(cf(q, ck, cv, n), decode_attention(q, ck, cv, n), torch.float32)
+    for rep in assert_dynamic_only("triton", counts, most=1):
+        assert rep.library_calls == [], rep.summary()
