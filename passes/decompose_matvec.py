@@ -1,4 +1,4 @@
-"""Rewrite a batched matmul with one row or one column as a multiply and a sum.
+"""Rewrite a batched matmul with one row, one column or K = 1 as a multiply and a sum.
 
 `stax.matmul` of `[..., 1, K] x [..., K, N]` (a decode step's `q @ k^T` and `p @ v`,
 one query row per head) becomes `reduce_sum(broadcast(lhs) * rhs)` over K, and
