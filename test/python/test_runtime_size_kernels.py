@@ -233,6 +233,40 @@ def test_reshape_and_3d(compiles):
     assert compiles[0] == 1
 
 
+@pytest.mark.parametrize("src, dst, groups", [
+    ([4, "s0 + 1", 512], [4, "s0 + 1", 8, 64], [([0], [0]), ([1], [1]), ([2], [2, 3])]),
+    ([4, 8, "s0", 64], [32, "s0", 64], [([0, 1], [0]), ([2], [1]), ([3], [2])]),
+    (["4*s0"], [4, "s0"], [([0], [0, 1])]),
+    (["s0", "s1"], ["s0*s1"], [([0, 1], [0])]),
+    ([2, 3], [3, 2], [([0, 1], [0, 1])]),
+    ([1, "s0", 1], ["s0"], [([0, 1, 2], [0])]),
+    ([6, "s0"], [2, 3, "s0"], [([0], [0, 1]), ([1], [2])]),
+    (["s0", 6], [3, "s0", 2], None),       # no grouping: the whole index is re-linearized
+    (["s0 + 1", 2], [2, "s0 + 1"], None),
+])
+def test_reshape_groups(src, dst, groups):
+    got = symbolic.reshape_groups(src, dst)
+    assert (got and [(list(a), list(b)) for a, b in got]) == groups
+
+
+def test_heads_split_next_to_a_symbolic_dim_divide_by_no_runtime_size(compiles):
+    """[b, n, 512] read as [b, h, n, 64] heads (a KV cache's window): the reshape groups
+    [512] with [8, 64], so the kernel divides only by constants and stays vectorized."""
+    fn = lambda x: x.view(x.shape[0], x.shape[1], 8, 64).transpose(1, 2).contiguous() * 2  # noqa: E731
+    g = symbolic_graph(fn, torch.randn(2, 5, 512))
+    _route(g)
+    for k in g.sized:
+        lines = k.mlir.splitlines()
+        consts = {ln.split("=")[0].strip() for ln in lines if "arith.constant" in ln}
+        divisors = [ln.split(":")[0].split(",")[-1].strip() for ln in lines
+                    if "arith.divui" in ln or "arith.remui" in ln]
+        # (the thread split divides the rows by the part count)
+        assert all(d in consts or d == "%nparts" for d in divisors), divisors
+    check(g, fn, lambda b, n: (torch.randn(b, n, 512),),
+          [(1, 1), (2, 7), (4, 300), (3, 513), (1, 64)])
+    assert compiles[0] == 1
+
+
 def test_one_lane_fallback_is_still_right(compiles):
     """A transpose puts a runtime stride on the lane: the kernel is emitted 1-lane."""
     fn = lambda x, y: x.t() + y  # noqa: E731
