@@ -1,6 +1,7 @@
 """A decode loop with an int position: eager vs Inductor vs stax, compiles and time per step.
 
-    python benchmarks/decode.py [--device cpu|cuda] [--steps 64] [--quick]
+    python benchmarks/decode.py [--device cpu|cuda] [--steps 64] [--prefill N] [--quick]
+                                [--backends eager,inductor,stax[,stax-matvec-off]]
                                 [--out benchmarks/results/decode-<device>.md]
 
 The model is a reference-Llama-style attention layer: `forward(x, start_pos: int)`
@@ -10,6 +11,8 @@ attends over the cache up to `start_pos + t`. A prefill of `--prefill` tokens at
 0 is followed by `--steps` one-token steps at positions prefill, prefill + 1, ... Each
 backend compiles as a user would (`torch.compile(model, backend=...)`, no `dynamic=`):
 Dynamo compiles the first call static and makes `start_pos` a SymInt on its second value.
+`stax-matvec-off` is stax with `stax.decompose_matvec` off: attention's one-row bmms as
+library calls on heads copied out of the cache (the A/B of stax-decompose-matvec).
 
 Per backend:
 
@@ -39,6 +42,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import common  # noqa: E402
 
+#: the A/B backend: stax with `stax.decompose_matvec` off (attention's bmms as library
+#: calls on heads copied from the cache, as before stax-decompose-matvec)
+MATVEC_OFF = "stax-matvec-off"
 #: library ops a stax figure may hold: the in-place cache writes
 WRITE_OPS = ("aten.index_copy_.default",)
 
@@ -101,7 +107,17 @@ def _run_backend(name, base, inputs, device):
     model, eager = copy.deepcopy(base), copy.deepcopy(base)
     ref64 = checks.float64_model(base)
     before = len(stax.backend.reports())
-    fn = model if name == "eager" else torch.compile(model, backend=_counting(name, counter))
+    if name == MATVEC_OFF:   # stax with its batched matmuls left to the library (the A/B)
+        import functools
+        backend = functools.partial(stax.backend.stax,
+                                    options={"stax.decompose_matvec": "off"})
+
+        def counted(gm, example_inputs, **kw):
+            counter["graphs"] += 1
+            return backend(gm, example_inputs, **kw)
+        fn = torch.compile(model, backend=counted)
+    else:
+        fn = model if name == "eager" else torch.compile(model, backend=_counting(name, counter))
     problems, loops = [], []
     with torch.no_grad():
         for phase in ("cold", "warm"):
@@ -131,7 +147,7 @@ def _run_backend(name, base, inputs, device):
               "warm_s": warm_s, "compile_s": max(0.0, cold_s - warm_s),
               "step_ms": 1e3 * statistics.median(warm_steps[1:]),
               "problems": problems}
-    if name == "stax":
+    if name.startswith("stax"):
         reps = stax.backend.reports()[before:]
         route = "triton" if device == "cuda" else "stax-cpu"
         # the cache writes in place (stax.inplace_windows): PyTorch's index_copy_ into
@@ -156,12 +172,16 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="a small layer (tests, smoke runs)")
     ap.add_argument("--backends", default="eager,inductor,stax",
                     help="comma list, in run order (eager and inductor are the ratios' bases)")
+    ap.add_argument("--prefill", type=int, default=None,
+                    help="tokens of the prefill (the first step's position); default: the "
+                         "preset's")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     env_notes = common.init_env()
     import torch
 
     dim, heads, batch, most, prefill = PRESETS["quick" if args.quick else args.device]
+    prefill = prefill if args.prefill is None else args.prefill
     if prefill + args.steps > most:
         ap.error(f"--steps {args.steps} past the cache: at most {most - prefill}")
     torch.manual_seed(0)
