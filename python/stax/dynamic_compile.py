@@ -10,8 +10,8 @@ graph is then
 
   1. imported with `import_graph(..., symbolic=True)` (`?` dims carrying Dynamo's size
      expressions, SymInt placeholders as `stax.symbol` arguments);
-  2. run through the driver's pass pipeline up to stax-fuse (`FUSED_PIPELINE`, or the
-     unfused one with one kernel per op). stax-assign-layouts and stax-schedule take
+  2. run through the driver's pass pipeline up to stax-fuse (`fused_pipeline(route,
+     config)`, or the unfused one with one kernel per op). stax-assign-layouts and stax-schedule take
      static shapes, so they are not run: every kernel reads and writes contiguous
      tensors, which is what the runtime-size generator takes (targets/cpu_symbolic);
   3. compiled kernel by kernel, each ONCE (`llvm.compile_kernel`: a `SizedCpuKernel`
