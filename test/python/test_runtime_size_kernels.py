@@ -407,6 +407,9 @@ def test_row_reduction_over_several_dims(compiles):
     """The last dim reduced with others: [a, b, c] over (1, 2) and over (0, 2) (a kept
     dim between reduced ones)."""
     fn = lambda x: (x.sum((1, 2)), x.amax((0, 2)), x.amin((1, 2), keepdim=True))  # noqa: E731
+    # seeded: a sum of 196608 randn values can land near 0, where its f32 rounding
+    # (~1e-4, eager's and stax's orders differ) is past `check`'s atol (failed once in CI)
+    torch.manual_seed(0)
     g = symbolic_graph(fn, torch.randn(2, 3, 5))
     _route(g)
     check(g, fn, lambda a, b, c: (torch.randn(a, b, c),), SHAPES_3D)
