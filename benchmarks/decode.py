@@ -1,7 +1,7 @@
 """A decode loop with an int position: eager vs Inductor vs stax, compiles and time per step.
 
     python benchmarks/decode.py [--device cpu|cuda] [--steps 64] [--prefill N] [--quick]
-                                [--backends eager,inductor,stax[,stax-matvec-off]]
+                                [--backends eager,inductor,stax[,stax-matvec]]
                                 [--out benchmarks/results/decode-<device>.md]
 
 The model is a reference-Llama-style attention layer: `forward(x, start_pos: int)`
@@ -11,8 +11,9 @@ attends over the cache up to `start_pos + t`. A prefill of `--prefill` tokens at
 0 is followed by `--steps` one-token steps at positions prefill, prefill + 1, ... Each
 backend compiles as a user would (`torch.compile(model, backend=...)`, no `dynamic=`):
 Dynamo compiles the first call static and makes `start_pos` a SymInt on its second value.
-`stax-matvec-off` is stax with `stax.decompose_matvec` off: attention's one-row bmms as
-library calls on heads copied out of the cache (the A/B of stax-decompose-matvec).
+`stax-matvec` is stax with `stax.decompose_matvec="on"`: attention's one-row bmms as
+kernels that read the cache where it lies (stax-decompose-matvec; the default leaves them
+library calls on heads copied out of the cache).
 
 Per backend:
 
@@ -42,9 +43,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import common  # noqa: E402
 
-#: the A/B backend: stax with `stax.decompose_matvec` off (attention's bmms as library
-#: calls on heads copied from the cache, as before stax-decompose-matvec)
-MATVEC_OFF = "stax-matvec-off"
+#: the A/B backend: stax with `stax.decompose_matvec="on"` (attention's bmms as kernels
+#: reading the cache; the default keeps them library calls on copied heads)
+MATVEC_ON = "stax-matvec"
 #: library ops a stax figure may hold: the in-place cache writes
 WRITE_OPS = ("aten.index_copy_.default",)
 
@@ -107,10 +108,10 @@ def _run_backend(name, base, inputs, device):
     model, eager = copy.deepcopy(base), copy.deepcopy(base)
     ref64 = checks.float64_model(base)
     before = len(stax.backend.reports())
-    if name == MATVEC_OFF:   # stax with its batched matmuls left to the library (the A/B)
+    if name == MATVEC_ON:   # stax with its one-row bmms as kernels (the A/B)
         import functools
         backend = functools.partial(stax.backend.stax,
-                                    options={"stax.decompose_matvec": "off"})
+                                    options={"stax.decompose_matvec": "on"})
 
         def counted(gm, example_inputs, **kw):
             counter["graphs"] += 1

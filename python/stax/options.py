@@ -51,8 +51,9 @@ activations of a conv graph out channels-last ("auto": on the triton target wher
 Inductor's rule says so; "on": whenever the graph has a 2-D convolution, the CPU target
 too; docs/layouts.md). And `stax.decompose_matvec`, "auto" (default), "on", "off" (or
 `STAX_DECOMPOSE_MATVEC`): whether `stax-decompose-matvec` turns a batched matmul with one
-row, one column or K = 1 (a decode step's attention) into kernels ("auto": on the CPU
-target, where it is measured; "on": the GPU too).
+row, one column or K = 1 (a decode step's attention) into kernels ("on"; "auto" leaves it
+out on every target for now: benchmarks/decode.py measured the CPU loop slower with it
+at long caches).
 """
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ DEFAULTS: dict[str, bool | int | str] = {
     # passed (passes/channels_last.py, docs/layouts.md)
     "stax.channels_last": "auto",
     # a batched matmul with one row, one column or K = 1 as a multiply and a sum in
-    # kernels ("auto": on the CPU target; "on" the GPU too; "off"), STAX_DECOMPOSE_MATVEC
+    # kernels ("on"; "auto" is off on every target for now; "off"), STAX_DECOMPOSE_MATVEC
     # when not passed (passes/decompose_matvec.py)
     "stax.decompose_matvec": "auto",
 }
