@@ -53,9 +53,10 @@ PRESETS = {  # hidden, heads, batch sizes, sequence lengths
 }
 
 
-def _counting(backend: str, counter: dict, **compile_kwargs):
-    """torch.compile's backend argument: `backend` itself, with every Dynamo graph
-    compile counted (the callable is what Dynamo calls once per graph)."""
+def _counting(backend, counter: dict, **compile_kwargs):
+    """torch.compile's backend argument: `backend` itself (a name or a callable), with
+    every Dynamo graph compile counted (the callable is what Dynamo calls once per
+    graph)."""
     import torch
     inner = torch._dynamo.lookup_backend(backend)
 

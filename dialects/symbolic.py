@@ -35,7 +35,7 @@ __all__ = ["SIZES_ATTR", "ExprError", "DimError", "normalize", "parse", "poly_st
            "dims_of", "type_error", "fmt_dims", "dim_product", "dim_sum", "dims_equal",
            "sizes_type", "free_symbols", "derived_name", "derived_parts", "derived_value",
            "evaluate", "base_symbols", "slice_length", "fixed_slice_length", "slice_needs",
-           "prefix_slice_fits", "reshape_groups"]
+           "prefix_slice_fits", "reshape_groups", "reshape_index"]
 
 SIZES_ATTR = "stax.sizes"  # the encoding's attribute name (`#stax.sizes<[...]>`)
 
@@ -472,6 +472,23 @@ def reshape_groups(src, dst):
                 return None
         groups.append((range(i0, i), range(j0, j)))
     return groups
+
+
+def reshape_index(src, dst, idx, regroup):
+    """The `src` index of a reshape read at `dst` index `idx`, by `reshape_groups`: a
+    one-dim group passes its index through, any other is `regroup(idx part, dst dims,
+    src dims)` (the target's linearize-and-split). None when no grouping is provable."""
+    groups = reshape_groups(src, dst)
+    if groups is None:
+        return None
+    out = []
+    for g_src, g_dst in groups:
+        if len(g_src) == 1 and len(g_dst) == 1:
+            out.append(idx[g_dst.start])
+        else:
+            out += regroup([idx[k] for k in g_dst], [dst[k] for k in g_dst],
+                           [src[k] for k in g_src])
+    return out
 
 
 def sizes_type(dims, element_type, context=None) -> "ir.RankedTensorType":

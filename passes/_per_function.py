@@ -1,6 +1,7 @@
 """The driver most stax passes share: verify the input, rewrite each `func.func` in
-place, verify the output (located PassErrors that name the pass); and what the hoisting
-passes share: their worklist loop and copying an op's attributes."""
+place, verify the output (located PassErrors that name the pass); and what the rewriting
+passes share: their worklist loop, the ops of one name, creating an op and copying an
+op's attributes."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -38,6 +39,19 @@ def rewrite_worklist(func_op, starts: Callable, rewrite: Callable,
             if n:
                 cleanup(block)
     return n
+
+
+def ops_named(func_op, name: str) -> list:
+    """The ops called `name` directly in `func_op`'s blocks, listed first (a rewrite may
+    then erase and insert ops as it goes)."""
+    return [o.operation for region in func_op.regions for block in region.blocks
+            for o in list(block.operations) if o.operation.name == name]
+
+
+def create_one(name, operands, result_type, attrs, loc):
+    """A new op `name` of one result (at the current insertion point): its value."""
+    return ir.Operation.create(name, results=[result_type], operands=operands,
+                               attributes=attrs, loc=loc).results[0]
 
 
 def op_attributes(op) -> dict:

@@ -31,8 +31,9 @@ Guarantees, for every `func.func` of the module (its body; kernels are left alon
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.dialects.symbolic import dims_of, sizes_type
-from stax.passes._per_function import run_per_function
+from stax.dialects.symbolic import dim_product, dims_of, sizes_type
+from stax.passes._per_function import create_one as _create
+from stax.passes._per_function import ops_named, run_per_function
 
 __all__ = ["PASS_NAME", "run", "decompose_matvec", "qualifies"]
 
@@ -46,8 +47,9 @@ def _elem(value):
     return ir.RankedTensorType(value.type).element_type
 
 
-def _elem_name(t) -> str:
-    return str(ir.RankedTensorType(t).element_type)
+def _accumulator(elem):
+    """The type products and sums are taken in: f32 for bf16 and f16, else `elem`."""
+    return ir.F32Type.get() if str(elem) in _NARROW_FLOATS else elem
 
 
 def qualifies(matmul) -> str | None:
@@ -55,10 +57,9 @@ def qualifies(matmul) -> str | None:
     an outer product per batch, as the backward of either), or None when the matmul
     stays a library call."""
     lhs, rhs = (dims_of(v.type) for v in matmul.operands)
-    if len(lhs) < 3 or _elem_name(matmul.operands[0].type) not in _FLOATS:
+    if len(lhs) < 3 or str(_elem(matmul.operands[0])) not in _FLOATS:
         return None
-    batch = lhs[:-2]
-    if all(isinstance(d, int) for d in batch) and _product(batch) == 1:
+    if dim_product(lhs[:-2]) == 1:   # (a symbolic product is a string, never 1)
         return None
     if lhs[-2] == 1:
         return "lhs"
@@ -67,18 +68,6 @@ def qualifies(matmul) -> str | None:
     if lhs[-1] == 1:
         return "outer"
     return None
-
-
-def _product(dims) -> int:
-    n = 1
-    for d in dims:
-        n *= d
-    return n
-
-
-def _create(name, operands, result_type, attrs, loc):
-    return ir.Operation.create(name, results=[result_type], operands=operands,
-                               attributes=attrs, loc=loc).results[0]
 
 
 def _convert(value, elem, loc):
@@ -121,7 +110,7 @@ def _outer(matmul) -> None:
     loc = matmul.location
     out_t = ir.RankedTensorType(matmul.results[0].type)
     full = list(dims_of(out_t))
-    acc = ir.F32Type.get() if _elem_name(out_t) in _NARROW_FLOATS else out_t.element_type
+    acc = _accumulator(out_t.element_type)
     dims = ir.DenseI64ArrayAttr.get(list(range(len(full))))
     with ir.InsertionPoint(matmul):
         wide = [_create("stax.broadcast_in_dim", [_convert(v, acc, loc)],
@@ -144,7 +133,7 @@ def _rewrite(matmul, vector: str) -> None:
     out_t = ir.RankedTensorType(matmul.results[0].type)
     out_dims = list(dims_of(out_t))
     rank = len(out_dims)
-    acc = ir.F32Type.get() if _elem_name(lhs.type) in _NARROW_FLOATS else out_t.element_type
+    acc = _accumulator(out_t.element_type)
     vec, mat = (lhs, rhs) if vector == "lhs" else (rhs, lhs)
     vd = dims_of(vec.type)
     k = vd[-1] if vector == "lhs" else vd[-2]
@@ -191,18 +180,13 @@ def _rewrite(matmul, vector: str) -> None:
 def decompose_matvec(func_op) -> int:
     """Rewrite one function's body in place; returns how many matmuls were rewritten."""
     n = 0
-    for region in func_op.regions:
-        for block in region.blocks:
-            for op in list(block.operations):
-                op = op.operation
-                if op.name != "stax.matmul":
-                    continue
-                vector = qualifies(op)
-                if vector == "outer":
-                    _outer(op)
-                elif vector is not None:
-                    _rewrite(op, vector)
-                n += vector is not None
+    for op in ops_named(func_op, "stax.matmul"):
+        vector = qualifies(op)
+        if vector == "outer":
+            _outer(op)
+        elif vector is not None:
+            _rewrite(op, vector)
+        n += vector is not None
     return n
 
 

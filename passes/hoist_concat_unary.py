@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from stax._mlir import ir
 from stax.dialects.stax_dialect import UNARY_OPS
-from stax.passes._per_function import op_attributes, run_per_function
+from stax.passes._per_function import create_one, op_attributes, ops_named, run_per_function
 
 __all__ = ["PASS_NAME", "run", "hoist_concat_unary"]
 
@@ -46,11 +46,6 @@ def _hoistable(value, concat) -> bool:
     if op.operands[0].type != value.type:
         return False
     return all(u.owner == concat for u in value.uses)
-
-
-def _create(name, operands, result_type, attrs, loc):
-    return ir.Operation.create(name, results=[result_type], operands=operands,
-                               attributes=attrs, loc=loc).results[0]
 
 
 def _rewrite(concat) -> bool:
@@ -76,27 +71,27 @@ def _rewrite(concat) -> bool:
     with ir.InsertionPoint(concat):
         inner = [unary[i].operands[0] if i in unary else v
                  for i, v in enumerate(concat.operands)]
-        joined = _create("stax.concat", inner, concat.results[0].type,
+        joined = create_one("stax.concat", inner, concat.results[0].type,
                          {"dim": concat.attributes["dim"]}, loc)
-        iota = _create("stax.iota", [], index_t,
+        iota = create_one("stax.iota", [], index_t,
                        {"dim": ir.IntegerAttr.get(i64, dim)}, loc)
 
         def bound(value):
-            return _create("stax.full", [], index_t,
+            return create_one("stax.full", [], index_t,
                            {"value": ir.IntegerAttr.get(i64, value)}, loc)
         result = joined
         for i in picked:
             op = unary[i]
             lo, hi = starts[i], starts[i] + ir.RankedTensorType(op.results[0].type).shape[dim]
-            applied = _create(op.name, [joined], concat.results[0].type,
+            applied = create_one(op.name, [joined], concat.results[0].type,
                               op_attributes(op), op.location)
             if lo > 0:   # from lo on: the op's value, before it what is there
-                ge = _create("stax.cmp_ge", [iota, bound(lo)], mask_t, {}, loc)
-                applied = _create("stax.select", [ge, applied, result], concat.results[0].type,
+                ge = create_one("stax.cmp_ge", [iota, bound(lo)], mask_t, {}, loc)
+                applied = create_one("stax.select", [ge, applied, result], concat.results[0].type,
                                   {}, loc)
             if hi < n:   # up to hi
-                lt = _create("stax.cmp_lt", [iota, bound(hi)], mask_t, {}, loc)
-                applied = _create("stax.select", [lt, applied, result], concat.results[0].type,
+                lt = create_one("stax.cmp_lt", [iota, bound(hi)], mask_t, {}, loc)
+                applied = create_one("stax.select", [lt, applied, result], concat.results[0].type,
                                   {}, loc)
             result = applied
     concat.results[0].replace_all_uses_with(result)
@@ -112,14 +107,7 @@ def _rewrite(concat) -> bool:
 
 def hoist_concat_unary(func_op) -> int:
     """Rewrite one function's body in place; returns how many concats were rewritten."""
-    n = 0
-    for region in func_op.regions:
-        for block in region.blocks:
-            for op in list(block.operations):
-                op = op.operation
-                if op.name == "stax.concat" and _rewrite(op):
-                    n += 1
-    return n
+    return sum(1 for op in ops_named(func_op, "stax.concat") if _rewrite(op))
 
 
 def run(module: "ir.Module") -> None:

@@ -10,8 +10,8 @@ graph is then
 
   1. imported with `import_graph(..., symbolic=True)` (`?` dims carrying Dynamo's size
      expressions, SymInt placeholders as `stax.symbol` arguments);
-  2. run through the driver's pass pipeline up to stax-fuse (`fused_pipeline(route,
-     config)`, or the unfused one with one kernel per op). stax-assign-layouts and stax-schedule take
+  2. run through the driver's pass pipeline up to stax-fuse (`fused_pipeline(config)`,
+     or the unfused one with one kernel per op). stax-assign-layouts and stax-schedule take
      static shapes, so they are not run: every kernel reads and writes contiguous
      tensors, which is what the runtime-size generator takes (targets/cpu_symbolic);
   3. compiled kernel by kernel, each ONCE (`llvm.compile_kernel`: a `SizedCpuKernel`
@@ -280,7 +280,7 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
         fp8_notes: list = []
         pre = fp8_legalization(module, config.target, dynamic_kernels.DEVICES[config.target],
                                config, example_inputs, fp8_notes)
-        _run_passes(module, pre + (fused_pipeline(config.target, config) if config.fusion
+        _run_passes(module, pre + (fused_pipeline(config) if config.fusion
                                    else UNFUSED_PIPELINE), dump)
         if fold_view_copies:   # the copies torch's reshape would make, by their producer
             _run_passes(module, ["stax-fold-view-copies"], dump)

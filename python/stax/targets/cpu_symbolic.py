@@ -382,17 +382,8 @@ class _RuntimeSizeLowering(RuntimeReductionMixin, llvm._KernelLowering):
         or else: the common trailing dims pass through, the rest is linearized and split
         by the operand's leading dims."""
         res, src = _dims(o.results[0]), _dims(o.operands[0])
-        groups = symbolic.reshape_groups(src, res)
-        if groups is not None:
-            out = []
-            for g_src, g_res in groups:
-                if len(g_src) == 1 and len(g_res) == 1:
-                    out.append(idx[g_res.start])
-                else:
-                    out += self._regroup([idx[k] for k in g_res], [res[k] for k in g_res],
-                                         [src[k] for k in g_src])
-            return out
-        return self._regroup(idx, res, src, keep_trailing=True)
+        out = symbolic.reshape_index(src, res, idx, self._regroup)
+        return out if out is not None else self._regroup(idx, res, src, keep_trailing=True)
 
     def _regroup(self, idx, res, src, keep_trailing=False):
         """The index into `src` of `idx` into `res` (same elements, row-major)."""

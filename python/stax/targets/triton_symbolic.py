@@ -334,18 +334,12 @@ class _SizedLowering(_SizedReductionMixin, _Lowering):
                                else symbolic.dim_sum([src[d], a]))
                     for d, (i, a, s) in enumerate(zip(idx, start, step))]
         # reshape of contiguous element order: per group of dims with equal products
-        # (symbolic.reshape_groups: no division by a runtime size where the symbolic
+        # (symbolic.reshape_index: no division by a runtime size where the symbolic
         # dims pass through), re-linearize and delinearize by the operand's dims
-        groups = symbolic.reshape_groups(src, dst) or [(range(len(src)), range(len(dst)))]
-        out = []
-        for g_src, g_dst in groups:
-            if len(g_src) == 1 and len(g_dst) == 1:
-                out.append(idx[g_dst.start])
-            else:
-                out += self.s_delinearize(self.s_linearize([idx[k] for k in g_dst],
-                                                           [dst[k] for k in g_dst]),
-                                          [src[k] for k in g_src])
-        return out
+        def regroup(part, part_dst, part_src):
+            return self.s_delinearize(self.s_linearize(part, part_dst), part_src)
+        out = symbolic.reshape_index(src, dst, idx, regroup)
+        return out if out is not None else regroup(list(idx), dst, src)
 
     # --------------------------------------------------------------- concat, pad, gather
     # The static generator's structure (triton_ops: each concat operand / the pad source
