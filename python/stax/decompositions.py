@@ -28,11 +28,11 @@ decomposition table is consulted.
   They agree on finite values but not on where an infinite weight (or grad) gives NaN:
   with `w[k] = inf` the centered form is NaN where `sign(xhat[j]) != sign(xhat[k])`,
   eager where `sign(x[j]) == sign(mean)` (the whole row where `sign(x[k]) == sign(mean)`:
-  `db mean - ds` is inf - inf). stax-fuzz 16571049781. The CPU form here, with eager's
-  b and c where they are not finite and otherwise `db mean - ds` summed centered
-  (`sum(dy w (mean - x))`: eager's difference of two sums cancels where the mean is far
-  from 0, at 1000 8x the error); other devices keep torch's (it is CUDA's); the weight
-  and bias gradients are torch's.
+  `db mean - ds` is inf - inf). stax-fuzz 16571049781. The CPU form here: eager's where
+  its b and c are not finite; elsewhere centered, `a g - b (mean - x) - db a / N` with
+  `b = sum(g (mean - x)) a^3 / N` (eager's difference of two sums cancels where the mean
+  is far from 0, at 1000 8x the error, and so does `b x + c`: stax-fuzz 31302093910);
+  other devices keep torch's (it is CUDA's); the weight and bias gradients are torch's.
 """
 from __future__ import annotations
 
@@ -167,15 +167,14 @@ def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, w
     b = per_n((db * mean - ds) * a * a * a)
     c = -b * mean - per_n(db * a)
     b_c = per_n(dm * a * a * a)
-    c_c = -b_c * mean - per_n(db * a)
     # b and c both finite: (b - b) + (c - c) is 0, else NaN (isfinite's bitwise_and has
     # no symbolic import rule: a dynamic training graph would compile per size)
     finite = (b - b) + (c - c) == 0
-    b = torch.where(finite, b_c, b)
-    c = torch.where(finite, c_c, c)
-    # a * g, the same product as c's db * a: over a row of one element (or any row whose
-    # b is 0) they cancel exactly, as eager's gradient of 0 there does
-    d_input = (a * g + b * x + c).to(input.dtype)
+    # where finite, the centered form a g - b_c (mean - x) - db a / n: b x + c would
+    # cancel (|b mean| >> |b (x - mean)| in a row far from 0); a * g, the same product
+    # as db * a: over a row of one element they cancel exactly, as eager's 0 does
+    d_centered = a * g - b_c * (mean - x) - per_n(db * a)
+    d_input = torch.where(finite, d_centered, a * g + b * x + c).to(input.dtype)
     return d_input, d_weight, d_bias
 
 

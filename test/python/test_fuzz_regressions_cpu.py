@@ -200,3 +200,22 @@ def test_reshape_of_an_empty_source_compiles_once():
             assert got.stride() == want.stride()
     notes = " ".join(n for r in B.reports() for n in r.notes)
     assert "ZeroDivisionError" not in notes and "could not stay dynamic" not in notes, notes
+
+
+def test_layer_norm_backward_of_a_shifted_matmul_is_as_near_float64_as_eager():
+    """stax-fuzz --dynamic --backward 31302093910: layer_norm of `v @ x3`, x3 near 100
+    (rows with a mean far from their spread), at 5-200 rows of one dynamic compile. The
+    input gradient was eager's uncentered `a g + b x + c` (b x and c cancel), 1.5-5x
+    further from float64 than eager's; now centered, `a g - b (mean - x) - db a / n`,
+    where b and c are finite (eager's form stays where they are not)."""
+    from stax.fuzz.dynamic import check_dynamic
+    from stax.fuzz.generate import InputSpec, Program, Stmt
+    prog = Program([InputSpec("x1", (0,), "float32"),
+                    InputSpec("x3", (0, 64), "float32", kind="shifted")],
+                   [Stmt("v2", "x1 / (x1.abs() + 1)", ["x1", "x1"]),
+                    Stmt("v4", "v2 @ x3", ["v2", "x3"]),
+                    Stmt("v5", "F.layer_norm(v4, (64,))", ["v4"]),
+                    Stmt("v6", "v5.reshape(v5.shape[0], -1)", ["v5"])],
+                   ["v6"], seed=1999824084)
+    o = check_dynamic(prog, backward=True)
+    assert o.status == "pass", o
