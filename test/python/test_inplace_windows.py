@@ -51,6 +51,37 @@ def test_decode_caches_are_written_in_place(counts):
     assert rep.variants[0].dynamic and counts["dynamic"] == 1
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_decode_caches_on_cuda_are_written_in_place_through_cuda_graphs(counts):
+    """On CUDA the caches (module buffers: Dynamo's static inputs, which a CUDA graph
+    reads in place) are written in place too, in the default mode whose CUDA graphs
+    capture a position on its second call and replay it from the third: three passes
+    over the positions cover the uncaptured, capturing and replaying calls."""
+    torch.manual_seed(0)
+    model, ref = DecodeAttention().cuda().eval(), DecodeAttention().cuda().eval()
+    ref.load_state_dict(model.state_dict())
+    ptrs = (model.cache_k.data_ptr(), model.cache_v.data_ptr())
+    cf = torch.compile(model, backend="stax")
+    with torch.no_grad():
+        for _ in range(3):
+            for m in (model, ref):
+                m.cache_k.zero_()
+                m.cache_v.zero_()
+            x = torch.randn(2, 5, 64, device="cuda")
+            torch.testing.assert_close(cf(x, 0), ref(x, 0), **TOL)
+            for pos in range(5, 17):
+                x = torch.randn(2, 1, 64, device="cuda")
+                torch.testing.assert_close(cf(x, pos), ref(x, pos), **TOL)
+                torch.testing.assert_close(model.cache_k, ref.cache_k)
+                torch.testing.assert_close(model.cache_v, ref.cache_v)
+    assert (model.cache_k.data_ptr(), model.cache_v.data_ptr()) == ptrs
+    rep = _dynamic_report()
+    assert rep.route == "triton" and "2 cache write(s) in place" in rep.summary(), \
+        rep.summary()
+    ops = {o for g in rep.graphs for o in getattr(g, "fallback_ops", ())}
+    assert ops == {"aten.index_copy_.default"}, ops
+
+
 class ReadsTheOldCache(torch.nn.Module):
     """The old cache is read besides the write (its sum before the step): the write must
     not run in place before that read."""
