@@ -4,6 +4,8 @@ their GPU time (torch.profiler), and for stax the top host functions (cProfile).
 finding a gap, not for claims (claims come from decode.py).
 
     python benchmarks/profile_decode.py [--device cpu|cuda] [--backends inductor,stax]
+
+`stax-nocg` is stax with `stax.auto_cudagraphs` off.
 """
 from __future__ import annotations
 
@@ -40,7 +42,13 @@ def main(argv=None) -> int:
     for name in args.backends.split(","):
         torch._dynamo.reset()
         model = copy.deepcopy(base)
-        fn = model if name == "eager" else torch.compile(model, backend=name)
+        backend = name
+        if name == "stax-nocg":   # stax without the default mode's per-size CUDA graphs
+            import functools
+            import stax.backend
+            backend = functools.partial(stax.backend.stax,
+                                        options={"stax.auto_cudagraphs": False})
+        fn = model if name == "eager" else torch.compile(model, backend=backend)
         with torch.no_grad():
             fn(x0, 0)
             for i, x in enumerate(xs):       # compiles: static, then dynamic
@@ -87,6 +95,9 @@ def main(argv=None) -> int:
                 s = io.StringIO()
                 pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(args.top)
                 print("\n".join(s.getvalue().splitlines()[:args.top + 12]))
+                import stax.backend
+                for r in stax.backend.reports()[-2:]:
+                    print("report:", r.summary()[:600])
     return 0
 
 
