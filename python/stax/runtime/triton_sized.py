@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from stax.targets.triton_launch import bind_launch, raw_stream   # runtime code
+
 __all__ = ["SizedTritonKernel", "SizedVariant", "LaunchPlan", "specialize_signature",
            "PERSISTENT_MAX", "LOOPED_RBLOCK", "POINTWISE_BLOCK"]
 
@@ -269,9 +271,10 @@ class SizedTritonKernel:
         if p.grid[0] == 0:
             return
         run = p.launcher
-        if run is None:
-            run = p.launcher = self.compiled_for(p.variant)[p.grid]
-        run(*tensors, *p.scalars)
+        if run is None:   # Triton's C launcher bound once (stax.targets.triton_launch):
+            # its own `compiled[grid](...)` path cost about 20 us of host time a launch
+            run = p.launcher = bind_launch(self.compiled_for(p.variant), p.grid)
+        run(raw_stream(tensors[-1].get_device()), *tensors, *p.scalars)
 
     def __repr__(self):
         return (f"SizedTritonKernel({self.name}, {self.kind}, symbols={self.symbols}, "
