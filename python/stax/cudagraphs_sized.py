@@ -22,7 +22,13 @@ Per call:
    second captures, later ones replay (`stax.cudagraphs` says how, and when a size stays
    uncaptured: in the default mode, more than AUTO_MAX_COPY_BYTES copied in or out);
 3. at most `max_sizes` sizes keep a runner, least recently used first out (a captured
-   graph holds its own memory pool).
+   graph holds its own memory pool). In the default mode, once `max_sizes` runners were
+   dropped before they ever replayed (sizes that do not come back within `max_sizes`
+   calls: a decode loop whose cache length grows every step), the graph stops capturing
+   and runs every call uncaptured, and says so: each capture costs a `gc.collect()`,
+   an allocator flush and a synchronization (`torch.cuda.graph`), which a size that
+   never replays does not pay back. Under reduce-overhead the user asked for graphs: it
+   keeps capturing.
 
 Outputs: in the default mode every call returns fresh tensors (copied out of the static
 buffers). Under reduce-overhead they live in the static buffers, and one OutputLedger is
@@ -66,6 +72,7 @@ class SizedCudaGraphs:
         self.ledger = OutputLedger()
         self.runners: collections.OrderedDict = collections.OrderedDict()
         self.evictions = 0
+        self.unreplayed_evictions = 0   # runners dropped that never replayed
         self._notes: list[str] = []   # the per-size runners' notes (status() sums them up)
         device = str(getattr(graph, "device", "cuda"))
         #: why no size is captured (None: each size decides); a graph whose tensors live
@@ -112,8 +119,16 @@ class SizedCudaGraphs:
             self.runners.move_to_end(key)
             return r
         if len(self.runners) >= self.max_sizes:
-            self.runners.popitem(last=False)   # its static buffers go with it
+            _, dropped = self.runners.popitem(last=False)   # its static buffers go with it
             self.evictions += 1
+            if not getattr(dropped, "replays", 0):
+                self.unreplayed_evictions += 1
+            if self.auto and self.unreplayed_evictions >= self.max_sizes:
+                self.reason = (f"auto-capture stopped: {self.unreplayed_evictions} sizes "
+                               f"were dropped before any replay (sizes that do not come "
+                               f"back within {self.max_sizes} calls)")
+                self.runners.clear()
+                return None
         g = self.graph
         # what CudaGraphRunner reads of a compiled graph, for this size
         view = types.SimpleNamespace(
@@ -139,6 +154,6 @@ class SizedCudaGraphs:
             if memo is not None:
                 memo[_SIZE_KEY] = key
         r = self._runner(key)
-        if r.reason is not None:   # this size stays uncaptured: no second bind
+        if r is None or r.reason is not None:   # uncaptured: no second bind
             return self.graph.run_bound(args, env)
         return r(args)

@@ -71,6 +71,7 @@ class _Runner:
     def __call__(self, args):
         self.calls += 1
         self.captured = self.calls >= 2
+        self.replays = max(0, self.calls - 2)
         return self.call(args)
 
 
@@ -95,6 +96,27 @@ def test_one_runner_per_size_guards_first_and_lru():
     s = r.status()
     assert "one CUDA graph per size (auto" in s and "s0=13: uncapturable" in s, s
     assert "dropped" in s
+
+
+@pytest.mark.parametrize("auto", [True, False])
+def test_sizes_that_never_come_back_stop_the_default_modes_captures(auto):
+    """A decode loop's growing length: every size is new, so every runner is dropped
+    before it replays. After max_sizes such drops the default mode runs every call
+    uncaptured (no runner is made, the graph runs once per call) and its status says
+    why; reduce-overhead keeps its LRU of captured sizes."""
+    _Runner.made = []
+    g = _Graph()
+    r = SizedCudaGraphs(g, auto=auto, max_sizes=2, runner_factory=_Runner)
+    for n in range(20, 24):
+        assert r([n]) == [n]
+    made = len(_Runner.made)
+    assert r([30]) == [30] and r([30]) == [30]
+    if auto:
+        assert made == 3 and len(_Runner.made) == made and not r.runners   # 23 had none
+        assert "auto-capture stopped: 2 sizes were dropped before any replay" in r.status()
+    else:
+        assert len(_Runner.made) == made + 1 and r.runners and r.reason is None
+    assert g.runs[-2:] == [30, 30]
 
 
 def test_max_sizes_must_be_positive():
