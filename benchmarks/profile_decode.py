@@ -5,7 +5,8 @@ finding a gap, not for claims (claims come from decode.py).
 
     python benchmarks/profile_decode.py [--device cpu|cuda] [--backends inductor,stax]
 
-`stax-nocg` is stax with `stax.auto_cudagraphs` off.
+`stax-nocg` is stax with `stax.auto_cudagraphs` off, `stax-matvec` with
+`stax.decompose_matvec` on.
 """
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ def main(argv=None) -> int:
     ap.add_argument("--backends", default="eager,inductor,stax")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--prefill", type=int, default=None, help="default: decode.py's preset")
     args = ap.parse_args(argv)
     common.init_env(strict=True)
     import copy
     import torch
     import decode
     dim, heads, batch, most, prefill = decode.PRESETS[args.device]
+    prefill = prefill if args.prefill is None else args.prefill
     torch.manual_seed(0)
     base = decode._model_class()(dim, heads, batch, most).to(args.device).eval()
     sync = (torch.cuda.synchronize if args.device == "cuda" else (lambda: None))
@@ -43,11 +46,12 @@ def main(argv=None) -> int:
         torch._dynamo.reset()
         model = copy.deepcopy(base)
         backend = name
-        if name == "stax-nocg":   # stax without the default mode's per-size CUDA graphs
+        options = {"stax-nocg": {"stax.auto_cudagraphs": False},   # no per-size CUDA graphs
+                   decode.MATVEC_ON: {"stax.decompose_matvec": "on"}}.get(name)
+        if options is not None:
             import functools
             import stax.backend
-            backend = functools.partial(stax.backend.stax,
-                                        options={"stax.auto_cudagraphs": False})
+            backend = functools.partial(stax.backend.stax, options=options)
         fn = model if name == "eager" else torch.compile(model, backend=backend)
         with torch.no_grad():
             fn(x0, 0)

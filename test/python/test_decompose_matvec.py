@@ -1,6 +1,6 @@
 """A batched matmul with one row or one column as a multiply and a sum, in kernels
-(stax-decompose-matvec, with `stax.decompose_matvec="on"`; off by default for now:
-benchmarks/decode.py measured the CPU decode loop slower with it at long caches).
+(stax-decompose-matvec: by default on the CPU route, off on the triton route, where
+`stax.decompose_matvec="on"` asks for it).
 
 A decode step's `q @ k^T` and `p @ v` over a KV-cache window were library bmms on heads
 copied out of the cache every step (`[b, h, n, d]` regrouped to `[b*h, n, d]`). Now the
@@ -97,8 +97,8 @@ def test_matrix_times_a_column_and_a_row_train():
 
 
 @pytest.mark.parametrize("choice", ["auto", "off"])
-def test_by_default_and_off_the_bmms_stay(choice):
-    """The default ("auto", off on every route for now) and "off" keep the library bmms."""
+def test_off_the_bmms_stay_and_by_default_the_cpu_decomposes_them(choice):
+    """"off" keeps the library bmms; the default ("auto") decomposes them on the CPU."""
     ck, cv = _caches(torch.float32, seed=4)
     q = torch.randn(BATCH, 1, HEADS * HEAD_DIM)
     torch._dynamo.reset()
@@ -106,7 +106,21 @@ def test_by_default_and_off_the_bmms_stay(choice):
                        options={"stax.decompose_matvec": choice})
     _assert_like_eager(cf(q, ck, cv, 200), decode_attention(q, ck, cv, 200), torch.float32)
     calls = B.reports()[-1].library_calls
-    assert len(calls) == 2 and all("bmm" in c for c in calls), calls
+    if choice == "off":
+        assert len(calls) == 2 and all("bmm" in c for c in calls), calls
+    else:
+        assert calls == [], calls
+
+
+def test_by_default_the_triton_route_keeps_the_bmms(interpreted_triton, counts):
+    """"auto" leaves the pass out on the triton route (decode.py measured it slower)."""
+    ck, cv = _caches(torch.float32, seed=6)
+    cf = torch.compile(decode_attention, backend="stax", dynamic=True)
+    for n in (5, 3):
+        q = torch.randn(BATCH, 1, HEADS * HEAD_DIM)
+        _assert_like_eager(cf(q, ck, cv, n), decode_attention(q, ck, cv, n), torch.float32)
+    for rep in assert_dynamic_only("triton", counts, most=1):
+        assert len(rep.library_calls) == 2, rep.summary()
 
 
 def test_on_the_triton_route_when_asked(interpreted_triton, counts):
