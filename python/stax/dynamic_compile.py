@@ -128,6 +128,7 @@ def _importable(gm):
     from (`_derived_size`), and the call's argument is checked against the expression;
     a graph output that is a computed size (not a SymInt input) is left out of the
     copy's outputs and computed from the symbols at run time."""
+    from stax.dialects import symbolic
     from stax.importer import symbolic as isym
     from stax.importer import UnsupportedGraph
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -141,9 +142,11 @@ def _importable(gm):
             except UnsupportedGraph as e:
                 raise CannotStayDynamic(f"the symbolic importer refused the graph: {e}") \
                     from None
-            if not (isinstance(d, str) and d.isidentifier()) or d in bound:
-                # an expression, or a symbol an earlier argument binds (two equal sizes
-                # Dynamo gave one symbol: `tokens.shape[1]` and `labels.shape[1]`)
+            if not (isinstance(d, str) and d.isidentifier()) or d in bound or \
+                    symbolic.derived_parts(d) is not None:
+                # an expression, a symbol an earlier argument binds (two equal sizes
+                # Dynamo gave one symbol: `tokens.shape[1]` and `labels.shape[1]`), or a
+                # floor division (`s0//2`, named `fdiv2_s0`: GLU's backward takes it)
                 derived[i] = d
             else:
                 bound.add(d)
