@@ -120,18 +120,16 @@ def fp8_legalization(module, route, device, config, example_inputs, notes) -> li
 UNFUSED_PIPELINE = ["canonicalize", "cse"]
 
 
-def fused_pipeline(config=None, route=None) -> list:
-    """FUSED_PIPELINE for a config and route: with `stax.decompose_matvec="on"` a batched
+def fused_pipeline(config=None) -> list:
+    """FUSED_PIPELINE for a config: with `stax.decompose_matvec="on"` a batched
     matmul with one row or column becomes a multiply and a sum first
     (stax-decompose-matvec), so stax-fuse reads a KV cache's heads where they lie. "auto"
-    (the default) puts it in on the CPU route (`benchmarks/decode.py`: 0.51 against 0.56
-    ms a step at caches of 32-95, 1.12 against 1.20 at 256-455; session 38's opposite
-    finding came from the loop's checks between steps) and leaves it out on the triton
-    route (slower on the H100: 2.15 against 0.92 ms a step, not yet re-measured)."""
+    (the default) puts it in on both routes: `benchmarks/decode.py` measured the step
+    faster with it, on the CPU 0.51 against 0.56 ms at caches of 32-95 and 1.12 against
+    1.20 at 256-455, on the H100 0.39 against 0.49 (session 38's opposite finding came
+    from the loop's checks between steps)."""
     choice = config["stax.decompose_matvec"] if config is not None else "auto"
-    if choice == "auto":
-        choice = "on" if route == CPU_ROUTE else "off"
-    if choice == "on":
+    if choice in ("on", "auto"):
         return FUSED_PIPELINE[:2] + ["stax-decompose-matvec"] + FUSED_PIPELINE[2:]
     return list(FUSED_PIPELINE)
 
@@ -462,7 +460,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
                 from stax.passes.fuse import TRITON_EPILOGUES_ATTR
                 with module.context:
                     _main_func(module).attributes[TRITON_EPILOGUES_ATTR] = ir.UnitAttr.get()
-            _run_passes(module, pre + fused_pipeline(config, route), dump)
+            _run_passes(module, pre + fused_pipeline(config), dump)
         else:
             _run_passes(module, pre + UNFUSED_PIPELINE, dump)
             _wrap_stray_ops(_main_func(module))

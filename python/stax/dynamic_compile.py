@@ -283,7 +283,7 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
         fp8_notes: list = []
         pre = fp8_legalization(module, config.target, dynamic_kernels.DEVICES[config.target],
                                config, example_inputs, fp8_notes)
-        _run_passes(module, pre + (fused_pipeline(config, config.target) if config.fusion
+        _run_passes(module, pre + (fused_pipeline(config) if config.fusion
                                    else UNFUSED_PIPELINE), dump)
         if fold_view_copies:   # the copies torch's reshape would make, by their producer
             _run_passes(module, ["stax-fold-view-copies"], dump)

@@ -51,9 +51,9 @@ activations of a conv graph out channels-last ("auto": on the triton target wher
 Inductor's rule says so; "on": whenever the graph has a 2-D convolution, the CPU target
 too; docs/layouts.md). And `stax.decompose_matvec`, "auto" (default), "on", "off" (or
 `STAX_DECOMPOSE_MATVEC`): whether `stax-decompose-matvec` turns a batched matmul with one
-row, one column or K = 1 (a decode step's attention) into kernels ("on"; "auto": on the
-CPU target, where benchmarks/decode.py measured the loop faster with it, off on the
-triton target, where it measured slower; stax.driver.fused_pipeline).
+row, one column or K = 1 (a decode step's attention) into kernels ("auto" and "on";
+benchmarks/decode.py measured the loop faster with it on the CPU and the H100;
+stax.driver.fused_pipeline).
 """
 from __future__ import annotations
 

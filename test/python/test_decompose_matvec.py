@@ -1,6 +1,5 @@
 """A batched matmul with one row or one column as a multiply and a sum, in kernels
-(stax-decompose-matvec: by default on the CPU route, off on the triton route, where
-`stax.decompose_matvec="on"` asks for it).
+(stax-decompose-matvec: on by default, `stax.decompose_matvec="off"` leaves it out).
 
 A decode step's `q @ k^T` and `p @ v` over a KV-cache window were library bmms on heads
 copied out of the cache every step (`[b, h, n, d]` regrouped to `[b*h, n, d]`). Now the
@@ -112,15 +111,16 @@ def test_off_the_bmms_stay_and_by_default_the_cpu_decomposes_them(choice):
         assert calls == [], calls
 
 
-def test_by_default_the_triton_route_keeps_the_bmms(interpreted_triton, counts):
-    """"auto" leaves the pass out on the triton route (decode.py measured it slower)."""
+def test_by_default_the_triton_route_decomposes_them_too(interpreted_triton, counts):
+    """"auto" puts the pass in on the triton route too (decode.py on the H100: 0.39
+    against 0.49 ms a step)."""
     ck, cv = _caches(torch.float32, seed=6)
     cf = torch.compile(decode_attention, backend="stax", dynamic=True)
     for n in (5, 3):
         q = torch.randn(BATCH, 1, HEADS * HEAD_DIM)
         _assert_like_eager(cf(q, ck, cv, n), decode_attention(q, ck, cv, n), torch.float32)
     for rep in assert_dynamic_only("triton", counts, most=1):
-        assert len(rep.library_calls) == 2, rep.summary()
+        assert rep.library_calls == [], rep.summary()
 
 
 def test_on_the_triton_route_when_asked(interpreted_triton, counts):
