@@ -24,11 +24,11 @@ Per call:
 3. at most `max_sizes` sizes keep a runner, least recently used first out (a captured
    graph holds its own memory pool). In the default mode, once `max_sizes` runners were
    dropped before they ever replayed (sizes that do not come back within `max_sizes`
-   calls: a decode loop whose cache length grows every step), the graph stops capturing
-   and runs every call uncaptured, and says so: each capture costs a `gc.collect()`,
-   an allocator flush and a synchronization (`torch.cuda.graph`), which a size that
-   never replays does not pay back. Under reduce-overhead the user asked for graphs: it
-   keeps capturing.
+   calls: a decode loop whose cache length grows every step), the graph captures no new
+   size and runs the others uncaptured, and says so: each capture costs a
+   `gc.collect()`, an allocator flush and a synchronization (`torch.cuda.graph`), which
+   a size that never replays does not pay back. The sizes that did replay keep their
+   graphs. Under reduce-overhead the user asked for graphs: it keeps capturing.
 
 Outputs: in the default mode every call returns fresh tensors (copied out of the static
 buffers). Under reduce-overhead they live in the static buffers, and one OutputLedger is
@@ -73,6 +73,8 @@ class SizedCudaGraphs:
         self.runners: collections.OrderedDict = collections.OrderedDict()
         self.evictions = 0
         self.unreplayed_evictions = 0   # runners dropped that never replayed
+        #: why the default mode captures no new size (None: it still does)
+        self.capture_stopped = None
         self._notes: list[str] = []   # the per-size runners' notes (status() sums them up)
         device = str(getattr(graph, "device", "cuda"))
         #: why no size is captured (None: each size decides); a graph whose tensors live
@@ -106,6 +108,8 @@ class SizedCudaGraphs:
                          f"{', ...' if len(refused) > 4 else ''})")
         if self.evictions:
             parts.append(f", {self.evictions} size(s) dropped (at most {self.max_sizes} kept)")
+        if self.capture_stopped:
+            parts.append(f"; {self.capture_stopped}")
         return " ".join(parts[:2]) + "".join(parts[2:])
 
     @property
@@ -118,16 +122,20 @@ class SizedCudaGraphs:
         if r is not None:
             self.runners.move_to_end(key)
             return r
+        if self.capture_stopped:
+            return None
         if len(self.runners) >= self.max_sizes:
             _, dropped = self.runners.popitem(last=False)   # its static buffers go with it
             self.evictions += 1
             if not getattr(dropped, "replays", 0):
                 self.unreplayed_evictions += 1
             if self.auto and self.unreplayed_evictions >= self.max_sizes:
-                self.reason = (f"auto-capture stopped: {self.unreplayed_evictions} sizes "
-                               f"were dropped before any replay (sizes that do not come "
-                               f"back within {self.max_sizes} calls)")
-                self.runners.clear()
+                self.capture_stopped = (
+                    f"auto-capture of new sizes stopped: {self.unreplayed_evictions} sizes "
+                    f"were dropped before any replay (sizes that do not come back within "
+                    f"{self.max_sizes} calls); they run uncaptured")
+                for k in [k for k, r in self.runners.items() if not getattr(r, "replays", 0)]:
+                    del self.runners[k]
                 return None
         g = self.graph
         # what CudaGraphRunner reads of a compiled graph, for this size

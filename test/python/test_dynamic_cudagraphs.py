@@ -101,22 +101,25 @@ def test_one_runner_per_size_guards_first_and_lru():
 @pytest.mark.parametrize("auto", [True, False])
 def test_sizes_that_never_come_back_stop_the_default_modes_captures(auto):
     """A decode loop's growing length: every size is new, so every runner is dropped
-    before it replays. After max_sizes such drops the default mode runs every call
-    uncaptured (no runner is made, the graph runs once per call) and its status says
-    why; reduce-overhead keeps its LRU of captured sizes."""
+    before it replays. After max_sizes such drops the default mode makes no runner for a
+    new size (it runs uncaptured, the graph once per call) and its status says why; a
+    size that replayed keeps its runner. reduce-overhead keeps its LRU."""
     _Runner.made = []
     g = _Graph()
-    r = SizedCudaGraphs(g, auto=auto, max_sizes=2, runner_factory=_Runner)
-    for n in range(20, 24):
-        assert r([n]) == [n]
+    r = SizedCudaGraphs(g, auto=auto, max_sizes=3, runner_factory=_Runner)
+    for _ in range(3):
+        assert r([7]) == [7]          # a hot size: captured, then replayed
+    for n in range(20, 25):
+        assert r([n]) == [n] and r([7]) == [7]   # each a new size; 7 stays hot
     made = len(_Runner.made)
-    assert r([30]) == [30] and r([30]) == [30]
-    if auto:
-        assert made == 3 and len(_Runner.made) == made and not r.runners   # 23 had none
-        assert "auto-capture stopped: 2 sizes were dropped before any replay" in r.status()
+    assert r([30]) == [30] and r([30]) == [30] and r([7]) == [7]
+    if auto:   # 20, 21, 22 dropped unreplayed: 24 gets no runner, 23's is dropped
+        assert made == 5 and len(_Runner.made) == made, made
+        assert list(r.runners) == [(("s0", 7),)] and r.runners[(("s0", 7),)].calls == 9
+        assert "auto-capture of new sizes stopped: 3 sizes were dropped" in r.status()
     else:
-        assert len(_Runner.made) == made + 1 and r.runners and r.reason is None
-    assert g.runs[-2:] == [30, 30]
+        assert len(_Runner.made) == made + 1 and r.capture_stopped is None
+    assert g.runs[-3:] == [30, 30, 7]
 
 
 def test_max_sizes_must_be_positive():
