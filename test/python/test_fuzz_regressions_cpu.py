@@ -219,3 +219,35 @@ def test_layer_norm_backward_of_a_shifted_matmul_is_as_near_float64_as_eager():
                    ["v6"], seed=1999824084)
     o = check_dynamic(prog, backward=True)
     assert o.status == "pass", o
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_bf16_mean_is_summed_and_divided_in_f32_then_rounded_once(dynamic):
+    """stax-fuzz --backward 31506094601: var's backward (`x - x.mean(0)` in bf16) of 4
+    values near 100. The mean's sum was a bf16 value (rounded to a step of 2 near 400)
+    divided in bf16; eager sums and divides in f32 and rounds once, so x - mean came out
+    0.5 off and the gradient 0.15 from eager's. Sums of bf16 values near 100 are exact
+    in f32 at these sizes (multiples of 1/2 below 2^24), so the means are bit-exact."""
+    g = torch.Generator().manual_seed(0)
+    x = (100 + 0.3 * torch.randn(256, 520, generator=g)).to(torch.bfloat16)
+
+    def fn(t):
+        return t.mean(0), t.mean(1, keepdim=True), t.float().mean(0, dtype=torch.bfloat16)
+
+    cf = torch.compile(fn, backend="stax", fullgraph=True, dynamic=dynamic)
+    for rows in ((256, 300) if dynamic else (256,)):
+        xs = x[:rows].contiguous()
+        for got, want in zip(cf(xs), fn(xs)):
+            assert got.dtype == want.dtype and got.stride() == want.stride()
+            assert torch.equal(got, want), (got - want).abs().max()
+
+    def var_grad(t):
+        return torch.var_mean(t.to(torch.bfloat16), 0, correction=1, keepdim=True)[0]
+
+    w = (100 + 0.3 * torch.randn(4, 1, generator=g)).requires_grad_()
+    w2 = w.detach().clone().requires_grad_()
+    cv = torch.compile(var_grad, backend="stax", fullgraph=True, dynamic=dynamic)
+    cv(w).sum().backward()
+    var_grad(w2).sum().backward()
+    assert torch.equal(w.grad, w2.grad), (w.grad, w2.grad)
+    assert all(r.route == "stax-cpu" for r in B.reports()), [r.summary() for r in B.reports()]
