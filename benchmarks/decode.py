@@ -1,7 +1,7 @@
 """A decode loop with an int position: eager vs Inductor vs stax, compiles and time per step.
 
     python benchmarks/decode.py [--device cpu|cuda] [--steps 64] [--prefill N] [--quick]
-                                [--backends eager,inductor,stax[,stax-matvec]]
+                                [--backends eager,inductor,stax[,stax-matvec-off]]
                                 [--out benchmarks/results/decode-<device>.md]
 
 The model is a reference-Llama-style attention layer: `forward(x, start_pos: int)`
@@ -11,9 +11,10 @@ attends over the cache up to `start_pos + t`. A prefill of `--prefill` tokens at
 0 is followed by `--steps` one-token steps at positions prefill, prefill + 1, ... Each
 backend compiles as a user would (`torch.compile(model, backend=...)`, no `dynamic=`):
 Dynamo compiles the first call static and makes `start_pos` a SymInt on its second value.
-`stax-matvec` is stax with `stax.decompose_matvec="on"`: attention's one-row bmms as
-kernels that read the cache where it lies (stax-decompose-matvec; the default leaves them
-library calls on heads copied out of the cache).
+`stax` compiles attention's one-row bmms as kernels that read the cache where it lies
+(stax-decompose-matvec, on by default); `stax-matvec-off` is the A/B without it
+(`stax.decompose_matvec="off"`: library bmms on heads copied out of the cache), and
+`stax-matvec` asks for it explicitly ("on", what `stax` did before it was the default).
 
 Per backend:
 
@@ -43,9 +44,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import common  # noqa: E402
 
-#: the A/B backend: stax with `stax.decompose_matvec="on"` (attention's bmms as kernels
-#: reading the cache; the default keeps them library calls on copied heads)
-MATVEC_ON = "stax-matvec"
+#: stax variants by name: their options (the A/B backends of decode.py and
+#: profile_decode.py)
+VARIANT_OPTIONS = {
+    "stax-matvec": {"stax.decompose_matvec": "on"},
+    "stax-matvec-off": {"stax.decompose_matvec": "off"},   # bmms as library calls
+    "stax-nocg": {"stax.auto_cudagraphs": False},          # no per-size CUDA graphs
+}
+
+
+def backend_for(name):
+    """The torch.compile backend of a backend name: a VARIANT_OPTIONS name is stax with
+    those options, any other name is itself."""
+    options = VARIANT_OPTIONS.get(name)
+    if options is None:
+        return name
+    import functools
+    import stax.backend
+    return functools.partial(stax.backend.stax, options=options)
 #: library ops a stax figure may hold: the in-place cache writes
 WRITE_OPS = ("aten.index_copy_.default",)
 
@@ -108,12 +124,8 @@ def _run_backend(name, base, inputs, device):
     model, eager = copy.deepcopy(base), copy.deepcopy(base)
     ref64 = checks.float64_model(base)
     before = len(stax.backend.reports())
-    backend = name
-    if name == MATVEC_ON:   # stax with its one-row bmms as kernels (the A/B)
-        import functools
-        backend = functools.partial(stax.backend.stax,
-                                    options={"stax.decompose_matvec": "on"})
-    fn = model if name == "eager" else torch.compile(model, backend=_counting(backend, counter))
+    fn = model if name == "eager" else torch.compile(
+        model, backend=_counting(backend_for(name), counter))
     problems, loops = [], []
     with torch.no_grad():
         for phase in ("cold", "warm"):

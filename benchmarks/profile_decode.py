@@ -5,8 +5,8 @@ finding a gap, not for claims (claims come from decode.py).
 
     python benchmarks/profile_decode.py [--device cpu|cuda] [--backends inductor,stax]
 
-`stax-nocg` is stax with `stax.auto_cudagraphs` off, `stax-matvec` with
-`stax.decompose_matvec` on.
+The stax variants of `decode.VARIANT_OPTIONS` (`stax-nocg`: no per-size CUDA graphs,
+`stax-matvec-off`: no stax-decompose-matvec) are backends too.
 """
 from __future__ import annotations
 
@@ -45,14 +45,8 @@ def main(argv=None) -> int:
     for name in args.backends.split(","):
         torch._dynamo.reset()
         model = copy.deepcopy(base)
-        backend = name
-        options = {"stax-nocg": {"stax.auto_cudagraphs": False},   # no per-size CUDA graphs
-                   decode.MATVEC_ON: {"stax.decompose_matvec": "on"}}.get(name)
-        if options is not None:
-            import functools
-            import stax.backend
-            backend = functools.partial(stax.backend.stax, options=options)
-        fn = model if name == "eager" else torch.compile(model, backend=backend)
+        fn = model if name == "eager" else torch.compile(model,
+                                                         backend=decode.backend_for(name))
         with torch.no_grad():
             fn(x0, 0)
             for i, x in enumerate(xs):       # compiles: static, then dynamic

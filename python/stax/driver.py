@@ -121,7 +121,7 @@ UNFUSED_PIPELINE = ["canonicalize", "cse"]
 
 
 def fused_pipeline(config=None) -> list:
-    """FUSED_PIPELINE for a config: with `stax.decompose_matvec="on"` a batched
+    """FUSED_PIPELINE for a config: unless `stax.decompose_matvec="off"`, a batched
     matmul with one row or column becomes a multiply and a sum first
     (stax-decompose-matvec), so stax-fuse reads a KV cache's heads where they lie. "auto"
     (the default) puts it in on both routes: `benchmarks/decode.py` measured the step

@@ -64,14 +64,15 @@ def _mean(b, node, a):
     shape, dtype = _out(node)
     if not dtype.is_floating_point:
         raise _Fallback("mean into an integer dtype")
-    dims = _norm_dims(a.get("dim"), len(_vshape(b.v(a["self"]))))
+    src = b.v(a["self"])
+    dims = _norm_dims(a.get("dim"), len(_vshape(src)))
     if not dims:
-        return b.reshape(b.convert(b.v(a["self"]), dtype), shape)
+        return b.reshape(b.convert(src, dtype), shape)
     # summed and divided in the op-math type, rounded once: eager's bf16/f16 mean (on the
     # CPU `cast_fp32 -> sum -> div -> cast`); a bf16 sum rounded before the division was
     # up to half an ulp off (stax-fuzz --backward 31506094601: var's backward of 4 bf16
     # values near 100, whose sum rounds to a step of 2)
-    x = b.convert(b.v(a["self"]), _opmath(dtype))
+    x = b.convert(src, _opmath(dtype))
     return b.reshape(b.convert(b.mean(x, dims, bool(a.get("keepdim") or False)), dtype),
                      shape)
 
