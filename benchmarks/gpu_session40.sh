@@ -1,0 +1,31 @@
+# Session 40 on the GPU.
+#   suite: the whole pytest suite with STAX_TEST_DEVICE=cuda (numerics files on the
+#          GPU; every [cuda] case), the bf16/f16 mean probe and GPU fuzz beside it.
+#   bench: benchmarks/gpu.py on issue 9's cases (the blocks, the train step, softmax,
+#          layernorm), then decode.py and dynamic.py (issue 10), on a quiet GPU.
+#   bash benchmarks/gpu_session40.sh suite|bench
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r
+phase=${1:-suite}
+nvidia-smi --query-gpu=name --format=csv > $OUT/r/machine.txt; cat COMMIT >> $OUT/r/machine.txt
+if [[ $phase == suite ]]; then
+  timeout 120 python3 benchmarks/probe_half_mean_cuda.py > $OUT/r/half-mean-cuda.log 2>&1; echo "half-mean rc=$?"
+  A=${FUZZ_SEED:-4800}
+  ( timeout 480 python3 -m stax.tools.stax_fuzz --seed $A --count 60 --device cuda --dynamic --backward > $OUT/r/fuzz-$A-dynbwd.log 2>&1; echo "fuzz$A rc=$?" ) &
+  ( timeout 480 python3 -m stax.tools.stax_fuzz --seed $((A+1)) --count 60 --device cuda --backward > $OUT/r/fuzz-$((A+1))-bwd.log 2>&1; echo "fuzz$((A+1)) rc=$?" ) &
+  STAX_TEST_DEVICE=cuda timeout ${SUITE_S:-450} python3 -m pytest -v --tb=short -p no:cacheprovider -p no:logging -p no:benchmark \
+      -n ${SUITE_N:-12} -o faulthandler_timeout=200 test/python \
+      --deselect "test/python/test_dynamic_library_ops.py::test_running_product_trains_over_batches_with_one_compile[cuda]" \
+      > $OUT/r/suite-cuda.log 2>&1; echo "suite rc=$?"
+  wait
+  tail -n 3 $OUT/r/fuzz-*.log; grep -E "^(FAILED|ERROR)" $OUT/r/suite-cuda.log | head -40; tail -n 2 $OUT/r/suite-cuda.log
+  cat $OUT/r/half-mean-cuda.log | tail -25
+fi
+if [[ $phase == bench ]]; then
+  timeout 280 python3 benchmarks/gpu.py --label h200 --no-autotune \
+      --cases gpt2_block,llama_block,gpt2_train_step,softmax,layernorm \
+      --out $OUT/r/gpu-bench.md --jsonl $OUT/r/gpu-bench.jsonl > $OUT/r/gpu-bench.log 2>&1; echo "gpu.py rc=$?"
+  timeout 150 python3 benchmarks/decode.py --device cuda --backends eager,inductor,stax,stax-matvec-off \
+      --out $OUT/r/decode-cuda.md > $OUT/r/decode-cuda.log 2>&1; echo "decode rc=$?"
+  cat $OUT/r/gpu-bench.md; cat $OUT/r/decode-cuda.md
+fi
