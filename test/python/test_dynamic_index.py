@@ -66,9 +66,9 @@ def test_indexing_compiles_once(case, where, counts, request):
     assert counts["dynamic"] == 1, counts
 
 
-#: a reflect pad's backward indexes with two index tensors, which only the per-size
-#: compile holds (a stax_graph.fallback): its training is checked per size below
-TRAINING = sorted(set(CASES) - {"reflect_pad"})
+#: (a reflect pad's backward indexes with two index tensors: test_multi_index.py's
+#: flat gather; it was compiled per size before)
+TRAINING = sorted(CASES)
 
 
 @pytest.mark.parametrize("case", TRAINING)
@@ -83,16 +83,6 @@ def test_indexing_trains_with_one_compile(case, where, counts, request):
         x = torch.randn(n, s, device=dev, requires_grad=True)
         same_forward_and_backward(cf, fn, x, _index(case, n, s, dev), tol=TOL)
     _one_dynamic_report(len(sizes), route, counts)
-
-
-def test_reflect_pad_trains_per_size_with_the_reason():
-    cf = torch.compile(reflect_pad, backend="stax", dynamic=True)
-    for n, s in [(256, 512), (300, 17)]:
-        x = torch.randn(n, s, requires_grad=True)
-        same_forward_and_backward(cf, reflect_pad, x, None, tol=TOL)
-    why = [r.specializer.not_dynamic_reason for r in B.reports()
-           if getattr(r.specializer, "not_dynamic_reason", None)]
-    assert why and "the backward graph" in why[0] and "more than one index tensor" in why[0]
 
 
 def test_an_index_out_of_range_raises():

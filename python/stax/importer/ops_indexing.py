@@ -1,5 +1,5 @@
-"""Op handlers, gathers: index_select, embedding and one-tensor aten.index as
-stax.gather."""
+"""Op handlers, gathers: index_select, embedding and aten.index (tensor indexing by
+one or several integer index tensors) as stax.gather."""
 from __future__ import annotations
 
 import torch
@@ -8,7 +8,7 @@ import torch.fx
 from stax._mlir import ir
 from stax.dialects.stax_dialect import NO_NEGATIVE_WRAP
 from stax.dialects.symbolic import dim_product
-from stax.importer.common import _norm_dim, _out, _val, _vshape
+from stax.importer.common import _norm_dim, _out, _val, _vdtype, _vshape
 from stax.importer.specs import _Fallback
 from stax.importer.table import _reg
 
@@ -63,13 +63,58 @@ def _embedding(b, node, a):
 @_reg(aten.index.Tensor)
 def _index(b, node, a):
     idxs = list(a["indices"])
-    # one index tensor on one dim (x[:, idx] or x[idx]); anything else stays a fallback
     live = [i for i, t in enumerate(idxs) if t is not None]
-    if len(live) != 1:
-        raise _Fallback("more than one index tensor")
-    d = live[0]
-    ival = _val(idxs[d]) if isinstance(idxs[d], torch.fx.Node) else None
-    if ival is None or (ival.dim() != 1 and d != 0):
-        raise _Fallback("a multi-dim index on an inner dim")
+    for i in live:
+        ival = _val(idxs[i]) if isinstance(idxs[i], torch.fx.Node) else None
+        if ival is None or ival.dtype in (torch.bool, torch.uint8):
+            raise _Fallback("a boolean mask index (data-dependent shape)")
     x = b.v(a["self"])
-    return _gather_rows(b, node, x, b.v(idxs[d]), d, wrap_negative=True)
+    if len(live) == 1 and (live[0] == 0 or _val(idxs[live[0]]).dim() == 1):
+        # x[idx] / x[:, idx]: one gather along the dim
+        return _gather_rows(b, node, x, b.v(idxs[live[0]]), live[0], wrap_negative=True)
+    return _gather_flat(b, node, x, idxs, live)
+
+
+def _gather_flat(b, node, x, idxs, live):
+    """x[i0, i1, ...] (several index tensors, broadcast together to B, or one index of
+    several dims on an inner dim) as one stax.gather of the flattened index into x with
+    the indexed dims merged. As eager places the result: B in place of the indexed dims
+    where they are adjacent, else first (x permuted so they lead).
+
+    Each index is first wrapped and range-checked on its own dim, as a gather from an
+    iota of that dim's size (the gather's own check: an out-of-range component raises
+    IndexError naming it and its dim's size, as eager does, instead of landing in range
+    of the merged dim); the flat index is then the sum of the checked components times
+    their strides in the merged dim, in range by construction."""
+    rank = len(_vshape(x))
+    index_of = {k: idxs[d] for k, d in enumerate(live)}   # by position among the indexed
+    if live != list(range(live[0], live[-1] + 1)):
+        x = b.permute(x, live + [d for d in range(rank) if d not in live])
+        live = list(range(len(live)))
+    xs = _vshape(x)
+    shape, _ = _out(node)
+    first, last = live[0], live[-1]
+    bshape = list(shape[first:len(shape) - (rank - 1 - last)])
+    n = dim_product(bshape)
+    i64 = torch.int64
+    dim0 = {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)}
+    flat, stride = None, 1
+    for k in reversed(range(len(live))):
+        d = live[k]
+        idx = b.v(index_of[k])
+        if _vshape(idx) != bshape:
+            idx = b.broadcast(idx, bshape)
+        if bshape != [n]:
+            idx = b.reshape(idx, [n])
+        iota = b.emit("iota", [], [b.tt([xs[d]], i64)], dim0)
+        term = b.emit("gather", [iota, idx], [b.tt([n], i64)], dim0)
+        if stride != 1:
+            term = b.binary("mul", term, b.broadcast(b.size_polynomial(stride, i64), [n]))
+        flat = term if flat is None else b.binary("add", flat, term)
+        stride = dim_product([stride, xs[d]])
+    merged = b.reshape(x, xs[:first] + [stride] + xs[last + 1:])
+    attrs = {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), first),
+             NO_NEGATIVE_WRAP: ir.UnitAttr.get()}
+    g = b.emit("gather", [merged, flat],
+               [b.tt(xs[:first] + [n] + xs[last + 1:], _vdtype(x))], attrs)
+    return b.reshape(g, shape)

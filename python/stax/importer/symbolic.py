@@ -114,8 +114,9 @@ SYMBOLIC_OPS |= {
     # token embeddings and row gathers (stax.gather; its index count may be symbolic),
     # and the embedding's backward, an accumulating index_put PyTorch runs (a library op)
     aten.embedding.default, aten.index_select.default, aten.index_put.default,
-    # `x[idx]` / `x[:, idx]` with one index tensor (negative indices count from the
-    # dim's runtime end): a replicate or reflect pad, the fuzzer's gathers
+    # `x[idx]` / `x[:, idx]` (negative indices count from the dim's runtime end) and
+    # `x[arange(n), target]`, several index tensors (one flat gather): a replicate or
+    # reflect pad and its backward, the fuzzer's gathers
     aten.index.Tensor,
 }
 
