@@ -36,10 +36,16 @@ def _getitem(w, i):
     return w[i] - 1.0
 
 
+def _pick(w, i):
+    """Two index tensors (a flat gather whose column component is checked on its own)."""
+    return w[torch.arange(i.shape[0]), i] * 3.0
+
+
 CASES = {  # fn, whether a negative index counts from the end (eager)
     "embedding": (_embedding, False),
     "index_select": (_index_select_inner, False),
     "getitem": (_getitem, True),
+    "pick": (_pick, True),
 }
 
 
