@@ -68,7 +68,8 @@ def one_lane_reason(dim, domain, reads, results, boundaries=()):
     """Why lanes along domain dim `dim` cannot be addressed (None: they can): a read's or
     result's offset divides a per-lane position, a concat or pad boundary (a read's
     `where` condition, or one of `boundaries`: those of pieces that read no input, that
-    can fail) moves along it, or a gather's index is read per lane."""
+    can fail) moves along it, a gather's index is read per lane, or a gather reads its
+    data through a reshape."""
     for where in boundaries:
         for w in where:
             if dim in dims_used(w) and kernel_schedule.expr_range(w, list(domain))[0] < 0:
@@ -76,6 +77,10 @@ def one_lane_reason(dim, domain, reads, results, boundaries=()):
                         f"lanes ({w} >= 0)")
     for r in reads:
         if r.map is None:
+            if "reshape" in r.path.split("."):
+                # a gather's data read through a reshape: the gathered coordinate is
+                # divided and taken modulo (a merged dim), which no lane offset holds
+                return f"input {r.input} is a gather's data read through a reshape ({r.path})"
             continue
         if _divmod_on(r.offset.results[0], dim):
             return f"input {r.input}'s offset {r.offset} divides the lane position"

@@ -3,15 +3,16 @@
 Guarantees, for every `func.func` of the module (see "The kernel contract" in
 docs/architecture.md):
 
-- Every fusible op outside a kernel (elementwise, `concat`, `pad`, reductions and
-  `argmax`/`argmin`) ends up inside exactly one new `stax_graph.kernel`; `matmul`,
+- Every fusible op outside a kernel (elementwise, `concat`, `pad`, `gather`,
+  reductions and `argmax`/`argmin`) ends up inside exactly one new `stax_graph.kernel`; `matmul`,
   `constant`, `stax_graph.fallback`, existing kernels and non-stax ops stay outside,
   untouched.
 - Each kernel is legal: a *pointwise* kernel's non-view ops all have one result shape
   (its domain); a *reduction* kernel's reductions all share one signature (input shape
   `S`, reduced dims `D`) and its non-view ops have shape `S` or the reduced shape of
   `S` (with or without keepdim). Row values reach full space only through
-  `broadcast_in_dim`/`reshape`; `concat`/`pad` only read kernel inputs.
+  `broadcast_in_dim`/`reshape`; `concat`/`pad` only read kernel inputs, and a
+  `gather` reads its data (not its index) only from kernel inputs.
 - A bf16/f16 `add(matmul, broadcast(bias))` (F.linear's addmm) is a kernel of its own,
   so the wrapper can run it as `torch.addmm` and round the sum once, as eager does;
   except in a function marked `stax.triton_matmul_epilogues` (max-autotune on the GPU,
@@ -69,7 +70,10 @@ ELEMENTWISE_OPS = frozenset("stax." + n for n in
                             _UNARY + _BINARY + _COMPARE + ["select", "convert", "bitcast"])
 REDUCTION_OPS = frozenset("stax." + n for n in _REDUCE + _ARG_REDUCE)
 # ops that become members of a kernel group
-FUSIBLE_OPS = ELEMENTWISE_OPS | REDUCTION_OPS | {"stax.concat", "stax.pad"}
+# (a gather reads its data operand at computed coordinates: that operand comes from
+# outside the kernel, or from a view chain or generator cloned in; its index is read at
+# the gather's own coordinates, so it may be computed in the kernel)
+FUSIBLE_OPS = ELEMENTWISE_OPS | REDUCTION_OPS | {"stax.concat", "stax.pad", "stax.gather"}
 # ops cloned into each consumer kernel (index arithmetic / recomputed generators)
 VIEW_OPS = frozenset({"stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice"})
 # (stax.symbol_value: a size expression's value, read from the kernel's size arguments)
@@ -260,18 +264,21 @@ class _Block:
                     sig = (s, dims, shapes)
                 elif sig[:2] != (s, dims):
                     return False
-            for root, chain in self.chains[m]:
+            for pos, (root, chain) in enumerate(self.chains[m]):
                 if root in mset:
-                    if self._strict(m, chain, root):
+                    if self._strict(m, chain, root, pos):
                         return False
         shapes = {_shape(self.ops[m].results[0]) for m in members}
         if sig is None:
             return None if len(shapes) == 1 else False
         return (sig[0], sig[1]) if shapes <= sig[2] else False
 
-    def _strict(self, m, chain, root=None) -> bool:
-        """Whether the edge (root -> m through `chain`) must not lie inside a kernel."""
+    def _strict(self, m, chain, root=None, pos=None) -> bool:
+        """Whether the edge (root -> m's operand `pos` through `chain`) must not lie
+        inside a kernel."""
         if self.ops[m].name in ("stax.concat", "stax.pad"):
+            return True
+        if self.ops[m].name == "stax.gather" and pos == 0:
             return True
         if (root is not None and self.bias_add[root]) or self.bias_add[m]:
             # a bf16/f16 matmul's bias add is a kernel of its own, which the wrapper runs
@@ -320,8 +327,8 @@ class _Block:
             self._res_shape[j] = _shape(op.results[0])
             if op.name in REDUCTION_OPS:
                 self._red_sig[j] = _signature(op)
-            for root, chain in self.chains[j]:
-                if root is not None and self._strict(j, chain, root):
+            for pos, (root, chain) in enumerate(self.chains[j]):
+                if root is not None and self._strict(j, chain, root, pos):
                     self._strict_in[j].append(root)
                     self._strict_out[root].append(j)
 

@@ -31,6 +31,8 @@ A kernel this cannot describe raises `ScheduleError` naming the kernel and why.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from stax._mlir import ir
 from stax.dialects.schedule import (KernelSchedule, Read, Result,
                                     stride_along)
@@ -564,10 +566,23 @@ class _Analysis:
             self.trace(o.operands[0], shifted, space, where + conds, path + ["pad"], out)
         elif o.name == "stax.gather":
             k = _int(o, "dim")
-            self.trace(o.operands[1], [index[k]], space, where, path + ["gather.indices"], out)
+            self._trace_gather_index(o.operands[1], [index[k]], space, where,
+                                     path + ["gather.indices"], out)
             self._computed_reads(o.operands[0], space, path + ["gather.input"],
                                  f"gather along dim {k}: that coordinate is the value of the "
                                  "indices operand, not affine", out)
+
+    def _trace_gather_index(self, v, index, space, where, path, out):
+        """trace() of a gather's index operand, through elementwise ops computed in the
+        kernel too (a flat index `i * n + j`, a wrapped `t % s`: their operands are read
+        at the same coordinates), so every input the index is computed from is recorded
+        as a gather's index read (cpu_tiling gives such a kernel one lane)."""
+        o = self.defining.get(v)
+        if o is not None and o.name not in VIEW_OPS | INDEX_OPS | GEN_OPS | REDUCTION_OPS:
+            for x in o.operands:
+                self._trace_gather_index(x, index, space, where, path, out)
+            return
+        self.trace(v, index, space, where, path, out)
 
     def _computed_reads(self, v, space, path, why, out):
         if isinstance(v, ir.BlockArgument) and v.owner == self.block:
@@ -606,12 +621,18 @@ class _Analysis:
                 self._computed_reads(v, "full", [], f"read for a result of shape {_shape(v)},"
                                      f" which the domain {self.S} does not index", raw)
         n = len(self.S)
-        out, seen = [], set()
+        out, seen = [], {}
         for arg, index, space, where, why, path in raw:
             key = (arg, tuple(map(str, index or ())), tuple(map(str, where)), why)
             if key in seen:
+                # the same read as a gather's index too (`t` and `t % s` in one kernel):
+                # it is one read, but cpu_tiling must see that it gives a gather's index
+                k = seen[key]
+                if path.endswith("gather.indices") and not out[k].path.endswith(
+                        "gather.indices"):
+                    out[k] = dataclasses.replace(out[k], path=path)
                 continue
-            seen.add(key)
+            seen[key] = len(out)
             if index is None:
                 out.append(Read(arg, space, None, None, None, why, path))
                 continue

@@ -312,3 +312,35 @@ func.func @linear_bias_abs_bf16_triton_epilogues(%x: tensor<8x4xbf16>, %w: tenso
   %a = "stax.abs"(%s) : (tensor<8x16xbf16>) -> tensor<8x16xbf16>
   return %a : tensor<8x16xbf16>
 }
+
+// -----
+
+// Tensor indexing by two index tensors (x[arange(n), t] - mean): the flat index
+// (component range checks as gathers from iotas, times the row length, plus) and the
+// gather of the flattened rows fuse with the mean into one reduction kernel; the gathered
+// data enters the kernel as an input, read through the cloned reshape.
+// CHECK-LABEL: func.func @pick_then_mean
+// CHECK-SAME: (%[[X:.*]]: tensor<4x6xf32>, %[[T:.*]]: tensor<4xi64>)
+// CHECK: %[[K:.*]] = "stax_graph.kernel"(%[[T]], %[[X]]) ({
+// CHECK-NEXT: ^bb0(%[[KT:.*]]: tensor<4xi64>, %[[KX:.*]]: tensor<4x6xf32>):
+// CHECK: %[[COL:.*]] = "stax.gather"(%{{.*}}, %[[KT]]) {dim = 0 : i64}
+// CHECK: %[[FLAT:.*]] = "stax.add"(%[[COL]],
+// CHECK: %[[ROWS:.*]] = "stax.reshape"(%[[KX]]) : (tensor<4x6xf32>) -> tensor<24xf32>
+// CHECK-NEXT: %[[G:.*]] = "stax.gather"(%[[ROWS]], %[[FLAT]]) {dim = 0 : i64, no_negative_wrap}
+// CHECK-NEXT: "stax.reduce_sum"(%[[G]])
+// CHECK: kind = "reduction"
+// CHECK-NEXT: return %[[K]]
+// CHECK-NOT: "stax_graph.kernel"
+func.func @pick_then_mean(%x: tensor<4x6xf32>, %t: tensor<4xi64>) -> tensor<f32> {
+  %rows = "stax.iota"() {dim = 0 : i64} : () -> tensor<4xi64>
+  %cols = "stax.iota"() {dim = 0 : i64} : () -> tensor<6xi64>
+  %ci = "stax.gather"(%cols, %t) {dim = 0 : i64} : (tensor<6xi64>, tensor<4xi64>) -> tensor<4xi64>
+  %ri = "stax.gather"(%rows, %rows) {dim = 0 : i64} : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  %six = "stax.full"() {value = 6 : i64} : () -> tensor<4xi64>
+  %rs = "stax.mul"(%ri, %six) : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  %flat = "stax.add"(%ci, %rs) : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  %merged = "stax.reshape"(%x) : (tensor<4x6xf32>) -> tensor<24xf32>
+  %g = "stax.gather"(%merged, %flat) {dim = 0 : i64, no_negative_wrap} : (tensor<24xf32>, tensor<4xi64>) -> tensor<4xf32>
+  %s = "stax.reduce_sum"(%g) {dims = array<i64: 0>, keepdim = false} : (tensor<4xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}

@@ -164,3 +164,27 @@ func.func @linear_bias_abs_bf16(%x: tensor<8x4xbf16>, %w: tensor<4x16xbf16>, %b:
   %a = "stax.abs"(%s) : (tensor<8x16xbf16>) -> tensor<8x16xbf16>
   return %a : tensor<8x16xbf16>
 }
+
+// -----
+
+// A gather reads its data at computed coordinates, so data computed by a fusible op
+// (exp) is a kernel result that the gather's kernel reads as an input: two kernels,
+// while the gather's pointwise consumer (add) joins it.
+// CHECK-LABEL: func.func @gather_of_computed_data
+// CHECK-NEXT: %[[E:.*]] = "stax_graph.kernel"(%arg0)
+// CHECK: "stax.exp"
+// CHECK-NOT: "stax.gather"
+// CHECK: name = "k0_fused_exp"
+// CHECK-NEXT: %[[G:.*]] = "stax_graph.kernel"(%[[E]], %arg1)
+// CHECK: "stax.gather"
+// CHECK-NEXT: "stax.full"
+// CHECK-NEXT: "stax.add"
+// CHECK: kind = "pointwise"
+// CHECK-NEXT: return %[[G]]
+func.func @gather_of_computed_data(%x: tensor<8x16xf32>, %i: tensor<5xi64>) -> tensor<5x16xf32> {
+  %e = "stax.exp"(%x) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %g = "stax.gather"(%e, %i) {dim = 0 : i64} : (tensor<8x16xf32>, tensor<5xi64>) -> tensor<5x16xf32>
+  %one = "stax.full"() {value = 1.0 : f32} : () -> tensor<5x16xf32>
+  %a = "stax.add"(%g, %one) : (tensor<5x16xf32>, tensor<5x16xf32>) -> tensor<5x16xf32>
+  return %a : tensor<5x16xf32>
+}

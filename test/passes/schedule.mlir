@@ -184,3 +184,44 @@ func.func @computed_reads(%x: tensor<5x8xf32>, %t: tensor<10x8xf32>, %i: tensor<
   }) {kind = "pointwise", name = "k0_computed"} : (tensor<5x8xf32>, tensor<10x8xf32>, tensor<5xi64>, tensor<3x8xf32>) -> (tensor<5x8xf32>, tensor<8x3xf32>)
   return %0#0, %0#1 : tensor<5x8xf32>, tensor<8x3xf32>
 }
+
+// -----
+
+// A gather's index computed in the kernel (t % 6, as tensor indexing by several index
+// tensors builds it): the read of t feeds the index, so it is recorded as the gather's
+// index read (once: the remainder's own read of t is the same read) and the lanes along
+// dim 0 are 1: the CPU cannot address a vector of per-lane gathered rows.
+// CHECK-LABEL: func.func @computed_gather_index
+// CHECK: reads = [{input = 1 : i64, map = #{{map[0-9]*}}, offset = #{{map[0-9]*}}, path = "gather.indices", space = "full"}
+// CHECK-SAME: {computed = "gather along dim 0{{.*}}", input = 0 : i64, path = "gather.input", space = "full"}]
+// CHECK-SAME: vector_dim = 0 : i64, vector_width = 1 : i64
+func.func @computed_gather_index(%x: tensor<6xf32>, %t: tensor<64xi64>) -> tensor<64xf32> {
+  %0 = "stax_graph.kernel"(%x, %t) ({
+  ^bb0(%a: tensor<6xf32>, %b: tensor<64xi64>):
+    %six = "stax.full"() {value = 6 : i64} : () -> tensor<64xi64>
+    %r = "stax.remainder"(%b, %six) : (tensor<64xi64>, tensor<64xi64>) -> tensor<64xi64>
+    %g = "stax.gather"(%a, %r) {dim = 0 : i64} : (tensor<6xf32>, tensor<64xi64>) -> tensor<64xf32>
+    "stax_graph.yield"(%g) : (tensor<64xf32>) -> ()
+  }) {kind = "pointwise", name = "k0_computed_index"} : (tensor<6xf32>, tensor<64xi64>) -> tensor<64xf32>
+  return %0 : tensor<64xf32>
+}
+
+// -----
+
+// Rows gathered from x[i, :, j] (x permuted, then [4, 3, 64] merged to [12, 64]): the
+// gathered coordinate is divided and taken modulo 3, which no lane offset along dim 1
+// holds, so the CPU tiling is one lane (without the reshape it would be 16: the rows are
+// contiguous along dim 1).
+// CHECK-LABEL: func.func @gather_through_a_reshape
+// CHECK: path = "gather.input.reshape.permute"
+// CHECK-SAME: vector_dim = 1 : i64, vector_width = 1 : i64
+func.func @gather_through_a_reshape(%x: tensor<4x64x3xf32>, %i: tensor<32xi64>) -> tensor<32x64xf32> {
+  %0 = "stax_graph.kernel"(%x, %i) ({
+  ^bb0(%a: tensor<4x64x3xf32>, %b: tensor<32xi64>):
+    %p = "stax.permute"(%a) {perm = array<i64: 0, 2, 1>} : (tensor<4x64x3xf32>) -> tensor<4x3x64xf32>
+    %m = "stax.reshape"(%p) : (tensor<4x3x64xf32>) -> tensor<12x64xf32>
+    %g = "stax.gather"(%m, %b) {dim = 0 : i64, no_negative_wrap} : (tensor<12x64xf32>, tensor<32xi64>) -> tensor<32x64xf32>
+    "stax_graph.yield"(%g) : (tensor<32x64xf32>) -> ()
+  }) {kind = "pointwise", name = "k0_through_reshape"} : (tensor<4x64x3xf32>, tensor<32xi64>) -> tensor<32x64xf32>
+  return %0 : tensor<32x64xf32>
+}

@@ -22,7 +22,7 @@ MAX_SAMPLES = 4
 #: ops whose first MAX_SAMPLES f32 samples all pass on the CPU (sweep of 2026-12-01,
 #: the 130 fastest of the ~290 that do; benchmarks/results/opinfo-cpu.md)
 PASSING = [
-    "H", "T", "_native_batch_norm_legit", "_softmax_backward_data", "acos", "acosh",
+    "H", "__getitem__", "T", "_native_batch_norm_legit", "_softmax_backward_data", "acos", "acosh",
     "add", "addcdiv", "addcmul", "addmm", "addmm.decomposed", "addr", "arange", "asin",
     "asinh", "atan", "atan2", "atanh", "atleast_1d", "atleast_2d", "baddbmm",
     "block_diag", "broadcast_shapes", "broadcast_to", "cartesian_prod", "chunk",
@@ -79,14 +79,11 @@ KNOWN_FAILING = {
     "nonzero": "fallback: data-dependent output shape (static shapes only)",
     "masked_select": "fallback: data-dependent output shape (static shapes only)",
     # stax errors (opinfo_findings.md)
-    "__getitem__": "error: a list index becomes a tensor constant, which the importer "
-                   "reads inside the backend's fake mode (AssertionError: Please convert "
-                   "all Tensors to FakeTensors first)",
     "histogramdd": "error: compile raises IndexError: list index out of range",
 }
 
 #: passing samples over PASSING (each op's first MAX_SAMPLES); raise it when ops are added
-PINNED_PASS_SAMPLES = 457
+PINNED_PASS_SAMPLES = 486
 
 
 @functools.lru_cache(maxsize=1)
