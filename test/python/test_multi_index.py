@@ -116,3 +116,27 @@ def test_a_component_out_of_range_raises_naming_its_dim(dynamic):
         with pytest.raises(IndexError, match=f"out of bounds for a dimension of size {size}"):
             cf(x, bad_i, bad_j)
     assert all(not r.fallback_ops and r.route == "stax-cpu" for r in B.reports())
+
+
+@pytest.mark.parametrize("case", sorted(CASES2D | CASES3D))
+def test_static_triton_kernels_compile_to_ptx(case):
+    """The static Triton generator (CUDA without a GPU here): every kernel of the
+    forward and backward graphs, the gathers fused with their consumers, compiles to
+    PTX for sm_90."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    from stax.fuzz.ptx import graphs_to_ptx
+    graphs = []
+
+    def cap(gm, example_inputs):
+        graphs.append((gm, list(example_inputs)))
+        return gm.forward
+
+    fn = (CASES2D | CASES3D)[case]
+    be = aot_autograd(fw_compiler=cap, bw_compiler=cap,
+                      decompositions=B.stax_decompositions(training=True))
+    x, t = _inputs(case, 256, 520, "cpu")
+    torch.compile(fn, backend=be, fullgraph=True)(x.requires_grad_(), t).sum().backward()
+    stats = {}
+    out = graphs_to_ptx(graphs, stats=stats)
+    assert out.status == "pass" and stats["kernels"] >= 2, (out, stats)

@@ -59,6 +59,18 @@ def _contig(shape):
 
 
 def check_ptx(prog: Program, backward=False, arch=90, stats: dict | None = None) -> Outcome:
+    try:
+        graphs = capture(prog, backward)
+    except Exception as e:  # noqa: BLE001 - eager/Dynamo refuse the program
+        return Outcome("invalid", "eager", f"{type(e).__name__}: {str(e)[:200]}")
+    if not graphs:
+        return Outcome("skip", "no-graph", "no graph reached the backend")
+    return graphs_to_ptx(graphs, arch, stats)
+
+
+def graphs_to_ptx(graphs, arch=90, stats: dict | None = None) -> Outcome:
+    """Import, fuse and compile every kernel of the ATen graphs `graphs` ([(gm, example
+    inputs)]) to PTX for sm_`arch`: an Outcome saying whether every kernel compiled."""
     from stax._mlir import ir, new_context
     from stax.driver import FUSED_PIPELINE, _main_func, _wrap_stray_ops
     from stax.importer import UnsupportedGraph, import_graph
@@ -66,12 +78,6 @@ def check_ptx(prog: Program, backward=False, arch=90, stats: dict | None = None)
     from stax.targets import triton as T
     from stax.targets.kernel_ir import kernel_ops
     from stax.targets.triton_ttir import emit_ttir
-    try:
-        graphs = capture(prog, backward)
-    except Exception as e:  # noqa: BLE001 - eager/Dynamo refuse the program
-        return Outcome("invalid", "eager", f"{type(e).__name__}: {str(e)[:200]}")
-    if not graphs:
-        return Outcome("skip", "no-graph", "no graph reached the backend")
     n = 0
     for gi, (gm, ex) in enumerate(graphs):
         ctx = new_context()
