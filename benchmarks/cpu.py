@@ -59,6 +59,10 @@ def cases(quick: bool) -> list[common.Case]:
                     (torch.randn(rows, cols),), kind="reduction"),
         common.Case("layernorm", f"layer_norm w/ random weight+bias, [{rows}, {cols}] f32",
                     common.layer_norm(cols), (torch.randn(rows, cols),), kind="reduction"),
+        common.Case("picked_nll", f"-log_softmax(x)[arange(n), target].mean(), [{rows}, "
+                    f"{cols}] f32", common.picked_nll(),
+                    (torch.randn(rows, cols), torch.randint(0, cols, (rows,))),
+                    kind="reduction"),
     ]
     block, src = common.gpt2_block(hidden, heads, seq)
     common.randomize_norms(block)

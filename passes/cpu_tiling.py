@@ -64,17 +64,21 @@ def _divmod_on(e, dim) -> bool:
     return False
 
 
-def one_lane_reason(dim, domain, reads, results, boundaries=()):
+def one_lane_reason(dim, domain, reads, results, boundaries=(), gather_coords=()):
     """Why lanes along domain dim `dim` cannot be addressed (None: they can): a read's or
     result's offset divides a per-lane position, a concat or pad boundary (a read's
     `where` condition, or one of `boundaries`: those of pieces that read no input, that
-    can fail) moves along it, a gather's index is read per lane, or a gather reads its
-    data through a reshape."""
+    can fail) moves along it, a gather's index is read per lane (`gather_coords`: the
+    coordinates its gathers read their index at, whether the index is an input, computed
+    or generated), or a gather reads its data through a reshape."""
     for where in boundaries:
         for w in where:
             if dim in dims_used(w) and kernel_schedule.expr_range(w, list(domain))[0] < 0:
                 return ("a concat or pad of a generated value has a boundary along the "
                         f"lanes ({w} >= 0)")
+    for c in gather_coords:
+        if dim in dims_used(c):
+            return f"a gather's index is read per lane (at {c})"
     for r in reads:
         if r.map is None:
             if "reshape" in r.path.split("."):
@@ -87,8 +91,6 @@ def one_lane_reason(dim, domain, reads, results, boundaries=()):
         for w in (r.where.results if r.where is not None else ()):
             if dim in dims_used(w) and kernel_schedule.expr_range(w, list(domain))[0] < 0:
                 return f"input {r.input} ({r.path}) has a boundary along the lanes ({w} >= 0)"
-        if r.path.endswith("gather.indices") and dim in dims_used(r.map.results[0]):
-            return f"input {r.input} is a gather's index read per lane"
     for i, r in enumerate(results):
         if r.offset is not None and _divmod_on(r.offset.results[0], dim):
             return f"result {i}'s offset {r.offset} divides the lane position"
@@ -115,7 +117,7 @@ def cpu_tile(domain, reads, results, order):
 
 
 def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
-               output_strides, boundaries=()) -> CpuTiling:
+               output_strides, boundaries=(), gather_coords=()) -> CpuTiling:
     """The CPU tiling of a kernel of this schedule (see the module docstring). `shapes`:
     every input and result shape (the thread split's work is the largest); `boundaries`:
     the `where` conditions of concat/pad pieces that read no input."""
@@ -136,8 +138,8 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
         lanes = rank == 1 or (rank > 1 and S[vdim] >= W)
         split = None   # below, once the lanes are known
         t = cpu_tile(S, reads, results, order)
-        if t is not None and all(one_lane_reason(d, S, reads, results, boundaries) is None
-                                 for d in t):
+        if t is not None and all(one_lane_reason(d, S, reads, results, boundaries,
+                                                 gather_coords) is None for d in t):
             mode, tile = "tiled", (CPU_TILE, CPU_TILE)
             order = tuple(d for d in order if d not in t) + t
             vdim, split = t[1], _split_dim(S, order[:-1])   # tiles split along p
@@ -158,7 +160,7 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
         split = _split_dim(S, outer) if outer else -1
     # (a rank-1 loop has lanes even over one element: its bounds are the thread part's)
     if mode != "tiled" and lanes and vdim >= 0 and (S[vdim] > 1 or rank == 1) and \
-            one_lane_reason(vdim, S, reads, results, boundaries) is not None:
+            one_lane_reason(vdim, S, reads, results, boundaries, gather_coords) is not None:
         mode, W = "scalar", 1
         if kind != "pointwise":
             vdim = D[-1]

@@ -469,6 +469,8 @@ class _Analysis:
         # the `where` conditions of concat/pad pieces that read no input (a full or
         # iota): no Read carries them, but their boundaries still split the lanes
         self.generated_wheres = []
+        # the coordinates each gather reads its index at (cpu_tiling: per-lane indices)
+        self.gather_coords = []
         self.defining = {}
         for o in self.body:
             for r in o.results:
@@ -566,6 +568,7 @@ class _Analysis:
             self.trace(o.operands[0], shifted, space, where + conds, path + ["pad"], out)
         elif o.name == "stax.gather":
             k = _int(o, "dim")
+            self.gather_coords.append(simplify(index[k], self.S))
             self._trace_gather_index(o.operands[1], [index[k]], space, where,
                                      path + ["gather.indices"], out)
             self._computed_reads(o.operands[0], space, path + ["gather.input"],
@@ -732,7 +735,8 @@ class _Analysis:
             from stax.passes.cpu_tiling import cpu_tiling
             return cpu_tiling(self.op, self.kind, self.S, self.D, reads, results,
                               [_shape(v) for v in self.args + self.yielded], self.out_strides,
-                              boundaries=self.generated_wheres)
+                              boundaries=self.generated_wheres,
+                              gather_coords=self.gather_coords)
         except ImportError:
             return None
 

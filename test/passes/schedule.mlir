@@ -225,3 +225,22 @@ func.func @gather_through_a_reshape(%x: tensor<4x64x3xf32>, %i: tensor<32xi64>) 
   }) {kind = "pointwise", name = "k0_through_reshape"} : (tensor<4x64x3xf32>, tensor<32xi64>) -> tensor<32x64xf32>
   return %0 : tensor<32x64xf32>
 }
+
+// -----
+
+// A gather's index computed from an iota alone (nearest upsampling: iota / 2), no input:
+// the coordinate it is read at (d0) still varies along the lanes, so one lane.
+// CHECK-LABEL: func.func @generated_gather_index
+// CHECK: reads = [{computed = "gather along dim 0{{.*}}", input = 0 : i64, path = "gather.input", space = "full"}]
+// CHECK-SAME: vector_dim = 0 : i64, vector_width = 1 : i64
+func.func @generated_gather_index(%x: tensor<32xf32>) -> tensor<64xf32> {
+  %0 = "stax_graph.kernel"(%x) ({
+  ^bb0(%a: tensor<32xf32>):
+    %i = "stax.iota"() {dim = 0 : i64} : () -> tensor<64xi64>
+    %two = "stax.full"() {value = 2 : i64} : () -> tensor<64xi64>
+    %h = "stax.div"(%i, %two) : (tensor<64xi64>, tensor<64xi64>) -> tensor<64xi64>
+    %g = "stax.gather"(%a, %h) {dim = 0 : i64} : (tensor<32xf32>, tensor<64xi64>) -> tensor<64xf32>
+    "stax_graph.yield"(%g) : (tensor<64xf32>) -> ()
+  }) {kind = "pointwise", name = "k0_upsample"} : (tensor<32xf32>) -> tensor<64xf32>
+  return %0 : tensor<64xf32>
+}
