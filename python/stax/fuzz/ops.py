@@ -590,6 +590,17 @@ def index(g: Gen, x):
     d = r.randrange(len(shape))
     if shape[d] == 0:
         return None
+    if len(shape) >= 2 and r.random() < 0.25:
+        # two index tensors (x[i, j], x[:, i, j], x[i, :, j]: a flat gather), the second
+        # on a later dim, adjacent or not
+        d, d2 = sorted(r.sample(range(len(shape)), 2))
+        if shape[d] == 0 or shape[d2] == 0:
+            return None
+        n = r.choice([1, 3, 7, 64])
+        idx = g.new_input([n], "int64", kind="index", high=shape[d])
+        idx2 = g.new_input([n], "int64", kind="index", high=shape[d2])
+        e = f"{x}[{':, ' * d}{idx}, {':, ' * (d2 - d - 1)}{idx2}]"
+        return g.add(e, [x, idx, idx2], exact=g.info(x).exact)
     idx = g.new_input([r.choice([1, 3, 7, 64])], "int64", kind="index", high=shape[d])
     kind = r.choice(["index_select", "getitem", "embedding"])
     if kind == "embedding" and len(shape) == 2 and cls(g.dtype_of(x)) == "f" and shape[0]:
