@@ -13,6 +13,7 @@ route is stax-cpu every time (the error is stax's, not a fallback's).
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pytest
@@ -300,3 +301,30 @@ def test_concurrent_calls_each_get_their_own_error():
     finally:
         torch._dynamo.config.load_config(saved)
     assert all(v == ("raised" if k % 3 == 0 else "ok") for k, v in got.items()), got
+
+
+@pytest.mark.parametrize("name,fn,x", [
+    ("getitem", lambda x, i: x[i] + 1, torch.randn(0, 5)),
+    ("embedding", lambda x, i: F.embedding(i, x) * 2, torch.randn(0, 5)),
+    ("index_select", lambda x, i: torch.index_select(x, 1, i) - 1, torch.randn(3, 0)),
+    ("two_indices", lambda x, i: x[i, i] + 1, torch.randn(4, 0)),
+])
+def test_a_gather_from_an_empty_dim_raises_as_eager_without_reading(name, fn, x,
+                                                                     monkeypatch):
+    """Every call of a gather of indices from an empty dim is eager's error; a kernel
+    read at the index clamped into the empty dim (-1) and crashed the process. PyTorch
+    runs the op (a fallback, listed), so the call raises eager's own error; an empty
+    index from the empty dim is no error, and a native gather."""
+    monkeypatch.setenv("STAX_STRICT", "0")
+    i = torch.tensor([0, 0])
+    with pytest.raises((IndexError, RuntimeError)) as want:
+        fn(x, i)
+    with pytest.raises(type(want.value), match=re.escape(str(want.value)[:40])):
+        torch.compile(fn, backend="stax")(x, i)
+    assert any(r.fallback_ops for r in B.reports()), [r.summary() for r in B.reports()]
+    torch._dynamo.reset()
+    B.clear()
+    none = torch.zeros(0, dtype=torch.int64)
+    got, ref = torch.compile(fn, backend="stax")(x, none), fn(x, none)
+    assert got.shape == ref.shape and got.stride() == ref.stride()
+    assert all(not r.fallback_ops for r in B.reports()), [r.summary() for r in B.reports()]

@@ -28,6 +28,7 @@ def _gather_rows(b, node, x, idx, dim, wrap_negative):
     if _etype_is_bool(idx):
         raise _Fallback("a boolean mask index (data-dependent shape)")
     n = dim_product(ix)   # symbolic mode: a size expression (`s0*s1` token ids)
+    _refuse_empty_source(xs[dim], n)
     flat = b.reshape(idx, [n]) if ix != [n] else idx
     gshape = list(xs)
     gshape[dim] = n
@@ -39,6 +40,16 @@ def _gather_rows(b, node, x, idx, dim, wrap_negative):
         attrs[NO_NEGATIVE_WRAP] = ir.UnitAttr.get()
     g = b.emit("gather", [x, flat], [b.tt(gshape, dtype)], attrs)
     return b.reshape(g, shape) if gshape != list(shape) else g
+
+
+def _refuse_empty_source(size, count):
+    """A gather of `count` indices along a dim of `size` elements: where the dim is empty
+    and there are indices, every call is an index error in eager, and a kernel would
+    read at a clamped index into an empty buffer (the process crashed). PyTorch runs the
+    op instead and raises eager's IndexError."""
+    if size == 0 and count != 0:
+        raise _Fallback("a gather of indices from an empty dim (eager raises IndexError; "
+                        "PyTorch runs the op so the call raises as eager does)")
 
 
 def _etype_is_bool(v):
@@ -112,6 +123,7 @@ def _gather_flat(b, node, x, idxs, live):
             term = b.binary("mul", term, b.broadcast(b.size_polynomial(stride, i64), [n]))
         flat = term if flat is None else b.binary("add", flat, term)
         stride = dim_product([stride, xs[d]])
+    _refuse_empty_source(stride, n)
     merged = b.reshape(x, xs[:first] + [stride] + xs[last + 1:])
     attrs = {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), first),
              NO_NEGATIVE_WRAP: ir.UnitAttr.get()}
