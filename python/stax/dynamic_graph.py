@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from stax.errors import StaxGuardError
+from stax.errors import StaxGuardError, StaxIndexError
 from stax.runtime.cpu_alloc import HUGE_PAGE_MIN_BYTES, empty_huge_pages
 from stax.runtime.layout import extent, fresh_copy, lay_into
 
@@ -653,6 +653,9 @@ def _check_size_asserts(asserts, env, where) -> None:
     for a in asserts:
         if a.holds(env):
             continue
+        if a.kind == "gather":   # eager's IndexError, before a kernel reads an empty dim
+            raise StaxIndexError(f"stax dynamic graph: {_binding_text(a.symbols, env, where)}"
+                                 f", so {a.message}; no output of this call was returned")
         if a.kind != "dynamo":   # a bound the importer relied on (a window, a pad)
             bases = {s for name in a.symbols for s in _symbolic().base_symbols(name)}
             raise StaxGuardError(

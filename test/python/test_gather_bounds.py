@@ -328,3 +328,28 @@ def test_a_gather_from_an_empty_dim_raises_as_eager_without_reading(name, fn, x,
     got, ref = torch.compile(fn, backend="stax")(x, none), fn(x, none)
     assert got.shape == ref.shape and got.stride() == ref.stride()
     assert all(not r.fallback_ops for r in B.reports()), [r.summary() for r in B.reports()]
+
+
+def test_a_gather_from_an_unbacked_dim_of_size_0_raises_before_any_kernel():
+    """x[i] along a dim marked unbacked (Dynamo does not specialize its 0): the dynamic
+    graph checks the size before anything runs and raises IndexError at 0 (the kernel
+    read at index -1 of an empty buffer and crashed the process); an empty index is no
+    error; one compile serves every size."""
+    def fn(x, i):
+        return x[i] + 1
+
+    cf = torch.compile(fn, backend="stax")
+    for rows in (5, 300):
+        x, i = torch.randn(rows, 3), torch.tensor([0, rows - 1, -rows])
+        torch._dynamo.decorators.mark_unbacked(x, 0)
+        assert torch.equal(cf(x, i), fn(x, i))
+    x0 = torch.randn(0, 3)
+    torch._dynamo.decorators.mark_unbacked(x0, 0)
+    with pytest.raises(IndexError, match="out of bounds for dimension with size 0"):
+        fn(x0, torch.tensor([0, 0]))
+    with pytest.raises(StaxIndexError, match=r"index\(es\) would be gathered from a dim "
+                       r"of size u\d+ = 0"):
+        cf(x0, torch.tensor([0, 0]))
+    none = torch.zeros(0, dtype=torch.int64)
+    assert cf(x0, none).shape == fn(x0, none).shape == (0, 3)
+    assert _routes() == {"stax-cpu"} and all(not r.fallback_ops for r in B.reports())

@@ -7,7 +7,7 @@ import torch.fx
 
 from stax._mlir import ir
 from stax.dialects.stax_dialect import NO_NEGATIVE_WRAP
-from stax.dialects.symbolic import dim_product
+from stax.dialects.symbolic import dim_product, free_symbols
 from stax.importer.common import _norm_dim, _out, _val, _vdtype, _vshape
 from stax.importer.specs import _Fallback
 from stax.importer.table import _reg
@@ -28,7 +28,7 @@ def _gather_rows(b, node, x, idx, dim, wrap_negative):
     if _etype_is_bool(idx):
         raise _Fallback("a boolean mask index (data-dependent shape)")
     n = dim_product(ix)   # symbolic mode: a size expression (`s0*s1` token ids)
-    _refuse_empty_source(xs[dim], n)
+    _refuse_empty_source(b, xs[dim], n)
     flat = b.reshape(idx, [n]) if ix != [n] else idx
     gshape = list(xs)
     gshape[dim] = n
@@ -42,14 +42,24 @@ def _gather_rows(b, node, x, idx, dim, wrap_negative):
     return b.reshape(g, shape) if gshape != list(shape) else g
 
 
-def _refuse_empty_source(size, count):
+def _refuse_empty_source(b, size, count):
     """A gather of `count` indices along a dim of `size` elements: where the dim is empty
     and there are indices, every call is an index error in eager, and a kernel would
-    read at a clamped index into an empty buffer (the process crashed). PyTorch runs the
-    op instead and raises eager's IndexError."""
+    read at a clamped index into an empty buffer (the process crashed). Static sizes:
+    PyTorch runs the op instead and raises eager's IndexError. A size that may be 0 at
+    run time (an unbacked symbol: `mark_unbacked`; Dynamo specializes a backed 0): a
+    check the dynamic graph makes before anything runs, raising IndexError."""
     if size == 0 and count != 0:
         raise _Fallback("a gather of indices from an empty dim (eager raises IndexError; "
                         "PyTorch runs the op so the call raises as eager does)")
+    if isinstance(size, str) and any(sym.startswith("u") for sym in free_symbols(size)):
+        import sympy
+
+        from stax.importer.ops_views import _require, _sympy_dim
+        _require(b, sympy.Or(sympy.Gt(_sympy_dim(size), 0), sympy.Eq(_sympy_dim(count), 0)),
+                 f"{count} index(es) would be gathered from a dim of size {size} = 0 (an "
+                 "index out of bounds for a dimension with size 0; eager raises IndexError)",
+                 "gather")
 
 
 def _etype_is_bool(v):
@@ -123,7 +133,7 @@ def _gather_flat(b, node, x, idxs, live):
             term = b.binary("mul", term, b.broadcast(b.size_polynomial(stride, i64), [n]))
         flat = term if flat is None else b.binary("add", flat, term)
         stride = dim_product([stride, xs[d]])
-    _refuse_empty_source(stride, n)
+    _refuse_empty_source(b, stride, n)
     merged = b.reshape(x, xs[:first] + [stride] + xs[last + 1:])
     attrs = {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), first),
              NO_NEGATIVE_WRAP: ir.UnitAttr.get()}

@@ -104,7 +104,9 @@ class SizeAssert:
     message: str
     #: "dynamo" (an assertion of Dynamo's graph), or a bound the importer relies on:
     #: "window" (a slice read by a gather, ops_views._guard_window), "bound" (a pad by a
-    #: size is not a crop, ops_views._pad_by_sizes); `message` then says what breaks
+    #: size is not a crop, ops_views._pad_by_sizes), "gather" (no index is gathered from
+    #: a dim of an unbacked size that is 0: IndexError, ops_indexing._refuse_empty_source);
+    #: `message` then says what breaks
     kind: str = "dynamo"
     _seen: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
