@@ -140,3 +140,19 @@ def test_static_triton_kernels_compile_to_ptx(case):
     stats = {}
     out = graphs_to_ptx(graphs, stats=stats)
     assert out.status == "pass" and stats["kernels"] >= 2, (out, stats)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_gather_at_a_rows_argmax_is_one_kernel_with_the_reduction(dynamic):
+    """x[arange(n), x.argmax(1)] * 2 + x.sum(1): the index is a reduction of the same
+    kernel (its row values), the data is the kernel's input: one reduction kernel."""
+    def fn(x):
+        return x[torch.arange(x.shape[0]), x.argmax(1)] * 2 + x.sum(1)
+
+    cf = torch.compile(fn, backend="stax", dynamic=dynamic)
+    for n in ((256, 300) if dynamic else (256,)):
+        x = torch.randn(n, 520)
+        same_forward(cf, fn, x, tol=dict(rtol=1e-5, atol=1e-4))
+    reps = B.reports()
+    assert reps and all(r.route == "stax-cpu" and not r.fallback_ops for r in reps)
+    assert reps[-1].kernel_count == 1, reps[-1].summary()
