@@ -38,8 +38,6 @@ Guarantees, for every `func.func` of the module:
 """
 from __future__ import annotations
 
-import torch
-
 from stax._mlir import ir
 from stax.dialects.layout import COPY_ATTR
 from stax.dialects.stax_dialect import YIELD
@@ -111,6 +109,7 @@ def _apply_view(view, t, env):
 def needs_copy(reshape, root, chain) -> bool:
     """Whether `reshape` of `root` (contiguous) viewed through `chain` copies at the
     sample sizes."""
+    import torch   # (here: stax-opt runs the passes without importing torch, 1.5 s)
     env = sample_sizes([_shape(root)] + [_shape(v.results[0]) for v in chain + [reshape]])
     t = torch.empty(sample_dims(_shape(root), env), device="meta")
     for view in chain:
