@@ -578,8 +578,9 @@ class _Analysis:
     def _trace_gather_index(self, v, index, space, where, path, out):
         """trace() of a gather's index operand, through elementwise ops computed in the
         kernel too (a flat index `i * n + j`, a wrapped `t % s`: their operands are read
-        at the same coordinates), so every input the index is computed from is recorded
-        as a gather's index read (cpu_tiling gives such a kernel one lane)."""
+        at the same coordinates), so every input the index is computed from is labelled
+        a gather's index read (path `gather.indices`). The lanes do not depend on the
+        label: cpu_tiling reads `gather_coords`, which also covers generated indices."""
         o = self.defining.get(v)
         if o is not None and o.name not in VIEW_OPS | INDEX_OPS | GEN_OPS | REDUCTION_OPS:
             for x in o.operands:
@@ -629,7 +630,7 @@ class _Analysis:
             key = (arg, tuple(map(str, index or ())), tuple(map(str, where)), why)
             if key in seen:
                 # the same read as a gather's index too (`t` and `t % s` in one kernel):
-                # it is one read, but cpu_tiling must see that it gives a gather's index
+                # one read, labelled by its gather use (the label only; see gather_coords)
                 k = seen[key]
                 if path.endswith("gather.indices") and not out[k].path.endswith(
                         "gather.indices"):
