@@ -31,13 +31,9 @@ from __future__ import annotations
 
 from stax._mlir import ir
 from stax.dialects.structural import StaxVerificationError, _loc_prefix
+from stax.runtime.strides import non_overlapping
 
 
-def non_overlapping(shape, strides) -> bool:
-    """`stax.runtime.layout.non_overlapping`, imported when first needed: the runtime
-    module imports torch, which stax-opt (every lit test) need not pay for."""
-    from stax.runtime.layout import non_overlapping as check
-    return check(shape, strides)
 
 __all__ = ["LAYOUT_ATTR", "RESULT_LAYOUTS_ATTR", "VIEW_OFFSET_ATTR", "COPY_ATTR",
            "BYTES_MOVED_ATTR", "CHANNELS_LAST_ATTR", "CHANNELS_LAST_MODES", "DECISION_ATTR", "verify_layouts", "strides_attr", "result_layouts_attr",

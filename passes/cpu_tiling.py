@@ -33,7 +33,7 @@ branch per lane (a concat or pad boundary along the vector dim), nor gather with
 that differs per lane. Where a vector loop is emitted and one of these holds along the
 vector dim, the kernel is 1-lane ("scalar"): slower, never wrong.
 
-The lanes are the generator's public `llvm.VECTOR_WIDTH`, as before: this is the default
+The lanes are `VECTOR_WIDTH` (16; `llvm.VECTOR_WIDTH` re-exports it): this is the default
 tiling. Under max-autotune (or STAX_CPU_AUTOTUNE=1) `stax.cpu_autotune` rewrites
 `tiling.cpu` per kernel with measured variants (4/8/16/32 lanes, W x W tiles, the tile
 off, the thread split off) that the generator honours the same way.
@@ -44,12 +44,15 @@ from stax._mlir import ir
 from stax.dialects.schedule import (CpuTiling, dims_used, split_candidates, split_loop,
                                     stride_along)
 from stax.passes import kernel_schedule
+from stax.runtime.cpu_parallel import PARALLEL_MIN_ELEMENTS
 
 __all__ = ["cpu_tiling", "CPU_TILE", "one_lane_reason", "cpu_tile"]
 
 #: a tiled kernel's tile: CPU_TILE x CPU_TILE elements (one vector of the generator's
 #: width, llvm.VECTOR_WIDTH, per tile row)
 CPU_TILE = 16
+# lanes of the default tiling: one 512-bit vector of f32, two of AVX2
+VECTOR_WIDTH = 16
 
 _ARG_REDUCTIONS = frozenset({"stax.argmax", "stax.argmin"})
 
@@ -121,8 +124,6 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
     """The CPU tiling of a kernel of this schedule (see the module docstring). `shapes`:
     every input and result shape (the thread split's work is the largest); `boundaries`:
     the `where` conditions of concat/pad pieces that read no input."""
-    from stax.runtime.cpu_kernel import PARALLEL_MIN_ELEMENTS
-    from stax.targets.llvm import VECTOR_WIDTH
     S, D = list(domain), list(reduced_dims)
     rank = len(S)
     work = max([_numel(s) for s in shapes] + [0])

@@ -7,14 +7,10 @@ beyond reading a view op's attributes.
 """
 from __future__ import annotations
 
+from stax.runtime.strides import non_overlapping  # noqa: F401  (this module's API too)
 from stax.targets.kernel_ir import contiguous_strides as _row_major
 
 
-def non_overlapping(shape, strides) -> bool:
-    """`stax.runtime.layout.non_overlapping`, imported when first needed: the runtime
-    module imports torch, which stax-opt (every lit test) need not pay for."""
-    from stax.runtime.layout import non_overlapping as check
-    return check(shape, strides)
 
 
 __all__ = ["VIEW_OPS", "contiguous_strides", "view_strides", "view_layout",

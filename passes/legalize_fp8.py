@@ -408,9 +408,17 @@ def _element_type(t):
 class _Legalizer:
     def __init__(self, keep: set[str], overflow: str, e5m2_nan: str = "payload"):
         self.keep = keep
-        self.overflow = overflow
+        self._overflow = overflow
         self.e5m2_nan = e5m2_nan
         self.fmt_of: dict = {}  # rewritten value -> its original Fp8Format
+
+    @property
+    def overflow(self) -> str:
+        """The e4m3fn overflow mode; "auto" probes torch's cast when an encode first needs
+        it (a module with no float -> fp8 conversion never imports torch)."""
+        if self._overflow == "auto":
+            self._overflow = probe_torch_e4m3fn_overflow()
+        return self._overflow
 
     # -- types
     def fmt(self, t) -> Fp8Format | None:
@@ -688,8 +696,6 @@ def run(module: "ir.Module", options: dict[str, str] | None = None) -> None:
     overflow = options.get("e4m3fn-overflow", "auto")
     if overflow not in ("saturate", "nan", "auto"):
         raise _pass_error(f"option e4m3fn-overflow={overflow}: expected saturate, nan or auto")
-    if overflow == "auto":
-        overflow = probe_torch_e4m3fn_overflow()
     e5m2_nan = options.get("e5m2-nan", "auto")
     if e5m2_nan not in ("payload", "canonical", "auto"):
         raise _pass_error(f"option e5m2-nan={e5m2_nan}: expected payload, canonical or auto")

@@ -9,7 +9,7 @@ import threading
 
 import torch
 
-from stax.runtime.cpu_parallel import team
+from stax.runtime.cpu_parallel import PARALLEL_MIN_ELEMENTS, team
 from stax.runtime.errors import index_out_of_range
 
 __all__ = ["CpuKernel", "SizedCpuKernel", "cpu_parallelism", "PARALLEL_MIN_ELEMENTS", "load_cpu_kernels",
@@ -44,9 +44,6 @@ def expose_sleef() -> None:
     ctypes.CDLL(lib, mode=os.RTLD_GLOBAL | getattr(os, "RTLD_NOLOAD", 0))
     _sleef_exposed = True
 
-# Work (elements touched) below which a kernel runs on the calling thread only: a
-# hand-off to the worker costs tens of microseconds.
-PARALLEL_MIN_ELEMENTS = 1 << 16
 
 #: the first word of a kernel's index-error record: which indices the gather that met an
 #: out-of-range one accepts (0 means no error): negative ones counted from the end (tensor

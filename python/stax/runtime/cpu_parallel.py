@@ -21,7 +21,12 @@ from __future__ import annotations
 import ctypes
 import os
 
-__all__ = ["OpenMPTeam", "team"]
+__all__ = ["OpenMPTeam", "PARALLEL_MIN_ELEMENTS", "team"]
+
+# Work (elements touched) below which a kernel runs on the calling thread only: a
+# hand-off to the worker costs tens of microseconds. The CPU tiling pass reads it too
+# (without torch, which this module imports only when a team is first made).
+PARALLEL_MIN_ELEMENTS = 1 << 16
 
 # The trampoline: `void stax_omp_part(ptr s)`, s -> {ptr fn, ptr argptrs, i64 n}: copy the
 # n argument pointers, append pointers to (part, nparts) and call fn, a kernel's packed

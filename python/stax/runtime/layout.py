@@ -5,47 +5,12 @@ from __future__ import annotations
 
 import torch
 
+from stax.runtime.strides import dense as _dense
+from stax.runtime.strides import extent, non_overlapping
+from stax.runtime.strides import same_positions as _agree
+
 __all__ = ["extent", "non_overlapping", "fresh_copy", "lay_into", "clone_exact",
            "clone_all_exact", "RUNTIME_GLOBALS"]
-
-
-def extent(shape, strides, offset: int) -> int:
-    """Elements of storage a tensor of this layout needs (0 for an empty tensor)."""
-    if any(s == 0 for s in shape):
-        return 0
-    return offset + 1 + sum((n - 1) * st for n, st in zip(shape, strides))
-
-
-def _dense(shape, strides) -> bool:
-    """Non-overlapping and dense: the strides are a permutation of contiguous ones."""
-    expect = 1
-    for n, st in sorted(((n, st) for n, st in zip(shape, strides) if n != 1),
-                        key=lambda p: p[1]):
-        if st != expect:
-            return False
-        expect *= n
-    return True
-
-
-def non_overlapping(shape, strides) -> bool:
-    """No two elements share a memory location (sufficient test: each dim, by increasing
-    stride, steps over everything the smaller dims span). Empty tensors never overlap."""
-    if any(n == 0 for n in shape):
-        return True
-    span = 1
-    for n, st in sorted(((n, st) for n, st in zip(shape, strides) if n != 1),
-                        key=lambda p: p[1]):
-        if st < span:
-            return False
-        span = st * (n - 1) + span
-    return True
-
-
-def _agree(a, b, shape) -> bool:
-    """Same memory positions: strides equal wherever the dim has more than one element."""
-    if any(n == 0 for n in shape):
-        return True
-    return all(x == y for x, y, n in zip(a, b, shape) if n != 1)
 
 
 def _storage_view(storage, dtype, shape, strides, offset):

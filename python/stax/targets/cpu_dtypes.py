@@ -7,8 +7,6 @@ it back to the same value (nan and the infinities as their bit patterns)."""
 import math
 from dataclasses import dataclass
 
-import torch
-
 from stax._mlir import ir
 from stax.targets.cpu_errors import KernelLoweringError
 from stax.targets.kernel_ir import float_literal as _float_literal
@@ -20,7 +18,6 @@ class DType:
     mem: str      # element type in memory (memref element type)
     comp: str     # type computations use
     unsigned: bool = False
-    torch_dtype: object = None
 
     @property
     def is_float(self):
@@ -37,16 +34,16 @@ class DType:
 
 
 DTYPES = {
-    "f32": DType("f32", "f32", torch_dtype=torch.float32),
-    "f64": DType("f64", "f64", torch_dtype=torch.float64),
-    "bf16": DType("bf16", "f32", torch_dtype=torch.bfloat16),
-    "f16": DType("f16", "f32", torch_dtype=torch.float16),
-    "i64": DType("i64", "i64", torch_dtype=torch.int64),
-    "i32": DType("i32", "i32", torch_dtype=torch.int32),
-    "i16": DType("i16", "i16", torch_dtype=torch.int16),
-    "i8": DType("i8", "i8", torch_dtype=torch.int8),
-    "ui8": DType("i8", "i8", unsigned=True, torch_dtype=torch.uint8),
-    "i1": DType("i8", "i1", torch_dtype=torch.bool),
+    "f32": DType("f32", "f32"),
+    "f64": DType("f64", "f64"),
+    "bf16": DType("bf16", "f32"),
+    "f16": DType("f16", "f32"),
+    "i64": DType("i64", "i64"),
+    "i32": DType("i32", "i32"),
+    "i16": DType("i16", "i16"),
+    "i8": DType("i8", "i8"),
+    "ui8": DType("i8", "i8", unsigned=True),
+    "i1": DType("i8", "i1"),
 }
 
 

@@ -9,7 +9,6 @@ bitcast, compare, select, binary and unary ops, the transcendentals in f32 throu
 cpu_math's polynomials. Values are computed in the compute type of cpu_dtypes."""
 import math
 
-import torch
 
 from stax._mlir import ir
 from stax.dialects.stax_dialect import gather_wraps_negative, scalar_attr_value
@@ -27,6 +26,7 @@ from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import float_bits as _fbits
 from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.kernel_ir import int_bits as _ibits
+from stax.targets.kernel_ir import round_half
 from stax.targets.kernel_ir import shape as _shape
 
 
@@ -81,7 +81,7 @@ class OpsMixin:
             if rdt.is_bool:
                 return Val(em.const(1 if val else 0, "i1"), False, "i1")
             if rdt.comp.startswith("f") and rdt.mem in ("bf16", "f16"):
-                val = float(torch.tensor(val, dtype=rdt.torch_dtype).float())
+                val = round_half(val, rdt.mem)
             return Val(em.const(val, rdt.comp), False, rdt.comp)
         if name == "stax.iota":
             d = ir.IntegerAttr(o.attributes["dim"]).value

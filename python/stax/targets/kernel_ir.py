@@ -122,6 +122,15 @@ def float_literal(v: float) -> str:
     return s
 
 
+def round_half(value: float, mem: str) -> float:
+    """`value` rounded to the 16-bit float type `mem` ("bf16" or "f16") as torch rounds a
+    Python float: what a half `stax.full` stores, so a kernel computes with that value.
+    Both code generators call it; torch is imported here only, when a kernel has one."""
+    import torch
+    return float(torch.tensor(value, dtype={"bf16": torch.bfloat16,
+                                            "f16": torch.float16}[mem]).float())
+
+
 def is_float(t: str) -> bool:
     return t.startswith("f") or t.startswith("bf")
 

@@ -45,7 +45,7 @@ from stax.dialects.schedule import (dims_used, has_schedule, read_schedule, spli
                                     split_loop)
 # the one shared index analysis (not a pass): used when the kernel has no schedule for
 # these strides, and to compose an index through a view
-from stax.passes import kernel_schedule
+from stax.passes import cpu_tiling, kernel_schedule
 from stax.targets.cpu_dtypes import DType, dtype_of, with_libcall_helpers
 from stax.targets.cpu_emitter import Emitter, Val
 from stax.targets.cpu_errors import KernelLoweringError, NeedScalar
@@ -68,7 +68,7 @@ PARALLEL_MIN_ELEMENTS = _cpu_kernel.PARALLEL_MIN_ELEMENTS   # the names tests an
 cpu_parallelism = _cpu_kernel.cpu_parallelism
 _worker_pool = _cpu_kernel._worker_pool
 
-VECTOR_WIDTH = 16
+VECTOR_WIDTH = cpu_tiling.VECTOR_WIDTH   # the tiling pass chooses the lanes
 
 __all__ = ["compile_kernel", "CpuKernel", "KernelLoweringError", "lower_kernel_to_mlir"]
 

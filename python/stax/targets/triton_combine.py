@@ -15,7 +15,7 @@ from __future__ import annotations
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import highest as _highest
 from stax.targets.kernel_ir import lowest as _lowest
-from stax.targets.llvm import KernelLoweringError
+from stax.targets.lowering_errors import KernelLoweringError
 from stax.targets.triton_dtypes import _dt, _isf
 from stax.targets.triton_emitter import V
 

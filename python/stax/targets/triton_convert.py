@@ -11,12 +11,10 @@ a second rounding.
 """
 from __future__ import annotations
 
-import torch
-
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import float_bits as _fbits
 from stax.targets.kernel_ir import int_bits as _ibits
-from stax.targets.llvm import KernelLoweringError
+from stax.targets.lowering_errors import KernelLoweringError
 from stax.targets.triton_dtypes import DT, _dt, _isf, fp8_e4m3fn_overflow
 from stax.targets.triton_emitter import V
 
@@ -176,6 +174,7 @@ class _ConvertMixin:
         return e
 
     def _convert_const(self, x: V, src: DT, dst: DT) -> V:
+        import torch  # here only: folding a constant's convert is the one use of torch
         tmap = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16,
                 "f16": torch.float16, "i64": torch.int64, "i32": torch.int32, "i16": torch.int16,
                 "i8": torch.int8, "f8E4M3FN": torch.float8_e4m3fn, "f8E5M2": torch.float8_e5m2}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from stax.targets.kernel_ir import float_literal as _float_literal
 from stax.targets.kernel_ir import int_bits as _ibits
-from stax.targets.llvm import KernelLoweringError
+from stax.targets.lowering_errors import KernelLoweringError
 
 
 def fp8_e4m3fn_overflow() -> str:

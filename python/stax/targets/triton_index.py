@@ -28,7 +28,7 @@ from stax.passes import kernel_schedule
 from stax.targets.kernel_ir import contiguous_strides as _contig
 from stax.targets.kernel_ir import numel as _numel
 from stax.targets.triton_dtypes import DT
-from stax.targets.llvm import KernelLoweringError
+from stax.targets.lowering_errors import KernelLoweringError
 from stax.targets.triton_emitter import V, _common
 
 I32_LIMIT = (1 << 31) - 1

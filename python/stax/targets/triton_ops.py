@@ -13,7 +13,6 @@ KernelLoweringError); views never copy.
 """
 from __future__ import annotations
 
-import torch
 
 from stax._mlir import ir
 from stax.dialects.stax_dialect import gather_wraps_negative, scalar_attr_value
@@ -24,9 +23,10 @@ from stax.targets.kernel_ir import VIEW_OPS as _VIEWS
 from stax.targets.kernel_ir import arith_binary, python_remainder
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import int_array as _ints
+from stax.targets.kernel_ir import round_half
 from stax.targets.kernel_ir import shape as _shape
 from stax.targets import triton_division
-from stax.targets.llvm import KernelLoweringError
+from stax.targets.lowering_errors import KernelLoweringError
 from stax.targets.triton_dtypes import _DT, DT, _dt, _isf
 from stax.targets.triton_emitter import V, _common
 from stax.targets.triton_index import Ix
@@ -147,8 +147,7 @@ class _OpsMixin:
             if rdt.bool_:
                 return V(None, (), "i1", cval=1 if val else 0)
             if _isf(rdt.comp) and rdt.mem in ("bf16", "f16"):
-                val = float(torch.tensor(val, dtype=getattr(torch, {"bf16": "bfloat16",
-                                                                     "f16": "float16"}[rdt.mem])).float())
+                val = round_half(val, rdt.mem)
             return V(None, (), rdt.comp, cval=val)
         if name == "stax.iota":
             d = ir.IntegerAttr(o.attributes["dim"]).value

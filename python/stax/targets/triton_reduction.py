@@ -19,7 +19,7 @@ from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import numel as _numel
 from stax.targets.kernel_ir import shape as _shape
-from stax.targets.llvm import KernelLoweringError
+from stax.targets.lowering_errors import KernelLoweringError
 from stax.targets.triton_configs import _reduction_signature, _value_facts, split_parts
 from stax.targets.triton_dtypes import _DT, _dt
 from stax.targets.triton_emitter import V

@@ -58,7 +58,7 @@ from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import int_array as _ints
 from stax.targets.kernel_ir import kernel_kind
 from stax.targets.kernel_ir import with_deep_stack
-from stax.targets.llvm import KernelLoweringError
+from stax.targets.lowering_errors import KernelLoweringError
 from stax.targets.triton_dtypes import _DT, _dt, _isf
 from stax.targets.triton_emitter import V, _common, _Emitter
 from stax.targets.triton_index import _Arg

@@ -69,7 +69,7 @@ from stax.targets.kernel_ir import extent as _extent
 from stax.targets.kernel_ir import numel as _numel
 from stax.targets.kernel_ir import shape as _shape
 from stax.targets.kernel_ir import with_deep_stack
-from stax.targets.llvm import KernelLoweringError
+from stax.targets.lowering_errors import KernelLoweringError
 from stax.targets.triton_combine import _CombineMixin
 from stax.dialects.schedule import with_gpu_tiling
 from stax.targets.triton_configs import (KernelShape, TritonConfig, analyze_kernel,
