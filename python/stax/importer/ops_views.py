@@ -1,5 +1,5 @@
 """Op handlers, views and data movement: as_strided, reshape/view/squeeze, dtype views,
-expand, permute, t, transpose, slice, select, split, cat, stack, slice_scatter and
+expand, repeat, permute, t, transpose, slice, select, split, cat, stack, slice_scatter and
 constant_pad_nd."""
 from __future__ import annotations
 
@@ -60,6 +60,23 @@ def _view_dtype(b, node, a):
 def _expand(b, node, a):
     shape, _ = _out(node)
     return b.broadcast(b.v(a["self"]), shape)
+
+
+@_reg(aten.repeat.default)
+def _repeat(b, node, a):
+    """`x.repeat(r0, .., rk)` (and `torch.tile`): x, its dims aligned right with 1s in
+    front, broadcast to [r0, d0, .., rk, dk] and merged pairwise to [r0 d0, .., rk dk]. The
+    merge of a broadcast is no view, so a kernel writes the fresh tensor eager returns,
+    reading x at (i mod d0, ..); static and symbolic sizes alike."""
+    shape, _ = _out(node)
+    x = b.v(a["self"])
+    reps = list(a["repeats"])
+    if not all(isinstance(r, int) for r in reps):
+        raise _Fallback("repeat by a count that is a size of the graph (a SymInt)")
+    dims = [1] * (len(reps) - len(_vshape(x))) + list(_vshape(x))
+    x = b.reshape(x, dims)
+    paired = [n for r, d in zip(reps, dims) for n in (r, d)]
+    return b.reshape(b.broadcast(x, paired, dims=list(range(1, len(paired), 2))), shape)
 
 
 @_reg(aten.permute.default, aten.permute_copy.default)
