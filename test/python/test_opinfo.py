@@ -29,7 +29,7 @@ PASSING = [
     "clamp", "clamp_max", "clamp_min", "conj", "constant_pad_nd", "contiguous",
     "copysign", "cos", "cosh", "cross", "div.floor_rounding", "div.no_rounding_mode",
     "div.trunc_rounding", "dsplit", "eq", "erfc", "exp", "expand", "expand_as", "eye",
-    "fill", "floor_divide", "full", "full_like", "ge", "gt", "heaviside", "hsplit",
+    "fill", "flip", "floor_divide", "full", "full_like", "ge", "gt", "heaviside", "hsplit",
     "hstack", "inner", "isclose", "isin", "le", "linspace.tensor_overload", "log",
     "log10", "logical_and", "logical_not", "logical_or", "logical_xor", "logspace",
     "logspace.tensor_overload", "lt", "masked_fill", "max.binary", "maximum",
@@ -45,7 +45,7 @@ PASSING = [
     "nn.functional.softmin", "nn.functional.softmin.with_dtype",
     "nn.functional.softsign", "nn.functional.tanhshrink",
     "nn.functional.upsample_nearest", "norm.nuc", "ones", "permute", "quantile", "real",
-    "reciprocal", "remainder", "resolve_conj", "resolve_neg", "roll", "rsqrt",
+    "reciprocal", "remainder", "resolve_conj", "resolve_neg", "roll", "rot90", "rsqrt",
     "scalar_tensor", "sigmoid", "sinc", "sinh", "softmax", "softmax.with_dtype",
     "special.entr", "split", "split.list_args", "square", "squeeze", "squeeze.multiple",
     "sub", "t", "tan", "tile", "torch.ops.aten._safe_softmax.default", "transpose", "trapezoid",
@@ -60,7 +60,6 @@ KNOWN_FAILING = {
     "fmod": "fallback: no stax lowering of aten.fmod",
     "fmax": "fallback: no stax lowering of aten.fmax",
     "ldexp": "fallback: no stax lowering of aten.ldexp",
-    "flip": "fallback: no stax lowering of aten.flip",
     "diagonal": "fallback: no stax lowering of aten.diagonal (a view with a summed stride)",
     "as_strided": "fallback: no stax lowering of aten.as_strided",
     "cumsum": "fallback: no stax lowering of scans (aten.cumsum)",
@@ -82,7 +81,7 @@ KNOWN_FAILING = {
 }
 
 #: passing samples over PASSING (each op's first MAX_SAMPLES); raise it when ops are added
-PINNED_PASS_SAMPLES = 490
+PINNED_PASS_SAMPLES = 498
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,5 +1,5 @@
-"""Op handlers, gathers: index_select, embedding and aten.index (tensor indexing by
-one or several integer index tensors) as stax.gather."""
+"""Op handlers, gathers: index_select, embedding, flip and aten.index (tensor indexing
+by one or several integer index tensors) as stax.gather."""
 from __future__ import annotations
 
 import torch
@@ -79,6 +79,28 @@ def _index_select(b, node, a):
 @_reg(aten.embedding.default)
 def _embedding(b, node, a):
     return _gather_rows(b, node, b.v(a["weight"]), b.v(a["indices"]), 0, wrap_negative=False)
+
+
+@_reg(aten.flip.default)
+def _flip(b, node, a):
+    """torch.flip: along each flipped dim of more than one element, a gather at
+    (size - 1 - i), computed from an iota of the (static or symbolic) size, so in range
+    by construction. A computed result, fresh as eager's (flip is no view in torch)."""
+    x = b.v(a["self"])
+    rank = len(_vshape(x))
+    i64 = torch.int64
+    dim0 = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)
+    for d in sorted({_norm_dim(d, max(rank, 1)) for d in a["dims"]}):
+        n = _vshape(x)[d] if rank else 1
+        if n in (0, 1):
+            continue
+        iota = b.emit("iota", [], [b.tt([n], i64)], {"dim": dim0})
+        last = b.binary("sub", b.size_polynomial(n, i64), b.full([], i64, 1))
+        reverse = b.binary("sub", b.broadcast(last, [n]), iota)
+        x = b.emit("gather", [x, reverse], [b.tt(_vshape(x), _vdtype(x))],
+                   {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d),
+                    NO_NEGATIVE_WRAP: ir.UnitAttr.get()})
+    return x
 
 
 @_reg(aten.index.Tensor)
