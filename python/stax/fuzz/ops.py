@@ -553,6 +553,33 @@ def copy(g: Gen, x):
     return g.add(e, [x], exact=g.info(x).exact)
 
 
+@op("rearrange", 1.5)
+def rearrange(g: Gen, x):
+    """Copies that move elements: flip (gathers at size - 1 - i), repeat and tile
+    (a broadcast merged pairwise)."""
+    shape = g.shape_of(x)
+    r = g.rng
+    kind = r.choice(["flip", "flip", "repeat", "tile"])
+    if kind == "flip":
+        if not shape:
+            return g.add(f"{x}.flip(0)", [x], exact=g.info(x).exact)
+        dims = sorted(r.sample(range(len(shape)), r.randint(1, min(2, len(shape)))))
+        dims = [d - len(shape) if r.random() < 0.3 else d for d in dims]
+        return g.add(f"{x}.flip({', '.join(map(str, dims))})", [x], exact=g.info(x).exact)
+    reps = [r.choice([1, 1, 2, 3, 0 if r.random() < 0.1 else 1])
+            for _ in range(max(len(shape), 1) + r.choice([0, 0, 1]))]
+    if kind == "tile" and len(reps) > 1 and r.random() < 0.5:
+        reps = reps[1:]        # tile pads its counts with 1s in front; repeat may not
+    numel = 1
+    for n in list(shape) + reps:
+        numel *= n
+    if numel > (1 << 20) or (kind == "repeat" and len(reps) < len(shape)):
+        return None
+    e = f"{x}.repeat({', '.join(map(str, reps))})" if kind == "repeat" else \
+        f"torch.tile({x}, {tuple(reps)!r})"
+    return g.add(e, [x], exact=g.info(x).exact)
+
+
 # -- matmul, indexing, constants ---------------------------------------------------------
 
 @op("matmul", 2.5)
