@@ -29,7 +29,7 @@ PASSING = [
     "clamp", "clamp_max", "clamp_min", "conj", "constant_pad_nd", "contiguous",
     "copysign", "cos", "cosh", "cross", "div.floor_rounding", "div.no_rounding_mode",
     "div.trunc_rounding", "dsplit", "eq", "erfc", "exp", "expand", "expand_as", "eye",
-    "fill", "flip", "floor_divide", "full", "full_like", "ge", "gt", "heaviside", "hsplit",
+    "fill", "flip", "floor_divide", "full", "full_like", "gather", "ge", "gt", "heaviside", "hsplit",
     "hstack", "inner", "isclose", "isin", "le", "linspace.tensor_overload", "log",
     "log10", "logical_and", "logical_not", "logical_or", "logical_xor", "logspace",
     "logspace.tensor_overload", "lt", "masked_fill", "max.binary", "maximum",
@@ -48,7 +48,7 @@ PASSING = [
     "reciprocal", "remainder", "resolve_conj", "resolve_neg", "roll", "rot90", "rsqrt",
     "scalar_tensor", "sigmoid", "sinc", "sinh", "softmax", "softmax.with_dtype",
     "special.entr", "split", "split.list_args", "square", "squeeze", "squeeze.multiple",
-    "sub", "t", "tan", "tile", "torch.ops.aten._safe_softmax.default", "transpose", "trapezoid",
+    "sub", "t", "take_along_dim", "tan", "tile", "torch.ops.aten._safe_softmax.default", "transpose", "trapezoid",
     "trapz", "true_divide", "unsafe_chunk", "unsafe_split", "var_mean", "vsplit",
     "zero_", "zeros",
 ]
@@ -67,7 +67,6 @@ KNOWN_FAILING = {
     "sort": "fallback: no stax lowering of aten.sort",
     "topk": "fallback: no stax lowering of aten.topk",
     "kthvalue": "fallback: no stax lowering of aten.kthvalue",
-    "gather": "fallback: no stax lowering of aten.gather",
     "scatter": "fallback: no stax lowering of aten.scatter",
     "nn.functional.conv2d": "fallback: convolution runs in PyTorch",
     "nn.functional.avg_pool2d": "fallback: no stax lowering of aten.avg_pool2d",
@@ -81,7 +80,7 @@ KNOWN_FAILING = {
 }
 
 #: passing samples over PASSING (each op's first MAX_SAMPLES); raise it when ops are added
-PINNED_PASS_SAMPLES = 498
+PINNED_PASS_SAMPLES = 506
 
 
 @functools.lru_cache(maxsize=1)

@@ -628,6 +628,13 @@ def index(g: Gen, x):
         idx2 = g.new_input([n], "int64", kind="index", high=shape[d2])
         e = f"{x}[{':, ' * d}{idx}, {':, ' * (d2 - d - 1)}{idx2}]"
         return g.add(e, [x, idx, idx2], exact=g.info(x).exact)
+    if r.random() < 0.2 and all(n > 0 for n in shape):
+        # torch.gather: an index no larger than x in the other dims, any size along d
+        ishape = [r.randint(1, n) if i != d else r.choice([1, 3, n, 2 * n + 1])
+                  for i, n in enumerate(shape)]
+        idx = g.new_input(ishape, "int64", kind="index", high=shape[d])
+        return g.add(f"torch.gather({x}, {d - len(shape) if r.random() < 0.3 else d}, {idx})",
+                     [x, idx], exact=g.info(x).exact)
     idx = g.new_input([r.choice([1, 3, 7, 64])], "int64", kind="index", high=shape[d])
     kind = r.choice(["index_select", "getitem", "embedding"])
     if kind == "embedding" and len(shape) == 2 and cls(g.dtype_of(x)) == "f" and shape[0]:

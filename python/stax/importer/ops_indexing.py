@@ -1,5 +1,5 @@
-"""Op handlers, gathers: index_select, embedding, flip and aten.index (tensor indexing
-by one or several integer index tensors) as stax.gather."""
+"""Op handlers, gathers: index_select, embedding, torch.gather, flip and aten.index
+(tensor indexing by one or several integer index tensors) as stax.gather."""
 from __future__ import annotations
 
 import torch
@@ -79,6 +79,42 @@ def _index_select(b, node, a):
 @_reg(aten.embedding.default)
 def _embedding(b, node, a):
     return _gather_rows(b, node, b.v(a["weight"]), b.v(a["indices"]), 0, wrap_negative=False)
+
+
+@_reg(aten.gather.default)
+def _gather_along(b, node, a):
+    """torch.gather(x, dim, idx) (and take_along_dim): out[p] = x[p with p[dim] = idx[p]],
+    with idx no larger than x in the other dims. One stax.gather of a flat index into x
+    flattened. idx is range-checked on x's dim as a gather from an iota of its size (a
+    negative index is out of range, as in eager); the other coordinates are iotas of the
+    output's dims. Everything is computed at the output's element count, so the index
+    arithmetic, the gather and their consumers can be one kernel."""
+    x, idx = b.v(a["self"]), b.v(a["index"])
+    xs, ishape = _vshape(x), _vshape(idx)
+    if not xs or not ishape:
+        raise _Fallback("torch.gather of a 0-d tensor")
+    dim = _norm_dim(a["dim"], len(xs))
+    n = dim_product(ishape)
+    _refuse_empty_source(b, xs[dim], n)
+    i64 = torch.int64
+    dim0 = {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)}
+    checked = b.emit("gather", [b.emit("iota", [], [b.tt([xs[dim]], i64)], dim0),
+                                b.reshape(b.convert(idx, i64), [n])],
+                     [b.tt([n], i64)], {**dim0, NO_NEGATIVE_WRAP: ir.UnitAttr.get()})
+    flat, stride = None, 1
+    for d in reversed(range(len(xs))):
+        if d == dim:
+            coord = checked
+        else:
+            along = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
+            coord = b.reshape(b.emit("iota", [], [b.tt(ishape, i64)], {"dim": along}), [n])
+        if stride != 1:
+            coord = b.binary("mul", coord, b.broadcast(b.size_polynomial(stride, i64), [n]))
+        flat = coord if flat is None else b.binary("add", flat, coord)
+        stride = dim_product([stride, xs[d]])
+    g = b.emit("gather", [b.reshape(x, [stride]), flat], [b.tt([n], _vdtype(x))],
+               {**dim0, NO_NEGATIVE_WRAP: ir.UnitAttr.get()})
+    return b.reshape(g, ishape)
 
 
 @_reg(aten.flip.default)

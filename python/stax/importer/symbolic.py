@@ -64,7 +64,7 @@ SYMBOLIC_OPS = _names(
     aten.view, aten.reshape, aten._unsafe_view, aten.squeeze, aten.unsqueeze,
     aten.view_copy, aten.flatten, aten.expand, aten.expand_copy, aten.permute,
     aten.permute_copy, aten.t, aten.transpose, aten.repeat,   # (repeat: a broadcast, reshaped)
-    aten.flip,   # (gathers at size - 1 - i)
+    aten.flip, aten.gather,   # (stax.gather at size - 1 - i; at a flat index)
     aten.sum, aten.amax, aten.amin, aten.mean, aten._softmax, aten._log_softmax,
     aten.argmax, aten.argmin,   # (the kernels take them over the last dim)
     aten.isnan, aten.copy, aten.constant_pad_nd, aten.atan2, aten.remainder,

@@ -26,8 +26,8 @@ def index_out_of_range(index: int, size: int, negative_wraps: bool, where: str) 
     low = -size if negative_wraps else 0
     return StaxIndexError(
         f"index {index} is out of bounds for a dimension of size {size} (valid: {low} to "
-        f"{size - 1}); {where} gathers along it (embedding, index_select or tensor "
-        "indexing): check the index tensor's values. Eager PyTorch raises here too; no "
+        f"{size - 1}); {where} gathers along it (embedding, index_select, torch.gather "
+        "or tensor indexing): check the index tensor's values. Eager PyTorch raises here too; no "
         "output of this call was returned")
 
 
