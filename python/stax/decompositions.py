@@ -20,6 +20,13 @@ decomposition table is consulted.
 - `threshold_backward`: torch's decomposition `where(self <= t, 0, grad)` (and its meta)
   has grad's dtype; eager's TensorIterator kernel promotes (int64 grad, float32 input ->
   float32).
+- `hardtanh_backward` on the CPU: torch's decomposition (and eager's CUDA kernel, and
+  the scalar tail of eager's CPU loop) passes the gradient where the input is NaN,
+  `where(x <= min | x >= max, 0, grad)`; eager's vectorized CPU loop, which takes every
+  element but the last (numel mod vector width) of each contiguous run, computes
+  `(x > min & x < max) & grad`: 0 there. The CPU form here is the vectorized one (eager
+  on all but those tail elements; stax-fuzz 32000102: a NaN at element 29 of 60 f16);
+  other devices keep torch's.
 - `native_layer_norm_backward` on the CPU: torch's decomposition computes the input
   gradient as CUDA's kernel does, centered, `rstd / N * (N g - sum(g) - xhat sum(g xhat))`
   (g = dy w, xhat = (x - mean) rstd); eager's CPU kernel (layer_norm_kernel.cpp,
@@ -122,6 +129,13 @@ def _threshold_backward(grad_output, self, threshold):
     return torch.where(self <= threshold, 0, grad_output).to(dtype)
 
 
+def _hardtanh_backward(grad_output, self, min_val, max_val):
+    if self.device.type == "cpu":
+        # eager's vectorized CPU loop: grad where min < x < max, so a NaN input gives 0
+        return torch.where((self > min_val) & (self < max_val), grad_output, 0)
+    return torch.where((self <= min_val) | (self >= max_val), 0, grad_output)
+
+
 def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight,
                                 bias, output_mask):
     from torch._decomp import decompositions as td
@@ -181,6 +195,7 @@ def _native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, w
 @functools.lru_cache(maxsize=1)
 def _table() -> dict:
     out = {aten.threshold_backward.default: _threshold_backward,
+           aten.hardtanh_backward.default: _hardtanh_backward,
            aten.native_layer_norm_backward.default: _native_layer_norm_backward}
     for exact, prefix in ((False, "upsample_nearest"), (True, "_upsample_nearest_exact")):
         for k in (1, 2, 3):

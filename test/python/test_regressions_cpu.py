@@ -194,6 +194,21 @@ def test_threshold_backward_result_dtype(gdt, xdt):
     _assert_close(out, ref, exact=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+def test_hardtanh_backward_of_nan_is_zero_as_eager_cpu(dtype):
+    """stax-fuzz 32000102: eager's vectorized CPU loop gives 0 where the input is NaN,
+    torch's decomposition the gradient. 512 elements: no scalar tail in eager (its vector
+    width divides 512), so every element is eager's vectorized answer."""
+    x = torch.randn(512, dtype=dtype)
+    x[::7] = float("nan")
+    x[::11] = 0.5          # the bounds themselves give 0 too
+    g = torch.randn(512, dtype=dtype)
+    out, ref = _compile_run(lambda g, x: aten.hardtanh_backward(g, x, -0.5, 0.5), g, x,
+                            fallback_ops=[])
+    assert (ref[::7] == 0).all()
+    _assert_close(out, ref, exact=True)
+
+
 # ----------------------------------------------------------------------------- 4. upsample
 
 @pytest.mark.parametrize("isize,kw", [
