@@ -1,5 +1,5 @@
-"""Ops with no stax lowering that keep their operand's sizes (prefix scans, flips, sorts,
-special functions), in a graph compiled once for every size: PyTorch runs them inside
+"""Ops with no stax lowering that keep their operand's sizes (prefix scans, sorts,
+special functions; flip was one until it became a stax gather, `test_flip.py`), in a graph compiled once for every size: PyTorch runs them inside
 the dynamic graph, as it does inside a static one (`stax_graph.fallback`, each result's
 shape checked against its type at run time).
 

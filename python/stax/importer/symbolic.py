@@ -156,12 +156,12 @@ SYMBOLIC_OPS |= _PAD_BACKWARD_LIBRARY_OPS
 
 #: ops with no stax lowering that the static importer also hands to PyTorch, whose
 #: results have their first operand's sizes and which neither mutate nor return views:
-#: prefix scans (HF models' `position_ids = attention_mask.cumsum(-1) - 1`), flips,
-#: rolls, sorts and special functions (the most frequent per-size reasons of
+#: prefix scans (HF models' `position_ids = attention_mask.cumsum(-1) - 1`), rolls,
+#: sorts and special functions (flip is a stax gather since session 41) (the most frequent per-size reasons of
 #: `opinfo_sweep.py --dynamic` after indexing)
 _SHAPE_PRESERVING_LIBRARY_OPS = {getattr(getattr(aten, n), o) for n, o in (
     ("cumsum", "default"), ("cumprod", "default"), ("logcumsumexp", "default"),
-    ("flip", "default"), ("roll", "default"), ("sort", "default"), ("sort", "stable"),
+    ("roll", "default"), ("sort", "default"), ("sort", "stable"),
     ("lgamma", "default"), ("digamma", "default"), ("polygamma", "default"),
     ("erfinv", "default")) if hasattr(aten, n) and hasattr(getattr(aten, n), o)}
 SYMBOLIC_OPS |= _SHAPE_PRESERVING_LIBRARY_OPS

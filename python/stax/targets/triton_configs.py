@@ -277,7 +277,8 @@ def _value_facts(defining, size):
     result -> op). Full space: v varies along the reduced dims, i.e. it is computed per
     element of the domain (`size` elements). A kernel input (or a full / iota) with as
     many elements as the domain is full space whatever its shape: an input [B*T, C]
-    reshaped to the domain [B, T, C] is full space, not a row value."""
+    reshaped to the domain [B, T, C] is full space, not a row value. A gather is full
+    space where its index is or where its result has the domain's elements."""
     memo = {}
 
     def walk(v):
@@ -290,6 +291,11 @@ def _value_facts(defining, size):
             res = (True, False)
         elif not o.operands:
             res = (False, _numel(_shape(v)) == size)
+        elif o.operation.name == "stax.gather":
+            # read at computed coordinates: full where its index is, or where it has the
+            # domain's elements itself (a flip); a row's pick from a full input is a row value
+            data, index = walk(o.operands[0]), walk(o.operands[1])
+            res = (data[0] or index[0], index[1] or _numel(_shape(v)) == size)
         else:
             parts = [walk(x) for x in o.operands]
             res = (any(p[0] for p in parts), any(p[1] for p in parts))

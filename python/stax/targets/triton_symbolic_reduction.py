@@ -50,6 +50,10 @@ def _sized_value_facts(defining, size):
             res = (False, symbolic.dim_product(_dims(v)) == size)
         elif o.operation.name in REDUCTION_OPS:
             res = (True, False)
+        elif o.operation.name == "stax.gather":   # (as triton_configs._value_facts)
+            data, index = walk(o.operands[0]), walk(o.operands[1])
+            res = (data[0] or index[0],
+                   index[1] or symbolic.dim_product(_dims(v)) == size)
         else:
             parts = [walk(x) for x in o.operands]
             res = (any(p[0] for p in parts), any(p[1] for p in parts))
