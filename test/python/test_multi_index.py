@@ -19,6 +19,7 @@ import torch
 
 import stax.backend as B
 from grad_check import same_forward, same_forward_and_backward
+from ptx_check import training_kernels_to_ptx
 from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
 from test_dynamic_prefix_slices import _one_dynamic_report, _where
 
@@ -123,22 +124,8 @@ def test_static_triton_kernels_compile_to_ptx(case):
     """The static Triton generator (CUDA without a GPU here): every kernel of the
     forward and backward graphs, the gathers fused with their consumers, compiles to
     PTX for sm_90."""
-    from torch._dynamo.backends.common import aot_autograd
-
-    from stax.fuzz.ptx import graphs_to_ptx
-    graphs = []
-
-    def cap(gm, example_inputs):
-        graphs.append((gm, list(example_inputs)))
-        return gm.forward
-
-    fn = (CASES2D | CASES3D)[case]
-    be = aot_autograd(fw_compiler=cap, bw_compiler=cap,
-                      decompositions=B.stax_decompositions(training=True))
-    x, t = _inputs(case, 256, 520, "cpu")
-    torch.compile(fn, backend=be, fullgraph=True)(x.requires_grad_(), t).sum().backward()
-    stats = {}
-    out = graphs_to_ptx(graphs, stats=stats)
+    out, stats = training_kernels_to_ptx((CASES2D | CASES3D)[case],
+                                         *_inputs(case, 256, 520, "cpu"))
     assert out.status == "pass" and stats["kernels"] >= 2, (out, stats)
 
 

@@ -16,6 +16,7 @@ import torch
 
 import stax.backend as B
 from grad_check import same_forward_and_backward
+from ptx_check import training_kernels_to_ptx
 from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
 from test_dynamic_prefix_slices import _one_dynamic_report, _where
 
@@ -97,21 +98,7 @@ def test_repeat_trains_with_one_compile(where, counts, request):
 def test_repeat_kernels_compile_to_ptx(case):
     """The static Triton generator (CUDA without a GPU here): every kernel of the forward
     and backward graphs compiles to PTX for sm_90."""
-    from torch._dynamo.backends.common import aot_autograd
-
-    from stax.fuzz.ptx import graphs_to_ptx
-    graphs = []
-
-    def cap(gm, example_inputs):
-        graphs.append((gm, list(example_inputs)))
-        return gm.forward
-
-    be = aot_autograd(fw_compiler=cap, bw_compiler=cap,
-                      decompositions=B.stax_decompositions(training=True))
-    x = torch.randn(256, 520, requires_grad=True)
-    torch.compile(CASES[case], backend=be, fullgraph=True)(x).sum().backward()
-    stats = {}
-    out = graphs_to_ptx(graphs, stats=stats)
+    out, stats = training_kernels_to_ptx(CASES[case], torch.randn(256, 520))
     # forward and backward kernels; the zero case's forward is empty, and a bare repeat
     # is a top-level reshape in the fused pipeline (stax-assign-layouts, not run here,
     # makes it the copy kernel test_repeat_is_a_kernel runs)
