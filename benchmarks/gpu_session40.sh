@@ -1,4 +1,4 @@
-# Sessions 40 and 41 on the GPU (41 added repeat and flip to the focused tests).
+# Sessions 40 and 41 on the GPU (41 added repeat, flip and torch.gather to the focused tests).
 #   suite: this session's GPU tests (indexing, fused gathers, models), the bf16/f16 mean
 #          probe, then the whole pytest suite with STAX_TEST_DEVICE=cuda (numerics files
 #          on the GPU; every [cuda] case; as far as SUITE_S allows) with GPU fuzz beside it.
@@ -16,7 +16,7 @@ if [[ $phase == suite ]]; then
       -n 12 test/python/test_multi_index.py test/python/test_dynamic_index.py test/python/test_gather_bounds.py \
       test/python/test_models.py test/python/test_triton_kernels_gpu.py test/python/test_gpu_training_sizes.py \
       test/python/test_dynamic_gpu.py test/python/test_dynamic_cudagraphs.py \
-      test/python/test_repeat.py test/python/test_flip.py \
+      test/python/test_repeat.py test/python/test_flip.py test/python/test_gather_along.py \
       > $OUT/r/focus-cuda.log 2>&1; echo "focus rc=$?"; tail -n 1 $OUT/r/focus-cuda.log
   grep -E "^(FAILED|ERROR)" $OUT/r/focus-cuda.log | head -30
   timeout 120 python3 benchmarks/probe_half_mean_cuda.py > $OUT/r/half-mean-cuda.log 2>&1; echo "half-mean rc=$?"
