@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from stax.dialects.schedule import GpuTiling, gpu_mode
 from stax.targets.kernel_ir import reduction_signature as _reduction_signature
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
+from stax.targets.kernel_ir import SIZE_VALUE_OPS
 from stax.targets.kernel_ir import etype as _etype
 from stax.targets.kernel_ir import numel as _numel
 from stax.targets.kernel_ir import shape as _shape
@@ -272,30 +273,34 @@ def analyze_kernel(kernel_op) -> KernelShape:
                        _splittable(ops[:-1], list(ops[-1].operands), S))
 
 
-def _value_facts(defining, size):
+def _value_facts(defining, size, numel=None):
     """A memoized v -> (reads a reduction, is full space) over a kernel body (`defining`:
     result -> op). Full space: v varies along the reduced dims, i.e. it is computed per
     element of the domain (`size` elements). A kernel input (or a full / iota) with as
     many elements as the domain is full space whatever its shape: an input [B*T, C]
     reshaped to the domain [B, T, C] is full space, not a row value. A gather is full
-    space where its index is or where its result has the domain's elements."""
+    space where its index is or where its result has the domain's elements. `numel`:
+    v -> its element count (default: static shapes'; the runtime-size generator passes
+    the symbolic product, `size` then being a size expression)."""
+    count = numel or (lambda v: _numel(_shape(v)))
     memo = {}
 
     def walk(v):
         if v in memo:
             return memo[v]
         o = defining.get(v)
-        if o is None:
-            res = (False, _numel(_shape(v)) == size)
+        if o is not None and o.operation.name in SIZE_VALUE_OPS:
+            res = (False, False)   # a scalar: its operand's type is read, not its data
+        elif o is None or not o.operands:
+            res = (False, count(v) == size)
         elif o.operation.name in _REDUCTIONS:
             res = (True, False)
-        elif not o.operands:
-            res = (False, _numel(_shape(v)) == size)
         elif o.operation.name == "stax.gather":
             # read at computed coordinates: full where its index is, or where it has the
-            # domain's elements itself (a flip); a row's pick from a full input is a row value
+            # domain's elements itself (a flip); a row's pick from a full input at a
+            # row-value index is a row value
             data, index = walk(o.operands[0]), walk(o.operands[1])
-            res = (data[0] or index[0], index[1] or _numel(_shape(v)) == size)
+            res = (data[0] or index[0], index[1] or count(v) == size)
         else:
             parts = [walk(x) for x in o.operands]
             res = (any(p[0] for p in parts), any(p[1] for p in parts))

@@ -24,9 +24,10 @@ the domain (or a reshape of it) nor one value per row.
 from __future__ import annotations
 
 from stax.dialects import symbolic
-from stax.targets.kernel_ir import (REDUCTION_OPS, SIZE_VALUE_OPS, etype, reduction_signature,
+from stax.targets.kernel_ir import (SIZE_VALUE_OPS, etype, reduction_signature,
                                     size_value_expr)
 from stax.targets.kernel_ir import int_array as _ints
+from stax.targets.triton_configs import _value_facts
 from stax.targets.triton_dtypes import _DT, _dt, _isf
 from stax.targets.triton_emitter import V
 
@@ -36,30 +37,9 @@ def _dims(v):
 
 
 def _sized_value_facts(defining, size):
-    """triton_configs._value_facts over symbolic dims: v -> (reads a reduction, full
-    space), `size` the domain's element count (an int or a size expression)."""
-    memo = {}
-
-    def walk(v):
-        if v in memo:
-            return memo[v]
-        o = defining.get(v)
-        if o is not None and o.operation.name in SIZE_VALUE_OPS:
-            res = (False, False)   # a scalar: its operand's type is read, not its data
-        elif o is None or not o.operands:
-            res = (False, symbolic.dim_product(_dims(v)) == size)
-        elif o.operation.name in REDUCTION_OPS:
-            res = (True, False)
-        elif o.operation.name == "stax.gather":   # (as triton_configs._value_facts)
-            data, index = walk(o.operands[0]), walk(o.operands[1])
-            res = (data[0] or index[0],
-                   index[1] or symbolic.dim_product(_dims(v)) == size)
-        else:
-            parts = [walk(x) for x in o.operands]
-            res = (any(p[0] for p in parts), any(p[1] for p in parts))
-        memo[v] = res
-        return res
-    return walk
+    """triton_configs._value_facts over symbolic dims, `size` the domain's element count
+    (an int or a size expression)."""
+    return _value_facts(defining, size, lambda v: symbolic.dim_product(_dims(v)))
 
 
 class _SizedReductionMixin:
