@@ -8,7 +8,7 @@ import math
 import torch
 
 from stax.importer.builder import _Builder, _is_size
-from stax.importer.common import _kind_ok, _opmath, _out, _proxy, _val, _vdtype
+from stax.importer.common import _kind_ok, _opmath, _out, _proxy, _val, _vdtype, _vshape
 from stax.importer.specs import _Fallback
 from stax.importer.table import HANDLERS, _reg
 
@@ -183,6 +183,28 @@ def _isnan(b, node, a):
     if not _vdtype(x).is_floating_point:
         return b.full(shape, torch.bool, False)
     return b.emit("isnan", [x], [b.tt(shape, torch.bool)])
+
+
+#: the signed integer of a float's width: its sign bit is the integer's
+_SAME_WIDTH_INT = {torch.float64: torch.int64, torch.float32: torch.int32,
+                   torch.float16: torch.int16, torch.bfloat16: torch.int16}
+
+
+@_reg(aten.signbit.default)
+def _signbit(b, node, a):
+    """torch.signbit: the sign bit, so -0.0 and a NaN with its sign set are True (x < 0
+    is not): the float's bits as a signed integer of its width, compared with 0. Bools
+    and unsigned bytes have none."""
+    shape, _ = _out(node)
+    x = b.v(a["self"])
+    dt = _vdtype(x)
+    if dt in (torch.bool, torch.uint8):
+        return b.full(shape, torch.bool, False)
+    if dt.is_floating_point:
+        if dt not in _SAME_WIDTH_INT:
+            raise _Fallback(f"signbit of {dt}")
+        x = b.emit("bitcast", [x], [b.tt(_vshape(x), _SAME_WIDTH_INT[dt])])
+    return b.compare("lt", x, b.scalar_like(x, 0))
 
 
 @_reg(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)

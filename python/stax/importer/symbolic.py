@@ -67,7 +67,7 @@ SYMBOLIC_OPS = _names(
     aten.flip, aten.gather,   # (stax.gather at size - 1 - i; at a flat index)
     aten.sum, aten.amax, aten.amin, aten.mean, aten._softmax, aten._log_softmax,
     aten.argmax, aten.argmin,   # (the kernels take them over the last dim)
-    aten.isnan, aten.copy, aten.constant_pad_nd, aten.atan2, aten.remainder,
+    aten.isnan, aten.signbit, aten.copy, aten.constant_pad_nd, aten.atan2, aten.remainder,
     aten.leaky_relu, aten.prod, aten.hardtanh,
     aten.native_layer_norm, aten.mm, aten.bmm, aten.addmm,
     aten.var, aten.var_mean,   # their divisor over a symbolic dim is a stax.size_value
