@@ -17,6 +17,46 @@ aten = torch.ops.aten
 
 # ----------------------------------------------------------------------------- gathers
 
+def _i64(value):
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+
+
+def _iota(b, shape, dim):
+    return b.emit("iota", [], [b.tt(shape, torch.int64)], {"dim": _i64(dim)})
+
+
+def _gather(b, data, index, dim, wrap_negative):
+    """stax.gather of `data` along `dim` at the 1-D `index` (the result has the index's
+    length in place of `dim`); without `wrap_negative` a negative index is out of range."""
+    shape = list(_vshape(data))
+    shape[dim] = _vshape(index)[0]
+    attrs = {"dim": _i64(dim)}
+    if not wrap_negative:
+        attrs[NO_NEGATIVE_WRAP] = ir.UnitAttr.get()
+    return b.emit("gather", [data, index], [b.tt(shape, _vdtype(data))], attrs)
+
+
+def _checked_coords(b, index, size, wrap_negative):
+    """The 1-D `index` as coordinates of a dim of `size` (int64): range-checked (and
+    wrapped, where negative ones count from the end) by the gather of an iota of that
+    size, so an out-of-range index raises naming this dim's size."""
+    return _gather(b, _iota(b, [size], 0), index, 0, wrap_negative)
+
+
+def _row_major_position(b, coords, sizes):
+    """(sum of coords[k] times the product of sizes[k + 1:], the product of all sizes):
+    the position of 1-D int64 coordinates in the row-major flattening of `sizes`."""
+    n = _vshape(coords[0])
+    flat, stride = None, 1
+    for coord, size in zip(reversed(coords), reversed(sizes)):
+        if stride != 1:
+            step = b.size_polynomial(stride, torch.int64)
+            coord = b.binary("mul", coord, b.broadcast(step, n))
+        flat = coord if flat is None else b.binary("add", flat, coord)
+        stride = dim_product([stride, size])
+    return flat, stride
+
+
 def _gather_rows(b, node, x, idx, dim, wrap_negative):
     """x gathered along `dim` by an integer index tensor of any shape (the result takes
     the index's shape in place of `dim`), as stax.gather of the flattened index. Without
@@ -35,10 +75,7 @@ def _gather_rows(b, node, x, idx, dim, wrap_negative):
     if dim_product(gshape) != dim_product(shape):
         # index_select on a 0-d tensor with several indices: eager returns one element
         raise _Fallback(f"gathered {gshape} but eager returns {list(shape)}")
-    attrs = {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)}
-    if not wrap_negative:
-        attrs[NO_NEGATIVE_WRAP] = ir.UnitAttr.get()
-    g = b.emit("gather", [x, flat], [b.tt(gshape, dtype)], attrs)
+    g = _gather(b, x, flat, dim, wrap_negative)
     return b.reshape(g, shape) if gshape != list(shape) else g
 
 
@@ -96,25 +133,10 @@ def _gather_along(b, node, a):
     dim = _norm_dim(a["dim"], len(xs))
     n = dim_product(ishape)
     _refuse_empty_source(b, xs[dim], n)
-    i64 = torch.int64
-    dim0 = {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)}
-    checked = b.emit("gather", [b.emit("iota", [], [b.tt([xs[dim]], i64)], dim0),
-                                b.reshape(b.convert(idx, i64), [n])],
-                     [b.tt([n], i64)], {**dim0, NO_NEGATIVE_WRAP: ir.UnitAttr.get()})
-    flat, stride = None, 1
-    for d in reversed(range(len(xs))):
-        if d == dim:
-            coord = checked
-        else:
-            along = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
-            coord = b.reshape(b.emit("iota", [], [b.tt(ishape, i64)], {"dim": along}), [n])
-        if stride != 1:
-            coord = b.binary("mul", coord, b.broadcast(b.size_polynomial(stride, i64), [n]))
-        flat = coord if flat is None else b.binary("add", flat, coord)
-        stride = dim_product([stride, xs[d]])
-    g = b.emit("gather", [b.reshape(x, [stride]), flat], [b.tt([n], _vdtype(x))],
-               {**dim0, NO_NEGATIVE_WRAP: ir.UnitAttr.get()})
-    return b.reshape(g, ishape)
+    coords = [_checked_coords(b, b.reshape(idx, [n]), xs[d], wrap_negative=False) if d == dim
+              else b.reshape(_iota(b, ishape, d), [n]) for d in range(len(xs))]
+    flat, numel = _row_major_position(b, coords, xs)
+    return b.reshape(_gather(b, b.reshape(x, [numel]), flat, 0, wrap_negative=False), ishape)
 
 
 @_reg(aten.flip.default)
@@ -125,17 +147,13 @@ def _flip(b, node, a):
     x = b.v(a["self"])
     rank = len(_vshape(x))
     i64 = torch.int64
-    dim0 = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)
     for d in sorted({_norm_dim(d, max(rank, 1)) for d in a["dims"]}):
         n = _vshape(x)[d] if rank else 1
         if n in (0, 1):
             continue
-        iota = b.emit("iota", [], [b.tt([n], i64)], {"dim": dim0})
         last = b.binary("sub", b.size_polynomial(n, i64), b.full([], i64, 1))
-        reverse = b.binary("sub", b.broadcast(last, [n]), iota)
-        x = b.emit("gather", [x, reverse], [b.tt(_vshape(x), _vdtype(x))],
-                   {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d),
-                    NO_NEGATIVE_WRAP: ir.UnitAttr.get()})
+        x = _gather(b, x, b.binary("sub", b.broadcast(last, [n]), _iota(b, [n], 0)), d,
+                    wrap_negative=False)
     return x
 
 
@@ -175,26 +193,15 @@ def _gather_flat(b, node, x, idxs, live):
     first, last = live[0], live[-1]
     bshape = list(shape[first:len(shape) - (rank - 1 - last)])
     n = dim_product(bshape)
-    i64 = torch.int64
-    dim0 = {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)}
-    flat, stride = None, 1
-    for k in reversed(range(len(live))):
-        d = live[k]
+
+    def coords(k):
         idx = b.v(index_of[k])
         if _vshape(idx) != bshape:
             idx = b.broadcast(idx, bshape)
-        if bshape != [n]:
-            idx = b.reshape(idx, [n])
-        iota = b.emit("iota", [], [b.tt([xs[d]], i64)], dim0)
-        term = b.emit("gather", [iota, idx], [b.tt([n], i64)], dim0)
-        if stride != 1:
-            term = b.binary("mul", term, b.broadcast(b.size_polynomial(stride, i64), [n]))
-        flat = term if flat is None else b.binary("add", flat, term)
-        stride = dim_product([stride, xs[d]])
-    _refuse_empty_source(b, stride, n)
-    merged = b.reshape(x, xs[:first] + [stride] + xs[last + 1:])
-    attrs = {"dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), first),
-             NO_NEGATIVE_WRAP: ir.UnitAttr.get()}
-    g = b.emit("gather", [merged, flat],
-               [b.tt(xs[:first] + [n] + xs[last + 1:], _vdtype(x))], attrs)
-    return b.reshape(g, shape)
+        idx = b.reshape(idx, [n]) if bshape != [n] else idx
+        return _checked_coords(b, idx, xs[live[k]], wrap_negative=True)
+    flat, merged_size = _row_major_position(b, [coords(k) for k in range(len(live))],
+                                            [xs[d] for d in live])
+    _refuse_empty_source(b, merged_size, n)
+    merged = b.reshape(x, xs[:first] + [merged_size] + xs[last + 1:])
+    return b.reshape(_gather(b, merged, flat, first, wrap_negative=False), shape)

@@ -157,8 +157,8 @@ SYMBOLIC_OPS |= _PAD_BACKWARD_LIBRARY_OPS
 #: ops with no stax lowering that the static importer also hands to PyTorch, whose
 #: results have their first operand's sizes and which neither mutate nor return views:
 #: prefix scans (HF models' `position_ids = attention_mask.cumsum(-1) - 1`), rolls,
-#: sorts and special functions (flip is a stax gather since session 41) (the most frequent per-size reasons of
-#: `opinfo_sweep.py --dynamic` after indexing)
+#: sorts and special functions (the most frequent per-size reasons of
+#: `opinfo_sweep.py --dynamic` after indexing; flip is a stax gather since session 41)
 _SHAPE_PRESERVING_LIBRARY_OPS = {getattr(getattr(aten, n), o) for n, o in (
     ("cumsum", "default"), ("cumprod", "default"), ("logcumsumexp", "default"),
     ("roll", "default"), ("sort", "default"), ("sort", "stable"),
