@@ -270,20 +270,31 @@ def analyze_kernel(kernel_op) -> KernelShape:
     rows = _numel([S[d] for d in range(len(S)) if d not in D])
     inner = (len(S) - 1) in D or all(S[d] == 1 for d in range(max(D) + 1, len(S)))
     return KernelShape("reduction", rows, rn, inner, mb,
-                       _splittable(ops[:-1], list(ops[-1].operands), S))
+                       _splittable(ops[:-1], list(ops[-1].operands), S, D))
 
 
-def _value_facts(defining, size, numel=None):
+def _value_facts(defining, size, numel=None, domain=None, reduced=(), dims=_shape):
     """A memoized v -> (reads a reduction, is full space) over a kernel body (`defining`:
     result -> op). Full space: v varies along the reduced dims, i.e. it is computed per
     element of the domain (`size` elements). A kernel input (or a full / iota) with as
     many elements as the domain is full space whatever its shape: an input [B*T, C]
     reshaped to the domain [B, T, C] is full space, not a row value. A gather is full
-    space where its index is or where its result has the domain's elements. `numel`:
-    v -> its element count (default: static shapes'; the runtime-size generator passes
-    the symbolic product, `size` then being a size expression)."""
+    space where its index is or where its result has the domain's elements. A slice of
+    a domain-shaped value that keeps every kept dim whole and one element of each
+    reduced dim (`x.select(1, 5)` of a row reduction's [rows, C] operand) is a row value:
+    one element per row, read at the row index. `numel`: v -> its element count
+    (default: static shapes'; the runtime-size generator passes the symbolic product,
+    `size` then being a size expression); `domain`, `reduced`: the domain's dims (as
+    `dims` gives them) and the reduced ones, without which no slice is a row value."""
     count = numel or (lambda v: _numel(_shape(v)))
     memo = {}
+
+    def picks_one_per_row(o):
+        if domain is None or o.operation.name != "stax.slice":
+            return False
+        src, res = list(dims(o.operands[0])), list(dims(o.results[0]))
+        return src == list(domain) and len(res) == len(src) and all(
+            res[d] == (1 if d in reduced else domain[d]) for d in range(len(res)))
 
     def walk(v):
         if v in memo:
@@ -301,6 +312,8 @@ def _value_facts(defining, size, numel=None):
             # row-value index is a row value
             data, index = walk(o.operands[0]), walk(o.operands[1])
             res = (data[0] or index[0], index[1] or count(v) == size)
+        elif count(v) != size and picks_one_per_row(o):
+            res = (walk(o.operands[0])[0], False)
         else:
             parts = [walk(x) for x in o.operands]
             res = (any(p[0] for p in parts), any(p[1] for p in parts))
@@ -309,12 +322,12 @@ def _value_facts(defining, size, numel=None):
     return walk
 
 
-def _splittable(body, yielded, S) -> bool:
+def _splittable(body, yielded, S, D) -> bool:
     """Can programs share a row block's reduced range (partials, then a final kernel)?
     Yes when every reduction is a plain one (no argmax/argmin, not over i1) that reads no
     other reduction (one phase), and no full-space output reads a reduction (it would
     need the finished row value in every part)."""
-    walk = _value_facts({r: o for o in body for r in o.results}, _numel(S))
+    walk = _value_facts({r: o for o in body for r in o.results}, _numel(S), None, S, D)
     size = _numel(S)
     for o in body:
         if o.operation.name not in _REDUCTIONS:
