@@ -82,7 +82,7 @@ __all__ = ["compile_graph", "CompiledGraph", "StaxGuardError", "StaxCompileError
 
 FUSED_PIPELINE = ["canonicalize", "cse", "stax-sink-converts", "stax-hoist-reshapes",
                   "stax-hoist-broadcasts",
-                  "stax-hoist-concat-unary", "stax-fuse",
+                  "stax-hoist-concat-unary", "stax-sink-gathers", "stax-fuse",
                   "cse"]
 _FP8 = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
 
