@@ -426,7 +426,7 @@ def dims_equal(a, b) -> bool:
     return a == b  # normal forms: equal sizes are equal strings (or ints)
 
 
-def _divides(a, b) -> bool:
+def divides(a, b) -> bool:
     """Whether dim `a` divides dim `b` as polynomials with integer coefficients (for
     every value of the symbols): b = a * q for a monomial q."""
     pa, pb = dict(_as_poly(a)), dict(_as_poly(b))
@@ -464,9 +464,9 @@ def reshape_groups(src, dst):
         i, j = i + 1, j + 1
         while ps != pd:
             static = isinstance(ps, int) and isinstance(pd, int)
-            if (ps < pd if static else _divides(ps, pd)) and i < len(src):
+            if (ps < pd if static else divides(ps, pd)) and i < len(src):
                 ps, i = dim_product([ps, src[i]]), i + 1
-            elif (pd < ps if static else _divides(pd, ps)) and j < len(dst):
+            elif (pd < ps if static else divides(pd, ps)) and j < len(dst):
                 pd, j = dim_product([pd, dst[j]]), j + 1
             else:
                 return None

@@ -13,12 +13,16 @@ Guarantees, for every `func.func` of the module (its body; kernels are left alon
   positionwise and total: a NaN, never a trap). Index range checks are unchanged: every
   new gather has the old one's index, dim and `no_negative_wrap`.
 - Only a `stax.gather` whose data is an elementwise op (stax-fuse's ELEMENTWISE_OPS),
-  seen through a chain of views (reshape, permute, slice, broadcast_in_dim), with static
-  shapes and operands of the op's shape, is rewritten, and only when the gather keeps at
-  most half of the op's elements (so the ops run on fewer elements than before, even when
-  the op's result is still computed for another reader). The views are rebuilt on each
-  operand with the operand's element type; an operand that is a constant `stax.full`
-  becomes a `stax.full` of the picked shape.
+  seen through a chain of views (reshape, permute, slice, broadcast_in_dim), with
+  operands of the op's shape, is rewritten, and only when the gather keeps at most half
+  of the op's elements (so the ops run on fewer elements than before, even when the op's
+  result is still computed for another reader). With symbolic sizes the op's count
+  must be the picked count times a factor other than 1, as polynomials (`[s0]` of
+  `[s0, 1000]` or of `[s0, s1]`: Dynamo makes a symbol 2 or more); otherwise the gather
+  stays. The views are rebuilt on each
+  operand with the operand's element type and the types keep their #stax.sizes
+  encodings; an operand that is a constant `stax.full` becomes a `stax.full` of the
+  picked shape.
 - The rewrite repeats on the new gathers, so a chain of elementwise ops sinks to its
   kernel inputs, reductions and broadcasts. The views and the op are erased once unused.
   The new ops take the gather's location (the op keeps its own). A second run changes
@@ -29,6 +33,7 @@ from __future__ import annotations
 from stax._mlir import ir
 from stax.passes._per_function import (create_one, op_attributes, rewrite_worklist,
                                        run_per_function)
+from stax.dialects.symbolic import dim_product, dims_of, divides
 from stax.passes.fuse import ELEMENTWISE_OPS, VIEW_OPS, _key
 
 __all__ = ["PASS_NAME", "run", "sink_gathers"]
@@ -36,15 +41,18 @@ __all__ = ["PASS_NAME", "run", "sink_gathers"]
 PASS_NAME = "stax-sink-gathers"
 
 
-def _static_numel(value):
-    """The element count of a statically shaped tensor value, else None."""
-    shape = ir.RankedTensorType(value.type).shape
-    if any(d < 0 for d in shape):
-        return None
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+def _numel(value):
+    """A tensor value's element count: an int, or for symbolic dims a size expression."""
+    return dim_product(dims_of(value.type))
+
+
+def _keeps_at_most_half(picked, whole) -> bool:
+    """picked <= whole / 2. With symbols: whole is picked times a factor other than 1 (a
+    constant of 2 or more, or a symbol, which Dynamo makes 2 or more: it specializes
+    sizes 0 and 1), as polynomials."""
+    if isinstance(picked, int) and isinstance(whole, int):
+        return 2 * picked <= whole
+    return picked != whole and divides(picked, whole)
 
 
 def _elementwise_source(gather):
@@ -59,8 +67,9 @@ def _elementwise_source(gather):
 
 
 def _retyped(value, element_type):
-    """value's tensor type with another element type (static shapes: no encoding)."""
-    return ir.RankedTensorType.get(ir.RankedTensorType(value.type).shape, element_type)
+    """value's tensor type with another element type (and its #stax.sizes encoding)."""
+    t = ir.RankedTensorType(value.type)
+    return ir.RankedTensorType.get(t.shape, element_type, encoding=t.encoding)
 
 
 def _is_splat(value) -> bool:
@@ -73,13 +82,10 @@ def _rewrite(gather, memo, pending) -> bool:
     if found is None:
         return False
     views, op = found
-    picked, whole = _static_numel(gather.results[0]), _static_numel(op.results[0])
-    if picked is None or whole is None or 2 * picked > whole:
+    if not _keeps_at_most_half(_numel(gather.results[0]), _numel(op.results[0])):
         return False
-    if any(_static_numel(v.results[0]) is None for v in views):
-        return False
-    shape = ir.RankedTensorType(op.results[0].type).shape
-    if any(ir.RankedTensorType(a.type).shape != shape for a in op.operands):
+    dims = dims_of(op.results[0].type)
+    if any(dims_of(a.type) != dims for a in op.operands):
         return False
     loc = gather.location
     with ir.InsertionPoint(gather):

@@ -56,3 +56,20 @@ func.func @rows_of_a_convert(%x: tensor<8x16xbf16>, %i: tensor<3xi32>) -> tensor
   %g = "stax.gather"(%p, %i) {dim = 0 : i64} : (tensor<16x8xf32>, tensor<3xi32>) -> tensor<3x8xf32>
   return %g : tensor<3x8xf32>
 }
+
+// Symbolic sizes: [s0] picked of [s0, 1000] (s0 divides 1000*s0 with a factor of 1000);
+// the new types keep their #stax.sizes encodings.
+// CHECK-LABEL: func.func @picked_symbolic
+// CHECK: %[[F:.*]] = "stax.reshape"(%arg0) : (tensor<?x1000xf32, #stax.sizes<["s0", 1000]>>) -> tensor<?xf32, #stax.sizes<["1000*s0"]>>
+// CHECK: %[[G:.*]] = "stax.gather"(%[[F]], %arg1) {dim = 0 : i64, no_negative_wrap} : (tensor<?xf32, #stax.sizes<["1000*s0"]>>, tensor<?xi64, #stax.sizes<["s0"]>>) -> tensor<?xf32, #stax.sizes<["s0"]>>
+// CHECK: %[[E:.*]] = "stax.exp"(%[[G]]) : (tensor<?xf32, #stax.sizes<["s0"]>>) -> tensor<?xf32, #stax.sizes<["s0"]>>
+// CHECK: %[[T:.*]] = "stax.full"() {value = 2.000000e+00 : f32} : () -> tensor<?xf32, #stax.sizes<["s0"]>>
+// CHECK: "stax.mul"(%[[E]], %[[T]])
+func.func @picked_symbolic(%x: tensor<?x1000xf32, #stax.sizes<["s0", 1000]>>, %i: tensor<?xi64, #stax.sizes<["s0"]>>) -> tensor<?xf32, #stax.sizes<["s0"]>> {
+  %e = "stax.exp"(%x) : (tensor<?x1000xf32, #stax.sizes<["s0", 1000]>>) -> tensor<?x1000xf32, #stax.sizes<["s0", 1000]>>
+  %two = "stax.full"() {value = 2.0 : f32} : () -> tensor<?x1000xf32, #stax.sizes<["s0", 1000]>>
+  %m = "stax.mul"(%e, %two) : (tensor<?x1000xf32, #stax.sizes<["s0", 1000]>>, tensor<?x1000xf32, #stax.sizes<["s0", 1000]>>) -> tensor<?x1000xf32, #stax.sizes<["s0", 1000]>>
+  %f = "stax.reshape"(%m) : (tensor<?x1000xf32, #stax.sizes<["s0", 1000]>>) -> tensor<?xf32, #stax.sizes<["1000*s0"]>>
+  %g = "stax.gather"(%f, %i) {dim = 0 : i64, no_negative_wrap} : (tensor<?xf32, #stax.sizes<["1000*s0"]>>, tensor<?xi64, #stax.sizes<["s0"]>>) -> tensor<?xf32, #stax.sizes<["s0"]>>
+  return %g : tensor<?xf32, #stax.sizes<["s0"]>>
+}

@@ -22,7 +22,8 @@ func.func @not_fewer_or_not_elementwise(%x: tensor<8x4xf32>, %perm: tensor<8xi64
 
 // -----
 
-// Symbolic shapes: the element counts are unknown at compile time; unchanged.
+// Symbolic sizes: 2 picked rows of [s0, 4] (8 does not divide 4*s0 as polynomials: s0
+// may be 2, and the pick keeps every row); unchanged.
 // CHECK-LABEL: func.func @symbolic
 // CHECK-NEXT: "stax.exp"(%arg0)
 // CHECK-NEXT: "stax.gather"
