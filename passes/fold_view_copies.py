@@ -20,7 +20,12 @@ the rewrites of stax-assign-layouts (passes/layout_folds.py):
 3. `fold_copies_into_producers`: the copies of one producer are computed by the producer
    itself, on each copy's domain (the view chain applied to the producer's inputs), so
    the producer writes Q, K and V per head and its own result disappears;
-4. a copy that did not fold becomes the top-level reshape it was (torch decides at run
+4. `merge_argument_copies`: a copy of views of a function argument (`x.repeat(2, 3)`:
+   x broadcast to [2, s0, 3, C] and merged to [2*s0, 3*C]; `x.t().reshape(-1)`) is a
+   copy kernel that reads the argument, with the view chain inside it, one kernel for
+   the copies of one domain (torch's reshape made these copies at run time, and the
+   graph reported no kernel for them);
+5. a copy that did not fold becomes the top-level reshape it was (torch decides at run
    time, as before).
 
 Guarantees, for every `func.func` of the module:
@@ -45,8 +50,8 @@ from stax.passes._per_function import run_per_function
 from stax.passes.assign_layouts import KERNEL_OPS, wrap_op_in_kernel
 from stax.passes.layout_algebra import VIEW_OPS
 from stax.passes.layout_folds import (_known, _owner, _shape, fold_copies_into_producers,
-                                      hoist_matmul_transposes, kernel_kind, sample_dims,
-                                      sample_sizes)
+                                      hoist_matmul_transposes, kernel_kind,
+                                      merge_argument_copies, sample_dims, sample_sizes)
 
 __all__ = ["PASS_NAME", "run", "fold_view_copies"]
 
@@ -57,12 +62,13 @@ _WHY = "a reshape that is no view of its source's layout (stax-fold-view-copies)
 
 def _chain_to_root(reshape):
     """(root value, [view ops from the root to the reshape's operand]) when the
-    reshape's operand is top-level views of the one result of a pointwise kernel."""
+    reshape's operand is top-level views of the one result of a pointwise kernel, or of
+    a function argument (contiguous: the dynamic graph's guard)."""
     chain, v = [], reshape.operands[0]
     while True:
         op = _owner(v)
         if op is None:
-            return None
+            return (v, chain) if chain else None   # (a reshape of an argument is a view)
         if op.name in VIEW_OPS:
             chain.insert(0, op)
             v = op.operands[0]
@@ -161,6 +167,7 @@ def fold_view_copies(func_op) -> bool:
             changed |= hoist_matmul_transposes(block)
             if _mark_copies(block):
                 changed |= fold_copies_into_producers(block)
+                changed |= merge_argument_copies(block, _WHY)
                 _unwrap_copies(block)
     return changed
 

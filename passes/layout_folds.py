@@ -456,18 +456,26 @@ def _argument_root(copy):
         v = op.operands[0]
 
 
-def merge_argument_copies(block) -> bool:
+def merge_argument_copies(block, reason=None) -> bool:
     """One kernel for the copies of one domain whose sources are views of arguments:
-    the view chains move into it; placed where the first of them was."""
+    the view chains move into it; placed where the first of them was. By default (static
+    shapes: stax-assign-layouts) only where two or more copies share the kernel: one copy
+    reads its strided source as it is. With `reason` (stax-fold-view-copies: the dynamic
+    graph's kernels read contiguous inputs), the copies marked with that reason, one or
+    more, of static or symbolic shapes: the kernel reads the arguments themselves."""
     copies = [o.operation for o in block.operations
-              if o.operation.name in _KERNEL_OPS and COPY_ATTR in o.operation.attributes]
+              if o.operation.name in _KERNEL_OPS and COPY_ATTR in o.operation.attributes and
+              (reason is None or ir.StringAttr(o.operation.attributes[COPY_ATTR]).value == reason)]
     changed = False
     for group in _by_domain(copies):
         roots = [_argument_root(c) for c in group]
         chains = [_copy_chain(c, root) if root is not None else None
                   for c, root in zip(group, roots)]
         members = [(c, root, ch) for c, root, ch in zip(group, roots, chains) if ch is not None]
-        if len(members) < 2 or not all(_static(root) for _, root, _ in members):
+        if reason is None and (len(members) < 2 or
+                               not all(_static(root) for _, root, _ in members)):
+            continue
+        if not members or not all(_known(root) for _, root, _ in members):
             continue
         operands = []
         for _, root, _ in members:

@@ -40,3 +40,20 @@ func.func @qkv_heads(%n0: index {stax.symbol = "s0"}, %n1: index {stax.symbol = 
   %o = "stax.matmul"(%sc, %v) : (tensor<?x?x?xf32, #stax.sizes<["4*s0", "s1", "s1"]>>, tensor<?x?x16xf32, #stax.sizes<["4*s0", "s1", 16]>>) -> tensor<?x?x16xf32, #stax.sizes<["4*s0", "s1", 16]>>
   return %o : tensor<?x?x16xf32, #stax.sizes<["4*s0", "s1", 16]>>
 }
+
+// x.repeat(2, 3) of a function argument: x broadcast to [2, s0, 3, s1] and merged to
+// [2*s0, 3*s1] is no view; it becomes a copy kernel that reads x (contiguous, as the
+// dynamic graph guards it), with the broadcast inside (torch's reshape made it before).
+// CHECK-LABEL: func.func @repeat_of_an_argument
+// CHECK-NEXT: %[[C:.*]] = "stax_graph.kernel"(%arg2)
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<?x?xf32, #stax.sizes<["s0", "s1"]>>):
+// CHECK-NEXT: %[[B:.*]] = "stax.broadcast_in_dim"(%[[A]]) {dims = array<i64: 1, 3>}
+// CHECK-NEXT: %[[R:.*]] = "stax.reshape"(%[[B]])
+// CHECK-NEXT: "stax_graph.yield"(%[[R]])
+// CHECK-NEXT: }) {stax.copy = "a reshape that is no view of its source's layout (stax-fold-view-copies)"}
+// CHECK-NEXT: return %[[C]]
+func.func @repeat_of_an_argument(%n0: index {stax.symbol = "s0"}, %n1: index {stax.symbol = "s1"}, %x: tensor<?x?xf32, #stax.sizes<["s0", "s1"]>>) -> tensor<?x?xf32, #stax.sizes<["2*s0", "3*s1"]>> {
+  %b = "stax.broadcast_in_dim"(%x) {dims = array<i64: 1, 3>} : (tensor<?x?xf32, #stax.sizes<["s0", "s1"]>>) -> tensor<2x?x3x?xf32, #stax.sizes<[2, "s0", 3, "s1"]>>
+  %r = "stax.reshape"(%b) : (tensor<2x?x3x?xf32, #stax.sizes<[2, "s0", 3, "s1"]>>) -> tensor<?x?xf32, #stax.sizes<["2*s0", "3*s1"]>>
+  return %r : tensor<?x?xf32, #stax.sizes<["2*s0", "3*s1"]>>
+}

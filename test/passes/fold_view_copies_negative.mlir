@@ -76,3 +76,19 @@ func.func @bf16_linear(%n0: index {stax.symbol = "s0"}, %x: tensor<?x64xbf16, #s
   %r = "stax.reshape"(%t) : (tensor<64x?xbf16, #stax.sizes<[64, "s0"]>>) -> tensor<?xbf16, #stax.sizes<["64*s0"]>>
   return %r : tensor<?xbf16, #stax.sizes<["64*s0"]>>
 }
+
+// -----
+
+// Views of a function argument that torch can give as views: a reshape of the argument
+// itself, and a permute whose reshape only splits a dim. Nothing changes.
+// CHECK-LABEL: func.func @views_of_an_argument
+// CHECK-NEXT: "stax.reshape"(%arg1)
+// CHECK-NEXT: "stax.permute"(%arg1)
+// CHECK-NEXT: "stax.reshape"
+// CHECK-NEXT: return
+func.func @views_of_an_argument(%n0: index {stax.symbol = "s0"}, %x: tensor<?x64xf32, #stax.sizes<["s0", 64]>>) -> (tensor<?x4x16xf32, #stax.sizes<["s0", 4, 16]>>, tensor<4x16x?xf32, #stax.sizes<[4, 16, "s0"]>>) {
+  %r = "stax.reshape"(%x) : (tensor<?x64xf32, #stax.sizes<["s0", 64]>>) -> tensor<?x4x16xf32, #stax.sizes<["s0", 4, 16]>>
+  %t = "stax.permute"(%x) {perm = array<i64: 1, 0>} : (tensor<?x64xf32, #stax.sizes<["s0", 64]>>) -> tensor<64x?xf32, #stax.sizes<[64, "s0"]>>
+  %s = "stax.reshape"(%t) : (tensor<64x?xf32, #stax.sizes<[64, "s0"]>>) -> tensor<4x16x?xf32, #stax.sizes<[4, 16, "s0"]>>
+  return %r, %s : tensor<?x4x16xf32, #stax.sizes<["s0", 4, 16]>>, tensor<4x16x?xf32, #stax.sizes<[4, 16, "s0"]>>
+}

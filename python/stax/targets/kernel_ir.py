@@ -76,11 +76,14 @@ def contiguous_strides(dims) -> list:
 def kernel_kind(kernel_op, body_ops) -> str | None:
     """A kernel's `kind` ("pointwise" | "reduction", as stax-fuse sets it). A kernel
     without one holds one op the passes left outside kernels (the driver wraps it): its
-    kind follows from that op."""
+    kind follows from that op; or it is a copy kernel of the layout passes, views only
+    (a view chain of an argument and the reshape no view can give): pointwise."""
     op = getattr(kernel_op, "operation", kernel_op)
     if "kind" in op.attributes:
         return ir.StringAttr(op.attributes["kind"]).value
     names = [o.operation.name for o in body_ops if o.operation.name != "stax_graph.yield"]
+    if names and all(n in VIEW_OPS for n in names):
+        return "pointwise"
     if len(names) != 1:
         return None
     return "reduction" if names[0] in REDUCTION_OPS else "pointwise"
