@@ -25,8 +25,9 @@ the rewrites of stax-assign-layouts (passes/layout_folds.py):
    copy kernel that reads the argument, with the view chain inside it, one kernel for
    the copies of one domain (torch's reshape made these copies at run time, and the
    graph reported no kernel for them);
-5. a copy that did not fold becomes the top-level reshape it was (torch decides at run
-   time, as before).
+5. a copy that did not fold becomes the top-level reshape it was, marked
+   `stax.torch_copy`: torch's reshape copies it at run time, and the dynamic graph's
+   report says how many such copies it makes.
 
 Guarantees, for every `func.func` of the module:
 - Values are bit-identical: a pointwise op commutes with an index remap, so computing the
@@ -53,11 +54,14 @@ from stax.passes.layout_folds import (_known, _owner, _shape, fold_copies_into_p
                                       hoist_matmul_transposes, kernel_kind,
                                       merge_argument_copies, sample_dims, sample_sizes)
 
-__all__ = ["PASS_NAME", "run", "fold_view_copies"]
+__all__ = ["PASS_NAME", "run", "fold_view_copies", "TORCH_COPY_ATTR"]
 
 PASS_NAME = "stax-fold-view-copies"
 
 _WHY = "a reshape that is no view of its source's layout (stax-fold-view-copies)"
+#: on a top-level reshape left as it was though no view can give it: torch's reshape
+#: copies it at run time (the dynamic graph's report counts these)
+TORCH_COPY_ATTR = "stax.torch_copy"
 
 
 def _chain_to_root(reshape):
@@ -155,6 +159,7 @@ def _unwrap_copies(block) -> None:
         with op.location:
             flat = ir.Operation.create("stax.reshape", results=[op.results[0].type],
                                        operands=[op.operands[0]],
+                                       attributes={TORCH_COPY_ATTR: ir.UnitAttr.get()},
                                        ip=ir.InsertionPoint(op)).results[0]
         op.results[0].replace_all_uses_with(flat)
         op.erase()

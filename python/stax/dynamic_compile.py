@@ -64,6 +64,7 @@ from stax.dynamic_graph import (CannotStayDynamic, DynamicGraph, OutputPlan, _Ar
                                  _contiguous_strides, _library_runner, _slice_length_guards,
                                  _symbol_ranges, _torch_dtype, _view_runner, with_form)
 from stax.dynamic_graph import _evaluate  # noqa: F401 - the tests evaluate sizes through here
+from stax.passes.fold_view_copies import TORCH_COPY_ATTR
 
 __all__ = ["CannotStayDynamic", "DynamicGraph", "DynamicShapes", "compile_dynamic",
            "dynamic_enabled"]
@@ -301,6 +302,7 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
         addmm = _addmm_plans(block)   # matmul -> (bias-add kernel, bias)
         fused_away = {kop: mm for mm, (kop, _) in addmm.items()}
         fallback_ops = []   # stax_graph.fallback ops PyTorch runs (_library_runner)
+        torch_copies = []   # reshapes no view gives, copied by torch.reshape at run time
         device = None       # the graph's device, for its tensor literals
         result_dims = []    # every top-level result's dims (the symbols they use)
         for op in block.operations:
@@ -347,6 +349,8 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
                     lambda ins, env: torch.matmul(ins[0], ins[1]), "matmul")))
             elif name in VIEW_OPS:
                 steps.append(_Step("view", ins, outs, _view_runner(name, op, res_dims[0])))
+                if TORCH_COPY_ATTR in op.attributes:
+                    torch_copies.append(symbolic.fmt_dims(res_dims[0]))
             elif name == "stax.constant":   # a tensor literal (`torch.tensor([1., 2.])`)
                 if device is None:
                     device = _graph_device(example_inputs, config.target)
@@ -453,6 +457,11 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
                  f"{', '.join(sorted(symbols)) or 'its (all static) dims'}: "
                  f"{len(kernels)} kernel(s) with runtime sizes, {len(library_calls)} "
                  f"matmul(s) through torch; {layout}"] + fp8_notes + inplace_notes
+        if torch_copies:
+            notes.append(f"{len(torch_copies)} reshape(s) that no view gives, to "
+                         f"{', '.join(torch_copies)}: torch's reshape copies them at run time "
+                         "(stax-fold-view-copies could not have the kernel that produces their "
+                         "source write them)")
         if imported.size_asserts:
             notes.append(f"{len(imported.size_asserts)} runtime assertion(s) of Dynamo on the "
                          "sizes, checked at every call: " +

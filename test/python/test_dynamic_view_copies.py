@@ -15,6 +15,8 @@ head, and the scores' matmul read K transposed as a view. Checked:
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.fx.experimental._config as fx_config
@@ -136,3 +138,35 @@ def test_a_folded_kernel_without_a_runtime_size_lowering_builds_unfolded(
     g, seen = _run_block(torch.float32, "cpu", dict(rtol=1e-4, atol=1e-4), bound_calls)
     assert refused and counts["dynamic"] == 1 and g.route == "stax-cpu"
     assert seen.clones == 4
+
+
+def _exp_and_its_flat_transpose(x):
+    y = torch.exp(x)
+    return y, y.t().reshape(-1)
+
+
+@pytest.mark.parametrize("where", ["stax-cpu", "triton"])
+def test_copies_that_stay_torchs_are_reported(where, counts, request):  # noqa: F811
+    """A reshape no view gives whose source kernel is also returned cannot be written by
+    that kernel: torch's reshape copies it at run time, and the report says so; a
+    repeat of an argument (broadcast, then merged) is a copy kernel."""
+    if where == "triton":
+        request.getfixturevalue("interpreted_triton")
+    cf = torch.compile(_exp_and_its_flat_transpose, backend="stax", dynamic=True)
+    for n, s in ((256, 64), (300, 17), (7, 5)):
+        x = torch.randn(n, s)
+        for got, want in zip(cf(x), _exp_and_its_flat_transpose(x)):
+            assert got.shape == want.shape and got.stride() == want.stride()
+            torch.testing.assert_close(got, want)
+    (rep,) = B.reports()
+    assert isinstance(rep.specializer, DynamicShapes) and rep.kernel_count == 1, rep.summary()
+    assert re.search(r"1 reshape\(s\) that no view gives, to \[s\d+\*s\d+\]: torch's reshape "
+                     "copies them at run time", rep.summary()), rep.summary()
+
+    rep_fn = torch.compile(lambda x: x.repeat(2, 3), backend="stax", dynamic=True)
+    for n, s in ((256, 64), (300, 17)):
+        x = torch.randn(n, s)
+        assert torch.equal(rep_fn(x), x.repeat(2, 3))
+    last = B.last_report()
+    assert last.kernel_count == 1 and "torch's reshape copies" not in last.summary(), \
+        last.summary()
