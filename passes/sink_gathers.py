@@ -58,7 +58,8 @@ def _keeps_at_most_half(picked, whole) -> bool:
 def _elementwise_source(gather):
     """(views from the gather's data down, the elementwise op under them) or None."""
     views, value = [], gather.operands[0]
-    while isinstance(value, ir.OpResult) and value.owner.name in VIEW_OPS:
+    while isinstance(value, ir.OpResult) and value.owner.name in VIEW_OPS and \
+            len(value.owner.operands) == 1:
         views.append(value.owner)
         value = value.owner.operands[0]
     if not isinstance(value, ir.OpResult) or value.owner.name not in ELEMENTWISE_OPS:
@@ -77,7 +78,7 @@ def _is_splat(value) -> bool:
         and not value.owner.operands
 
 
-def _rewrite(gather, memo, pending) -> bool:
+def _rewrite(gather, _memo, pending) -> bool:
     found = _elementwise_source(gather)
     if found is None:
         return False

@@ -69,10 +69,6 @@ def test_row_pick_beside_a_reduction_static(case, where, counts, request):
     _check(case, where, False, request, STATIC_SIZES)
 
 
-def _t(shape):
-    return "tensor<" + "x".join(map(str, shape)) + "xf32>"
-
-
 @pytest.mark.parametrize("rows,cols,strategy", [
     (256, 520, "reduction-persistent"), (256, 5000, "reduction-looped"),
     (1, 70000, "reduction-split")])
@@ -81,10 +77,10 @@ def test_static_triton_kernel_stores_the_pick_per_row(rows, cols, strategy):
     bounds-checking TTIR interpreter): column 5 of each row over the row's max, and
     the max, at each strategy."""
     pytest.importorskip("triton")
-    from kernel_harness import triton_kernel
+    from kernel_harness import triton_kernel, ttype
     from ttir_interp import run_kernel
     x = torch.randn(rows, cols)
-    T, R, P = _t((rows, cols)), _t((rows,)), _t((rows, 1))
+    T, R, P = (ttype(s, torch.float32) for s in ((rows, cols), (rows,), (rows, 1)))
     body = (f'    %m = "stax.reduce_max"(%a0) {{dims = array<i64: 1>, keepdim = false}} : '
             f'({T}) -> {R}\n'
             f'    %p = "stax.slice"(%a0) {{limit = array<i64: {rows}, 6>, start = array<i64: 0, 5>, '
