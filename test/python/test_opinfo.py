@@ -27,11 +27,13 @@ PASSING = [
     "asinh", "atan", "atan2", "atanh", "atleast_1d", "atleast_2d", "baddbmm",
     "block_diag", "broadcast_shapes", "broadcast_to", "cartesian_prod", "chunk",
     "clamp", "clamp_max", "clamp_min", "conj", "constant_pad_nd", "contiguous",
-    "copysign", "cos", "cosh", "cross", "div.floor_rounding", "div.no_rounding_mode",
+    "copysign", "cos", "cosh", "cross", "diag", "diagonal", "diagonal_copy",
+    "diagonal_scatter", "div.floor_rounding", "div.no_rounding_mode",
     "div.trunc_rounding", "dsplit", "eq", "erfc", "exp", "expand", "expand_as", "eye",
     "fill", "flip", "floor_divide", "full", "full_like", "gather", "ge", "gt", "heaviside", "hsplit",
     "hstack", "inner", "isclose", "isin", "le", "linspace.tensor_overload", "log",
-    "log10", "logical_and", "logical_not", "logical_or", "logical_xor", "logspace",
+    "linalg.diagonal", "log10", "logical_and", "logical_not", "logical_or", "logical_xor",
+    "logspace",
     "logspace.tensor_overload", "lt", "masked_fill", "max.binary", "maximum",
     "meshgrid.list_of_tensors", "min.binary", "minimum", "mm", "movedim", "mul",
     "nanquantile", "native_batch_norm", "native_layer_norm", "new_full", "new_ones",
@@ -49,7 +51,7 @@ PASSING = [
     "scalar_tensor", "sigmoid", "signbit", "sinc", "sinh", "softmax", "softmax.with_dtype",
     "special.entr", "split", "split.list_args", "square", "squeeze", "squeeze.multiple",
     "sub", "t", "take_along_dim", "tan", "tile", "torch.ops.aten._safe_softmax.default", "transpose", "trapezoid",
-    "trapz", "true_divide", "unsafe_chunk", "unsafe_split", "var_mean", "vsplit",
+    "trace", "trapz", "true_divide", "unsafe_chunk", "unsafe_split", "var_mean", "vsplit",
     "zero_", "zeros",
 ]
 
@@ -60,7 +62,6 @@ KNOWN_FAILING = {
     "fmod": "fallback: no stax lowering of aten.fmod",
     "fmax": "fallback: no stax lowering of aten.fmax",
     "ldexp": "fallback: no stax lowering of aten.ldexp",
-    "diagonal": "fallback: no stax lowering of aten.diagonal (a view with a summed stride)",
     "as_strided": "fallback: no stax lowering of aten.as_strided",
     "cumsum": "fallback: no stax lowering of scans (aten.cumsum)",
     "cumprod": "fallback: no stax lowering of scans (aten.cumprod)",
@@ -80,7 +81,7 @@ KNOWN_FAILING = {
 }
 
 #: passing samples over PASSING (each op's first MAX_SAMPLES); raise it when ops are added
-PINNED_PASS_SAMPLES = 507
+PINNED_PASS_SAMPLES = 531
 
 
 @functools.lru_cache(maxsize=1)

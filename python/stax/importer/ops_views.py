@@ -1,6 +1,6 @@
 """Op handlers, views and data movement: as_strided, reshape/view/squeeze, dtype views,
-expand, repeat, permute, t, transpose, slice, select, split, cat, stack, slice_scatter and
-constant_pad_nd."""
+expand, repeat, permute, t, transpose, slice, select, diagonal, diagonal_scatter, split, cat, stack,
+slice_scatter and constant_pad_nd."""
 from __future__ import annotations
 
 import torch
@@ -341,6 +341,76 @@ def _select(b, node, a):
         return b.reshape(b.slice(x, dim, i, lim), _out(node)[0])
     i = i % shape[dim]
     return b.reshape(b.slice(x, dim, i, i + 1), _out(node)[0])
+
+
+@_reg(aten.diagonal.default, aten.diagonal_copy.default)
+def _diagonal(b, node, a):
+    """`x.diagonal(offset, dim1, dim2)` (`torch.diag` of a matrix, `trace`'s sum): x with
+    dim1 and dim2 moved last, the two merged, then every (m + 1)-th element of the merged
+    dim from the offset's start: views only (permute, reshape, strided slice), so the
+    diagonal of the last two dims of a contiguous x is a view with eager's stride m + 1,
+    and a graph output eager returns as a view stays one (stax.aliasing). Static sizes:
+    the length, min(n, m - offset), is no polynomial of symbolic sizes."""
+    x = b.v(a["self"])
+    shape = _vshape(x)
+    d1, d2, off, length, others = _diagonal_geometry(b, node, a, shape)
+    n, m = shape[d1], shape[d2]
+    if others + [d1, d2] != list(range(len(shape))):
+        x = b.permute(x, others + [d1, d2])
+    x = b.reshape(x, [shape[d] for d in others] + [n * m])
+    start = (off if off >= 0 else -off * m) if length else 0
+    end = start + (length - 1) * (m + 1) + 1 if length else 0
+    return b.slice(x, len(others), start, end, m + 1)
+
+
+def _diagonal_geometry(b, node, a, shape):
+    """(dim1, dim2, offset, the diagonal's length, the other dims) of a diagonal of
+    static `shape`."""
+    if not all(isinstance(d, int) for d in shape):
+        raise _Fallback("a diagonal of symbolic sizes (its length is a min of sizes)")
+    r = len(shape)
+    d1, d2 = _norm_dim(a["dim1"], r), _norm_dim(a["dim2"], r)
+    if d1 == d2:
+        raise UnsupportedGraph(f"node {node.name}: diagonal dims must differ, got {d1} twice")
+    off, n, m = a["offset"], shape[d1], shape[d2]
+    length = max(0, min(n, m - off) if off >= 0 else min(n + off, m))
+    return d1, d2, off, length, [d for d in range(r) if d not in (d1, d2)]
+
+
+@_reg(aten.diagonal_scatter.default)
+def _diagonal_scatter(b, node, a):
+    """x with its diagonal replaced by src (the backward of a diagonal, of `trace`):
+    where j - i == offset over (dim1, dim2), src's element along the dim the diagonal
+    steps one by one in (dim1 for an offset >= 0, else dim2), padded to that dim's size
+    and broadcast over the other; x elsewhere. Elementwise over x's shape: one kernel,
+    exact (a select)."""
+    shape, dtype = _out(node)
+    x, src = b.v(a["self"]), b.v(a["src"])
+    d1, d2, off, length, others = _diagonal_geometry(b, node, a, _vshape(x))
+    if length == 0:   # no element of the diagonal lies in x: x as it is (a fresh copy)
+        return b.convert(x, dtype)
+    along = d1 if off >= 0 else d2
+    dims = others + [along]   # src's dims in x's: broadcast_in_dim takes them in order
+    order = sorted(range(len(dims)), key=lambda i: dims[i])
+    if order != list(range(len(dims))):
+        src = b.permute(src, order)
+    short = list(shape)
+    short[along] = length
+    spread = b.broadcast(b.convert(src, dtype), short, dims=sorted(dims))
+    if length < shape[along]:   # the rows past the diagonal's end, never selected: padded
+        # in x's shape (a pad of another shape would be a kernel of its own)
+        high = [0] * len(shape)
+        high[along] = shape[along] - length
+        spread = b.emit("pad", [spread], [b.tt(shape, dtype)],
+                        {"low": ir.DenseI64ArrayAttr.get([0] * len(shape)),
+                         "high": ir.DenseI64ArrayAttr.get(high),
+                         "value": b.scalar_attr(dtype, 0)})
+    i = b.emit("iota", [], [b.tt(shape, torch.int64)], {"dim": ir.IntegerAttr.get(
+        ir.IntegerType.get_signless(64), d1)})
+    j = b.emit("iota", [], [b.tt(shape, torch.int64)], {"dim": ir.IntegerAttr.get(
+        ir.IntegerType.get_signless(64), d2)})
+    on = b.compare("eq", b.binary("sub", j, i), b.full(shape, torch.int64, off))
+    return b.select(on, spread, b.convert(x, dtype))
 
 
 @_reg(aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default,
