@@ -556,10 +556,19 @@ def copy(g: Gen, x):
 @op("rearrange", 1.5)
 def rearrange(g: Gen, x):
     """Copies that move elements: flip (gathers at size - 1 - i), repeat and tile
-    (a broadcast merged pairwise)."""
+    (a broadcast merged pairwise); and a diagonal (a strided view of two merged dims,
+    its backward a diagonal_scatter), on two dims of a tensor of rank 2 or more."""
     shape = g.shape_of(x)
     r = g.rng
-    kind = r.choice(["flip", "flip", "repeat", "tile"])
+    kind = r.choice(["flip", "flip", "repeat", "tile", "diagonal"])
+    if kind == "diagonal":
+        if len(shape) < 2:
+            return None
+        d1, d2 = r.sample(range(len(shape)), 2)
+        d1 = d1 - len(shape) if r.random() < 0.3 else d1
+        off = r.choice([0, 0, 1, -1, 2, -3])
+        return g.add(f"torch.diagonal({x}, {off}, {d1}, {d2})", [x], exact=g.info(x).exact,
+                     view_of=x)
     if kind == "flip":
         if not shape:
             return g.add(f"{x}.flip(0)", [x], exact=g.info(x).exact)
