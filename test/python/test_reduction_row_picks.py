@@ -83,8 +83,8 @@ def test_static_triton_kernel_stores_the_pick_per_row(rows, cols, strategy):
     T, R, P = (ttype(s, torch.float32) for s in ((rows, cols), (rows,), (rows, 1)))
     body = (f'    %m = "stax.reduce_max"(%a0) {{dims = array<i64: 1>, keepdim = false}} : '
             f'({T}) -> {R}\n'
-            f'    %p = "stax.slice"(%a0) {{limit = array<i64: {rows}, 6>, start = array<i64: 0, 5>, '
-            f'step = array<i64: 1, 1>}} : ({T}) -> {P}\n'
+            f'    %p = "stax.slice"(%a0) {{limit = array<i64: {rows}, 6>, '
+            f'start = array<i64: 0, 5>, step = array<i64: 1, 1>}} : ({T}) -> {P}\n'
             f'    %q = "stax.reshape"(%p) : ({P}) -> {R}\n'
             f'    %d = "stax.div"(%q, %m) : ({R}, {R}) -> {R}\n'
             f'    "stax_graph.yield"(%m, %d) : ({R}, {R}) -> ()')

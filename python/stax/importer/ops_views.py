@@ -1,6 +1,6 @@
 """Op handlers, views and data movement: as_strided, reshape/view/squeeze, dtype views,
-expand, repeat, permute, t, transpose, slice, select, diagonal, diagonal_scatter, split, cat, stack,
-slice_scatter and constant_pad_nd."""
+expand, repeat, permute, t, transpose, slice, select, diagonal, diagonal_scatter, split,
+cat, stack, slice_scatter and constant_pad_nd."""
 from __future__ import annotations
 
 import torch
@@ -353,7 +353,7 @@ def _diagonal(b, node, a):
     the length, min(n, m - offset), is no polynomial of symbolic sizes."""
     x = b.v(a["self"])
     shape = _vshape(x)
-    d1, d2, off, length, others = _diagonal_geometry(b, node, a, shape)
+    d1, d2, off, length, others = _diagonal_geometry(node, a, shape)
     n, m = shape[d1], shape[d2]
     if others + [d1, d2] != list(range(len(shape))):
         x = b.permute(x, others + [d1, d2])
@@ -363,7 +363,7 @@ def _diagonal(b, node, a):
     return b.slice(x, len(others), start, end, m + 1)
 
 
-def _diagonal_geometry(b, node, a, shape):
+def _diagonal_geometry(node, a, shape):
     """(dim1, dim2, offset, the diagonal's length, the other dims) of a diagonal of
     static `shape`."""
     if not all(isinstance(d, int) for d in shape):
@@ -386,7 +386,7 @@ def _diagonal_scatter(b, node, a):
     exact (a select)."""
     shape, dtype = _out(node)
     x, src = b.v(a["self"]), b.v(a["src"])
-    d1, d2, off, length, others = _diagonal_geometry(b, node, a, _vshape(x))
+    d1, d2, off, length, others = _diagonal_geometry(node, a, _vshape(x))
     if length == 0:   # no element of the diagonal lies in x: x as it is (a fresh copy)
         return b.convert(x, dtype)
     along = d1 if off >= 0 else d2
