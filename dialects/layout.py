@@ -35,7 +35,7 @@ from stax.runtime.strides import non_overlapping
 
 
 
-__all__ = ["LAYOUT_ATTR", "RESULT_LAYOUTS_ATTR", "VIEW_OFFSET_ATTR", "COPY_ATTR",
+__all__ = ["LAYOUT_ATTR", "RESULT_LAYOUTS_ATTR", "VIEW_OFFSET_ATTR", "COPY_ATTR", "TORCH_COPY_ATTR",
            "BYTES_MOVED_ATTR", "CHANNELS_LAST_ATTR", "CHANNELS_LAST_MODES", "DECISION_ATTR", "verify_layouts", "strides_attr", "result_layouts_attr",
            "read_strides", "result_layouts", "arg_layouts", "func_result_layouts",
            "set_func_layouts", "value_layout"]
@@ -44,6 +44,10 @@ LAYOUT_ATTR = "stax.layout"
 RESULT_LAYOUTS_ATTR = "stax.result_layouts"
 VIEW_OFFSET_ATTR = "stax.view_offset"
 COPY_ATTR = "stax.copy"
+#: unit attribute on a top-level stax.reshape that no view gives and that no kernel
+#: computes: torch's reshape copies it at run time (stax-fold-view-copies leaves these in
+#: graphs compiled for every size; their report counts them)
+TORCH_COPY_ATTR = "stax.torch_copy"
 BYTES_MOVED_ATTR = "stax.bytes_moved"
 #: module: the `stax.channels_last` option ("auto" | "on" | "off"); function: what
 #: stax-assign-layouts decided for its convolutions ("switched: why" | "kept: why")
@@ -236,6 +240,9 @@ def _verify_op(op, errors: list) -> None:
         elif not isinstance(attrs[COPY_ATTR], ir.StringAttr) and \
                 not ir.StringAttr.isinstance(attrs[COPY_ATTR]):
             errors.append(f"{where} '{COPY_ATTR}' must be a string (why the copy is needed)")
+    if TORCH_COPY_ATTR in attrs and (op.name != "stax.reshape" or
+                                     str(attrs[TORCH_COPY_ATTR]) != "unit"):
+        errors.append(f"{where} '{TORCH_COPY_ATTR}' is a unit attribute of a stax.reshape")
 
 
 def verify_layouts(module) -> None:

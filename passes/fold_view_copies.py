@@ -45,7 +45,7 @@ Guarantees, for every `func.func` of the module:
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.dialects.layout import COPY_ATTR
+from stax.dialects.layout import COPY_ATTR, TORCH_COPY_ATTR
 from stax.dialects.stax_dialect import YIELD
 from stax.passes._per_function import run_per_function
 from stax.passes.assign_layouts import KERNEL_OPS, wrap_op_in_kernel
@@ -54,14 +54,11 @@ from stax.passes.layout_folds import (_known, _owner, _shape, fold_copies_into_p
                                       hoist_matmul_transposes, kernel_kind,
                                       merge_argument_copies, sample_dims, sample_sizes)
 
-__all__ = ["PASS_NAME", "run", "fold_view_copies", "TORCH_COPY_ATTR"]
+__all__ = ["PASS_NAME", "run", "fold_view_copies"]
 
 PASS_NAME = "stax-fold-view-copies"
 
 _WHY = "a reshape that is no view of its source's layout (stax-fold-view-copies)"
-#: on a top-level reshape left as it was though no view can give it: torch's reshape
-#: copies it at run time (the dynamic graph's report counts these)
-TORCH_COPY_ATTR = "stax.torch_copy"
 
 
 def _chain_to_root(reshape):

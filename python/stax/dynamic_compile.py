@@ -64,7 +64,7 @@ from stax.dynamic_graph import (CannotStayDynamic, DynamicGraph, OutputPlan, _Ar
                                  _contiguous_strides, _library_runner, _slice_length_guards,
                                  _symbol_ranges, _torch_dtype, _view_runner, with_form)
 from stax.dynamic_graph import _evaluate  # noqa: F401 - the tests evaluate sizes through here
-from stax.passes.fold_view_copies import TORCH_COPY_ATTR
+from stax.dialects.layout import TORCH_COPY_ATTR
 
 __all__ = ["CannotStayDynamic", "DynamicGraph", "DynamicShapes", "compile_dynamic",
            "dynamic_enabled"]

@@ -82,3 +82,11 @@ func.func @copy_on_a_view(%x: tensor<4x8xf32>) -> tensor<32xf32> {
   %r = "stax.reshape"(%x) {stax.copy = "why"} : (tensor<4x8xf32>) -> tensor<32xf32>
   return %r : tensor<32xf32>
 }
+
+// -----
+
+func.func @torch_copy_on_a_permute(%x: tensor<4x8xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'stax.permute' op 'stax.torch_copy' is a unit attribute of a stax.reshape}}
+  %p = "stax.permute"(%x) {perm = array<i64: 1, 0>, stax.torch_copy} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  return %p : tensor<8x4xf32>
+}

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stax.dialects.schedule import GpuTiling, gpu_mode
+from stax.dialects.symbolic import dim_product
 from stax.targets.kernel_ir import reduction_signature as _reduction_signature
 from stax.targets.kernel_ir import REDUCTION_OPS as _REDUCTIONS
 from stax.targets.kernel_ir import SIZE_VALUE_OPS
@@ -273,24 +274,26 @@ def analyze_kernel(kernel_op) -> KernelShape:
                        _splittable(ops[:-1], list(ops[-1].operands), S, D))
 
 
-def _value_facts(defining, size, numel=None, domain=None, reduced=(), dims=_shape):
+def _value_facts(defining, domain, reduced, dims=_shape):
     """A memoized v -> (reads a reduction, is full space) over a kernel body (`defining`:
-    result -> op). Full space: v varies along the reduced dims, i.e. it is computed per
-    element of the domain (`size` elements). A kernel input (or a full / iota) with as
-    many elements as the domain is full space whatever its shape: an input [B*T, C]
-    reshaped to the domain [B, T, C] is full space, not a row value. A gather is full
+    result -> op), for a reduction over dims `reduced` of `domain`. Full space: v varies
+    along the reduced dims, i.e. it is computed per element of the domain. A kernel
+    input (or a full / iota) with as many elements as the domain is full space whatever
+    its shape: an input [B*T, C] reshaped to the domain [B, T, C] is full space, not a
+    row value. A gather is full
     space where its index is or where its result has the domain's elements. A slice of
     a domain-shaped value that keeps every kept dim whole and one element of each
     reduced dim (`x.select(1, 5)` of a row reduction's [rows, C] operand) is a row value:
-    one element per row, read at the row index. `numel`: v -> its element count
-    (default: static shapes'; the runtime-size generator passes the symbolic product,
-    `size` then being a size expression); `domain`, `reduced`: the domain's dims (as
-    `dims` gives them) and the reduced ones, without which no slice is a row value."""
-    count = numel or (lambda v: _numel(_shape(v)))
+    one element per row, read at the row index. `dims`: v -> its dims (static shapes';
+    the runtime-size generator passes symbolic ones, ints and size expressions, and
+    `domain` in that form)."""
+    def count(v):
+        return dim_product(dims(v))
+    size = dim_product(domain)
     memo = {}
 
     def picks_one_per_row(o):
-        if domain is None or o.operation.name != "stax.slice":
+        if o.operation.name != "stax.slice":
             return False
         src, res = list(dims(o.operands[0])), list(dims(o.results[0]))
         return src == list(domain) and len(res) == len(src) and all(
@@ -327,7 +330,7 @@ def _splittable(body, yielded, S, D) -> bool:
     Yes when every reduction is a plain one (no argmax/argmin, not over i1) that reads no
     other reduction (one phase), and no full-space output reads a reduction (it would
     need the finished row value in every part)."""
-    walk = _value_facts({r: o for o in body for r in o.results}, _numel(S), None, S, D)
+    walk = _value_facts({r: o for o in body for r in o.results}, S, D)
     size = _numel(S)
     for o in body:
         if o.operation.name not in _REDUCTIONS:

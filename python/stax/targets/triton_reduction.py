@@ -39,7 +39,7 @@ class _ReductionMixin:
                     f"kernel {self.name} mixes reductions of different signatures ({S} over {D} "
                     f"and {_reduction_signature(r)}); stax-fuse should have split them")
         self.S, self.D = S, D
-        self.facts = _value_facts(self.defining, _numel(S), None, S, D)
+        self.facts = _value_facts(self.defining, S, D)
         kept = [d for d in range(len(S)) if d not in D]
         self.kept = kept
         rows = _numel([S[d] for d in kept])

@@ -36,13 +36,6 @@ def _dims(v):
     return list(symbolic.dims_of(v.type))
 
 
-def _sized_value_facts(defining, size, domain=None, reduced=()):
-    """triton_configs._value_facts over symbolic dims, `size` the domain's element count
-    (an int or a size expression), `domain` its dims (ints or size expressions)."""
-    return _value_facts(defining, size, lambda v: symbolic.dim_product(_dims(v)),
-                        domain, reduced, _dims)
-
-
 class _SizedReductionMixin:
     """The row-reduction kernel of `triton_symbolic._SizedLowering`, and (for its
     pointwise kernels too) the value of a stax.size_value."""
@@ -77,7 +70,7 @@ class _SizedReductionMixin:
         self.kept = [d for d in range(len(S)) if d not in D]
         size = symbolic.dim_product(S)
         rows = symbolic.dim_product([S[d] for d in self.kept])
-        self.facts = _sized_value_facts(self.defining, size, S, D)
+        self.facts = _value_facts(self.defining, S, D, _dims)
         self.full_outs, self.row_outs = [], []
         for i, v in enumerate(self.yielded):
             n = symbolic.dim_product(_dims(v))
