@@ -163,8 +163,9 @@ def _erase_dead(ops) -> None:
         changed = False
         for op in list(pending):
             if all(not list(r.uses) for r in op.results):
-                op.erase()
+                # out of the list first: comparing with an erased op raises
                 pending.remove(op)
+                op.erase()
                 changed = True
 
 

@@ -258,6 +258,20 @@ def test_noncontiguous_operands_of_bmm(tmp_path, monkeypatch):
     assert ir.count('"stax.matmul"') == 1
 
 
+def test_heads_unbound_from_one_permute(tmp_path, monkeypatch):
+    # `qkv.permute(2, 0, 3, 1, 4).unbind(0)` (timm's and many ViTs' attention): the three
+    # head copies share one permute of the argument. Merging them into one copy kernel
+    # erased the shared views in a loop that compared a live op with an erased one, so
+    # the graph fell back to PyTorch ("the operation has been invalidated")
+    def attention(qkv):
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        att = torch.softmax((q @ k.transpose(-1, -2)) * 0.125, dim=-1)
+        return att @ v
+    ir = check(attention, torch.randn(4, 256, 3, 8, 64), tmp_path=tmp_path,
+               monkeypatch=monkeypatch, copies=1)
+    assert ir.count('"stax.matmul"') == 2
+
+
 def test_pass_layouts_match_layout_algebra_and_torch():
     """The algebra the pass uses gives torch's own view strides (slice, permute, expand,
     reshape), and refuses exactly the reshapes torch's `view` refuses."""
