@@ -246,8 +246,6 @@ def diagnose(r) -> str:
         if "list index out of range" in d and r.get("op") in ("unbind_copy", "histogramdd"):
             return ("a fallback op returning Tensor[]: driver._emit_fallback indexes the "
                     "schema's returns by list position")
-        if "index out of range" in d and "one_hot" in r.get("op", ""):
-            return "one_hot of a 0-d tensor: the fallback op is built with no results"
         if "ImporterError" in d:
             return "importer handler bug: " + d.split("failed: ")[-1][:100]
         if d.startswith(("timeout", "crash")):

@@ -648,8 +648,8 @@ class SymbolValueOp(Stax.Operation, name="symbol_value", traits=[ext.Pure]):
 
 # The structural stax_graph ops (kernel, yield, fallback) and `verify_module` live in
 # structural.py (IRDL cannot express them); re-exported here, where callers import them.
-from stax.dialects.structural import (COLLECTIVE, FALLBACK, KERNEL, STRUCTURAL_OPS, YIELD,  # noqa: E402
-                                      StaxVerificationError)
+from stax.dialects.structural import (CHECK, COLLECTIVE, FALLBACK, KERNEL, STRUCTURAL_OPS,  # noqa: E402
+                                      YIELD, StaxVerificationError)
 from stax.dialects.structural import verify_module as _verify_structure  # noqa: E402
 
 

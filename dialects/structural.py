@@ -1,5 +1,6 @@
 """The structural ops of stax: `stax_graph.kernel`, `stax_graph.yield`,
-`stax_graph.fallback`, `stax_graph.collective` (verified in collective.py), and
+`stax_graph.fallback`, `stax_graph.check`, `stax_graph.collective` (verified in
+collective.py), and
 `verify_module`, which runs MLIR's verifier and then theirs.
 
 They are not IRDL ops (see the comment below); `stax_dialect` re-exports everything here.
@@ -22,7 +23,10 @@ KERNEL = "stax_graph.kernel"
 YIELD = "stax_graph.yield"
 FALLBACK = "stax_graph.fallback"
 COLLECTIVE = "stax_graph.collective"  # a torch.distributed collective (collective.py)
-STRUCTURAL_OPS = (KERNEL, YIELD, FALLBACK, COLLECTIVE)
+# an assertion on a computed value (`aten._assert_async`: one_hot's class range): the
+# program raises RuntimeError(message) where its 0-d condition is false, as eager does
+CHECK = "stax_graph.check"
+STRUCTURAL_OPS = (KERNEL, YIELD, FALLBACK, CHECK, COLLECTIVE)
 
 
 class StaxVerificationError(Exception):
@@ -125,6 +129,22 @@ def _verify_fallback(op):
         fail("must not have regions")
 
 
+def _verify_check(op):
+    def fail(msg):
+        raise StaxVerificationError(f"{_loc_prefix(op)}: error: '{CHECK}' op {msg}")
+    if len(op.operands) != 1:
+        fail(f"takes one condition, got {len(op.operands)} operands")
+    t = op.operands[0].type
+    if not (isinstance(t, ir.RankedTensorType) and t.rank == 0 and
+            str(t.element_type) == "i1"):
+        fail(f"condition must be a tensor<i1> (0-d bool), got {t}")
+    if len(op.results) != 0 or len(op.regions) != 0:
+        fail("has no results and no regions")
+    m = op.attributes["message"] if "message" in op.attributes else None
+    if not isinstance(m, ir.StringAttr):
+        fail(f"requires string attribute 'message' (what eager raises), got {m}")
+
+
 def _verify_collective(op):
     from stax.dialects.collective import verify_collective
 
@@ -134,7 +154,7 @@ def _verify_collective(op):
 
 
 _STRUCTURAL_VERIFIERS = {KERNEL: _verify_kernel, YIELD: _verify_yield, FALLBACK: _verify_fallback,
-                         COLLECTIVE: _verify_collective}
+                         CHECK: _verify_check, COLLECTIVE: _verify_collective}
 
 
 def _where(loc) -> str:

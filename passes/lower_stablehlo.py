@@ -45,9 +45,10 @@ FRONTEND_ATTRS = "mhlo.frontend_attributes"
 INDEX_CHECKS_ATTR = "stax.index_checks"
 
 try:  # the structural op names live in the dialect module
-    from stax.dialects.stax_dialect import FALLBACK, KERNEL, YIELD
+    from stax.dialects.stax_dialect import CHECK, FALLBACK, KERNEL, YIELD
 except ImportError:  # pragma: no cover
     KERNEL, YIELD, FALLBACK = "stax_graph.kernel", "stax_graph.yield", "stax_graph.fallback"
+    CHECK = "stax_graph.check"
 
 
 class LoweringError(PassError):
@@ -541,6 +542,12 @@ def _lower_block(e: _Emitter, block, env: dict) -> list[V] | None:
                 f"'{FALLBACK}' runs the ATen op {target} in PyTorch, which cannot run on a "
                 f"Neuron device; the Neuron target needs the whole graph in stax ops "
                 f"(this graph falls back as a whole unless strict)", location=op.location)
+        if name == CHECK:
+            raise LoweringError(
+                f"'{CHECK}' raises where a computed condition is false (eager's "
+                f"_assert_async: {ir.StringAttr(op.attributes['message']).value!r}); a "
+                "Neuron program cannot raise at run time, so this graph falls back as a "
+                "whole unless strict", location=op.location)
         if name == KERNEL:
             inner = dict(env)
             body = op.regions[0].blocks[0]

@@ -135,12 +135,12 @@ def fused_pipeline(config=None) -> list:
 
 VIEW_OPS = ("stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice")
 # the structural ops live in `stax_graph` (IRDL variadics must be homogeneous)
-from stax.dialects.stax_dialect import COLLECTIVE, FALLBACK, KERNEL, YIELD  # noqa: F401
+from stax.dialects.stax_dialect import CHECK, COLLECTIVE, FALLBACK, KERNEL, YIELD  # noqa: F401
 KERNEL_OPS = (KERNEL, "stax.kernel")
 FALLBACK_OPS = (FALLBACK, "stax.fallback")
 # top-level ops the wrapper handles itself (everything else goes into a kernel)
-_WRAPPER_OPS = KERNEL_OPS + FALLBACK_OPS + (COLLECTIVE, "stax.matmul", "stax.constant",
-                                            "func.return") + VIEW_OPS
+_WRAPPER_OPS = KERNEL_OPS + FALLBACK_OPS + (COLLECTIVE, CHECK, "stax.matmul",
+                                            "stax.constant", "func.return") + VIEW_OPS
 
 
 # ----------------------------------------------------------------------------- types

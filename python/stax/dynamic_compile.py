@@ -106,6 +106,18 @@ def _constant_runner(op, device):
     return with_form(lambda ins, env: t, "constant")
 
 
+def _check_runner(op):
+    """A top-level stax_graph.check: raises eager's RuntimeError where its condition (a
+    0-d bool a kernel computed) is false; no results."""
+    from stax._mlir import ir
+    message = ir.StringAttr(op.attributes["message"]).value
+
+    def check(ins, env):
+        torch._assert_async(ins[0], message)
+        return []
+    return check
+
+
 def _derived_size(*_):
     """Stands for a size argument that is not one symbol (`s0*s1`, which aot_autograd's
     forward saves for the backward) in the copy of a graph that is imported: the
@@ -227,7 +239,7 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
     `permute` of a weight."""
     from stax._mlir import ir, new_context
     from stax.dialects import symbolic
-    from stax.dialects.stax_dialect import FALLBACK
+    from stax.dialects.stax_dialect import CHECK, FALLBACK
     from stax.driver import (_FP8, KERNEL_OPS, UNFUSED_PIPELINE, VIEW_OPS,
                              _block, _main_func, _run_passes, _wrap_stray_ops, fused_pipeline,
                              fp8_legalization, name_kernels)
@@ -355,6 +367,8 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
                 if device is None:
                     device = _graph_device(example_inputs, config.target)
                 steps.append(_Step("constant", ins, outs, _constant_runner(op, device)))
+            elif name == CHECK:   # eager's assertion on a value a kernel computed
+                steps.append(_Step("library", ins, [], _check_runner(op)))
             elif name == FALLBACK:
                 # PyTorch runs it, as the static path's fallback op: reported the same way
                 steps.append(_Step("library", ins, outs, _library_runner(op, res_dims)))

@@ -147,8 +147,8 @@ def _step_lines(w: _Writer, st, ins: list[str], outs: list[str], device: str) ->
     if kind == "slice":
         return [f"{outs[0]} = {ins[0]}{_slice_code(w, form)}"]
     call = f"{w.global_name(st.fn, 'fn')}([{', '.join(ins)}], env)"
-    if st.kind == "library":   # a list, one tensor per result
-        return [f"({', '.join(outs)},) = {call}"]
+    if st.kind == "library":   # a list, one tensor per result (none: a check)
+        return [f"({', '.join(outs)},) = {call}" if outs else call]
     return [f"{outs[0]} = {call}"]
 
 

@@ -27,8 +27,8 @@ from stax.compiled_graph import COLLECTIVE_CALL, CompiledGraph, _base_globals
 from stax.dialects.collective import COLLECTIVE, collective_summary
 from stax.dialects.layout import (COPY_ATTR, VIEW_OFFSET_ATTR, arg_layouts,
                                   result_layouts)
-from stax.driver import (FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8, output_structure,
-                         wrap_op_in_kernel)
+from stax.driver import (CHECK, FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8,
+                         output_structure, wrap_op_in_kernel)
 from stax.errors import StaxUnsupportedError
 from stax.gpu_tuning import _autotuner_importable, _triton_compiler, _Tuner
 from stax.guards import _dtype_src, _guard_src
@@ -538,6 +538,11 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             _emit_fallback(op, em, vals, define, fallback_ops, collective=True)
             library_calls.append(COLLECTIVE_CALL + collective_summary(op.operation))
             collectives += 1
+        elif name == CHECK:   # eager's assertion, on the value a kernel computed
+            cond, = (vals[v] for v in op.operation.operands)
+            from stax._mlir import ir
+            msg = ir.StringAttr(op.operation.attributes["message"]).value
+            em.emit(f"torch._assert_async({cond.var}, {msg!r})")
         elif name == "stax.constant":
             r = op.operation.results[0]
             shape, dtype = _tensor_type(r)

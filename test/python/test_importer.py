@@ -348,17 +348,25 @@ def test_conv_training_fallback_multi_result():
 
 
 def test_an_op_with_no_tensor_result_is_refused_by_name():
-    """An op run for its effect (an assertion: `_assert_async`) has no result for a
+    """An op run for its effect with no stax form (`aten._print`) has no result for a
     stax_graph.fallback to hold: the importer refuses the graph naming the node (before:
-    an IndexError from inside the builder, seen on the H200)."""
+    an IndexError from inside the builder, seen on the H200). An assertion on a value
+    (`_assert_async`) is a stax_graph.check (test_value_checks.py)."""
     from torch.fx.experimental.proxy_tensor import make_fx
     from stax._mlir import new_context
     from stax.importer import UnsupportedGraph, import_graph
 
     def f(x):
-        torch.ops.aten._assert_async.msg(torch.tensor(True), "never")
+        torch.ops.aten._print.default("hi")
         return x * 2
     gm = make_fx(f)(torch.randn(3))
-    with pytest.raises(UnsupportedGraph, match=r"node _assert_async \(aten._assert_async.msg\) "
+    with pytest.raises(UnsupportedGraph, match=r"node _print \(aten._print.default\) "
                        "returns no tensor"):
         import_graph(gm, [torch.randn(3)], new_context())
+
+    def g(x):
+        torch.ops.aten._assert_async.msg(x.sum() > 0, "never")
+        return x * 2
+    text = str(import_graph(make_fx(g)(torch.randn(3)), [torch.randn(3)],
+                            new_context()).module)
+    assert '"stax_graph.check"' in text and 'message = "never"' in text

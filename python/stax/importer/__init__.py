@@ -26,7 +26,8 @@ The package, one job a module: `specs` (what the importer returns, its errors), 
 (dtypes, shapes, argument binding), `builder` (`_Builder`, which emits the ops), `table`
 (`HANDLERS` and `_reg`), `graph` (`import_graph`, the walk over the graph), `symbolic`
 (symbolic mode), and the handlers by op family: `ops_elementwise`, `ops_views`,
-`ops_reductions`, `ops_normalization`, `ops_linalg`, `ops_creation`, `ops_indexing`.
+`ops_reductions`, `ops_normalization`, `ops_linalg`, `ops_creation`, `ops_indexing`,
+`ops_checks` (assertions on computed values).
 Importing the package imports every family, so `HANDLERS` is complete.
 """
 from __future__ import annotations
@@ -39,8 +40,8 @@ from stax.importer.common import (_DTYPE_NAMES, _FP8_DTYPES, _NAME_TO_DTYPE, _SP
 from stax.importer.builder import _Builder
 from stax.importer.table import HANDLERS, Handler, _reg
 # the op families: each registers its handlers in HANDLERS as it is imported
-from stax.importer import (ops_creation, ops_elementwise, ops_indexing, ops_linalg,
-                           ops_normalization, ops_reductions, ops_views)
+from stax.importer import (ops_checks, ops_creation, ops_elementwise, ops_indexing,
+                           ops_linalg, ops_normalization, ops_reductions, ops_views)
 from stax.importer.graph import _dense_attr, _import_node, import_graph
 
 __all__ = ["import_graph", "ImportedGraph", "InputSpec", "OutputSpec", "UnsupportedGraph",
@@ -51,5 +52,5 @@ __all__ = ["import_graph", "ImportedGraph", "InputSpec", "OutputSpec", "Unsuppor
 __all__ += ["_Fallback", "_DTYPE_NAMES", "_FP8_DTYPES", "_NAME_TO_DTYPE", "_SPECIALIZED",
             "_bind", "_check_static", "_numel", "_val", "_vdtype", "_vshape", "_Builder",
             "Handler", "_reg", "_dense_attr", "_import_node",
-            "ops_creation", "ops_elementwise", "ops_indexing", "ops_linalg",
+            "ops_checks", "ops_creation", "ops_elementwise", "ops_indexing", "ops_linalg",
             "ops_normalization", "ops_reductions", "ops_views"]

@@ -166,6 +166,9 @@ _SHAPE_PRESERVING_LIBRARY_OPS = {getattr(getattr(aten, n), o) for n, o in (
     ("erfinv", "default")) if hasattr(aten, n) and hasattr(getattr(aten, n), o)}
 SYMBOLIC_OPS |= _SHAPE_PRESERVING_LIBRARY_OPS
 
+#: assertions on computed values (one_hot's class range): stax_graph.check (ops_checks)
+SYMBOLIC_OPS |= {aten._assert_async.msg, aten._assert_async.default}
+
 #: a cache written in place, which only stax.inplace_windows puts in a graph (aot's
 #: graphs are functional): PyTorch's index_copy_ into the input it updates
 INPLACE_WRITE_OPS = {aten.index_copy_.default}

@@ -1,0 +1,216 @@
+"""Idioms of real models that no other test contains, forward and backward against
+eager, on the CPU and on CUDA (skipped without a GPU), under STAX_STRICT (a graph that
+falls back fails the test): ViT's `qkv.permute(2, 0, 3, 1, 4).unbind(0)` heads, BERT's
+additive mask, Swin's window partition, einsum attention with a causal mask, MoE top-k
+routing, one_hot, GroupNorm, pixel shuffle, interpolation, label smoothing, LSTM gates,
+position ids from a cumsum, depthwise and causal convolutions, bf16 RMSNorm, var_mean.
+Every output is compared in value, shape, dtype and strides; every input gradient in
+value. Found so far: the ViT heads fell back to PyTorch (layout_folds._erase_dead)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import stax.backend as B
+
+pytestmark = pytest.mark.usefixtures("stax_strict")
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU"))]
+
+
+def bert_attention(x, keep, wq, wk, wv):
+    b, t, c = x.shape
+    h = 8
+
+    def heads(z):
+        return z.view(b, t, h, c // h).permute(0, 2, 1, 3)
+    q, k, v = heads(x @ wq), heads(x @ wk), heads(x @ wv)
+    s = q @ k.transpose(-1, -2) / math.sqrt(c // h)
+    s = s + (1.0 - keep[:, None, None, :]) * -10000.0
+    return (s.softmax(-1) @ v).permute(0, 2, 1, 3).contiguous().view(b, t, c)
+
+
+def vit_attention(x, wqkv):
+    b, n, c = x.shape
+    h = 8
+    q, k, v = (x @ wqkv).reshape(b, n, 3, h, c // h).permute(2, 0, 3, 1, 4).unbind(0)
+    a = ((q * (c // h) ** -0.5) @ k.transpose(-2, -1)).softmax(dim=-1)
+    return (a @ v).transpose(1, 2).reshape(b, n, c)
+
+
+def swin_windows(x):
+    b, hh, ww, c = x.shape
+    w = 8
+    win = x.view(b, hh // w, w, ww // w, w, c).permute(0, 1, 3, 2, 4, 5)
+    win = win.contiguous().view(-1, w * w, c)
+    y = F.layer_norm(win, (c,)) * 2
+    y = y.view(b, hh // w, ww // w, w, w, c).permute(0, 1, 3, 2, 4, 5)
+    return y.contiguous().view(b, hh, ww, c) + x
+
+
+def einsum_causal_attention(q, k, v):
+    s = torch.einsum("bhid,bhjd->bhij", q, k) * 0.125
+    causal = torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool, device=q.device).tril()
+    s = s.masked_fill(~causal, float("-inf"))
+    return torch.einsum("bhij,bhjd->bhid", s.softmax(-1), v)
+
+
+def moe_routing(x, gate):
+    top, idx = (x @ gate).softmax(-1).topk(2, dim=-1)
+    return top / top.sum(-1, keepdim=True), idx
+
+
+def one_hot_of_argmax(x):
+    return F.one_hot(x.argmax(-1), x.shape[-1]).float() * x
+
+
+def group_norm_silu(x, w, b):
+    return F.silu(F.group_norm(x, 8, w, b))
+
+
+def pixel_shuffle_relu(x):
+    return F.pixel_shuffle(x, 2).relu()
+
+
+def nearest_upsample(x):
+    return F.interpolate(x, scale_factor=2, mode="nearest") + 1
+
+
+def bilinear_upsample(x):
+    return F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+
+
+def cosine_of_normalized(a, b):
+    return F.cosine_similarity(F.normalize(a, dim=-1), b, dim=-1)
+
+
+def label_smoothed_ce(x, t):
+    return F.cross_entropy(x, t, label_smoothing=0.1, ignore_index=3)
+
+
+def gelu_glu(x):
+    a, g = x.chunk(2, dim=-1)
+    return a * F.gelu(g, approximate="tanh")
+
+
+def lstm_cell(x, h, c, w, u):
+    i, f, g, o = (x @ w + h @ u).chunk(4, 1)
+    c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c2), c2
+
+
+def position_ids(mask, emb):
+    pid = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+    return emb[pid] * mask[..., None]
+
+
+def depthwise_conv(x, w):
+    return F.conv2d(x, w, padding=1, groups=x.shape[1]).mul(0.5)
+
+
+def causal_conv1d(x, w):
+    return F.conv1d(F.pad(x, (2, 0)), w)
+
+
+def log_normalize(x):
+    return x - torch.logsumexp(x, -1, keepdim=True)
+
+
+def rms_norm_bf16(x, w):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+
+
+def standardize(x):
+    v, m = torch.var_mean(x, dim=(0, 2), correction=1, keepdim=True)
+    return (x - m) / (v + 1e-5).sqrt()
+
+
+def masked_cumsum(x):
+    t = x.shape[-1]
+    above = torch.triu(torch.ones(t, t, dtype=torch.bool, device=x.device), 1)
+    return x.masked_fill(above, 0).cumsum(-1)
+
+
+def clamped_select(x, y):
+    return torch.where(x > 0, x.clamp(max=0.5), y.clamp(min=-0.3)) ** 2
+
+
+def _f(*shape, dtype=torch.float32):
+    return torch.randn(*shape, dtype=dtype)
+
+
+CASES = {
+    # name: (function, input maker); float inputs require grad
+    "bert_attention": (bert_attention, lambda: (
+        _f(4, 128, 512), (torch.rand(4, 128) > 0.2).float(), _f(512, 512) / 23,
+        _f(512, 512) / 23, _f(512, 512) / 23)),
+    "vit_attention": (vit_attention, lambda: (_f(4, 197, 512), _f(512, 1536) / 23)),
+    "swin_windows": (swin_windows, lambda: (_f(2, 32, 32, 96),)),
+    "einsum_causal_attention": (einsum_causal_attention, lambda: (
+        _f(2, 4, 64, 32), _f(2, 4, 64, 32), _f(2, 4, 64, 32))),
+    "moe_routing": (moe_routing, lambda: (_f(256, 512), _f(512, 8))),
+    "one_hot_of_argmax": (one_hot_of_argmax, lambda: (_f(256, 64),)),
+    "group_norm_silu": (group_norm_silu, lambda: (_f(4, 64, 16, 16), _f(64), _f(64))),
+    "pixel_shuffle_relu": (pixel_shuffle_relu, lambda: (_f(2, 64, 16, 16),)),
+    "nearest_upsample": (nearest_upsample, lambda: (_f(2, 16, 16, 16),)),
+    "bilinear_upsample": (bilinear_upsample, lambda: (_f(2, 16, 16, 16),)),
+    "cosine_of_normalized": (cosine_of_normalized, lambda: (_f(256, 512), _f(256, 512))),
+    "label_smoothed_ce": (label_smoothed_ce, lambda: (
+        _f(256, 1000), torch.randint(0, 1000, (256,)))),
+    "gelu_glu": (gelu_glu, lambda: (_f(256, 1024),)),
+    "lstm_cell": (lstm_cell, lambda: (
+        _f(256, 128), _f(256, 128), _f(256, 128), _f(128, 512) / 11, _f(128, 512) / 11)),
+    "position_ids": (position_ids, lambda: (
+        (torch.rand(8, 64) > 0.3).long(), _f(64, 32))),
+    "depthwise_conv": (depthwise_conv, lambda: (_f(2, 32, 16, 16), _f(32, 1, 3, 3))),
+    "causal_conv1d": (causal_conv1d, lambda: (_f(4, 16, 100), _f(32, 16, 3))),
+    "log_normalize": (log_normalize, lambda: (_f(256, 1000),)),
+    "rms_norm_bf16": (rms_norm_bf16, lambda: (
+        _f(256, 512, dtype=torch.bfloat16), _f(512, dtype=torch.bfloat16))),
+    "standardize": (standardize, lambda: (_f(8, 64, 300),)),
+    "masked_cumsum": (masked_cumsum, lambda: (_f(4, 64, 64),)),
+    "clamped_select": (clamped_select, lambda: (_f(512, 512), _f(512, 512))),
+}
+
+
+def _tol(dtype, grad=False):
+    if dtype == torch.bfloat16:
+        return dict(rtol=2e-2, atol=2e-2 if not grad else 5e-2)
+    return dict(rtol=1e-4, atol=1e-4) if not grad else dict(rtol=1e-3, atol=1e-3)
+
+
+def _outputs(o):
+    return list(o) if isinstance(o, (tuple, list)) else [o]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_idiom_matches_eager(case, device):
+    fn, make = CASES[case]
+    args = [a.to(device) for a in make()]
+    want_in = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
+    got_in = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
+    want = _outputs(fn(*want_in))
+    got = _outputs(torch.compile(fn, backend="stax")(*got_in))
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert (g.shape, g.dtype, g.stride()) == (w.shape, w.dtype, w.stride()), i
+        if w.is_floating_point():
+            torch.testing.assert_close(g, w, **_tol(w.dtype))
+        else:
+            assert torch.equal(g, w), i
+    pairs = [(g, w) for g, w in zip(got, want) if w.requires_grad]
+    if pairs:
+        seeds = [torch.randn_like(w) for _, w in pairs]
+        torch.autograd.backward([w for _, w in pairs], seeds)
+        torch.autograd.backward([g for g, _ in pairs], seeds)
+        for i, (g, w) in enumerate(zip(got_in, want_in)):
+            if w.requires_grad:
+                torch.testing.assert_close(g.grad, w.grad, **_tol(w.dtype, grad=True),
+                                           msg=lambda m: f"grad of input {i}: {m}")
+    routes = {g.route for r in B.reports() for g in r.graphs}
+    assert routes == {"stax-cpu" if device == "cpu" else "triton"}, routes
