@@ -9,8 +9,9 @@ grouped-query heads, fully masked softmax rows, an f16 upcast softmax, ties of m
 argmax, strided outputs; torch.nn's MultiheadAttention, TransformerEncoderLayer and a
 BatchNorm in training (its running statistics); inputs mutated in place.
 Every output is compared in value, shape, dtype and strides; every input gradient in
-value. Found so far: the ViT heads fell back to PyTorch (layout_folds._erase_dead), and
-one_hot's graphs ran as written by PyTorch (its `_assert_async`: stax_graph.check)."""
+value; the ops PyTorch runs inside each graph are pinned (RUN_BY_PYTORCH). Found so far: the ViT heads fell back to PyTorch (layout_folds._erase_dead), and
+one_hot's graphs ran as written by PyTorch (its `_assert_async`: stax_graph.check).
+Ten idioms also run over five batch sizes with the batch dim marked dynamic: one compile."""
 from __future__ import annotations
 
 import math
@@ -34,7 +35,8 @@ def bert_attention(x, keep, wq, wk, wv):
         return z.view(b, t, h, c // h).permute(0, 2, 1, 3)
     q, k, v = heads(x @ wq), heads(x @ wk), heads(x @ wv)
     s = q @ k.transpose(-1, -2) / math.sqrt(c // h)
-    s = s + (1.0 - keep[:, None, None, :]) * -10000.0
+    # (a bool mask: the gradient of a float one, through * -10000, is ill-conditioned)
+    s = s + (1.0 - keep[:, None, None, :].to(s.dtype)) * -10000.0
     return (s.softmax(-1) @ v).permute(0, 2, 1, 3).contiguous().view(b, t, c)
 
 
@@ -202,7 +204,7 @@ def _signed(*shape):
 CASES = {
     # name: (function, input maker); float inputs require grad
     "bert_attention": (bert_attention, lambda: (
-        _f(4, 128, 512), (torch.rand(4, 128) > 0.2).float(), _f(512, 512) / 23,
+        _f(4, 128, 512), torch.rand(4, 128) > 0.2, _f(512, 512) / 23,
         _f(512, 512) / 23, _f(512, 512) / 23)),
     "vit_attention": (vit_attention, lambda: (_f(4, 197, 512), _f(512, 1536) / 23)),
     "swin_windows": (swin_windows, lambda: (_f(2, 32, 32, 96),)),
@@ -247,6 +249,25 @@ CASES = {
 }
 
 
+#: the ops of each idiom that PyTorch runs inside its stax graph on the CPU (declared
+#: library ops and stax_graph.fallback ops, each named in the report); every other op is
+#: a stax kernel or a matmul
+RUN_BY_PYTORCH = {
+    "bilinear_upsample": ["aten.index_put.default"],        # the backward's accumulation
+    "nearest_upsample": ["aten.index_put.default"],
+    "masked_assign": ["aten.index_put.default"],
+    "position_ids": ["aten.cumsum.default", "aten.index_put.default"],
+    "masked_cumsum": ["aten.cumsum.default"],
+    "causal_conv1d": ["aten.convolution.default", "aten.convolution_backward.default"],
+    "depthwise_conv": ["aten.convolution.default", "aten.convolution_backward.default"],
+    "gptj_rotary": ["aten.slice_scatter.default"],          # strided slices' backward
+    "group_norm_silu": ["aten.native_group_norm.default"],
+    "integer_division": ["aten.fmod.Tensor"],
+    "max_with_ties": ["aten.scatter.src"],                  # max's backward
+    "moe_routing": ["aten.scatter.src", "aten.topk.default"],
+}
+
+
 def _tol(dtype, grad=False):
     if dtype == torch.float16:
         return dict(rtol=1e-3, atol=1e-3)
@@ -286,6 +307,9 @@ def test_idiom_matches_eager(case, device):
                                            msg=lambda m: f"grad of input {i}: {m}")
     routes = {g.route for r in B.reports() for g in r.graphs}
     assert routes == {"stax-cpu" if device == "cpu" else "triton"}, routes
+    if device == "cpu":   # the ops PyTorch runs inside the stax graph, pinned
+        ran_by_torch = sorted({o for r in B.reports() for o in r.fallback_ops})
+        assert ran_by_torch == RUN_BY_PYTORCH.get(case, []), ran_by_torch
 
 
 def _modules():
@@ -354,3 +378,54 @@ def test_inputs_mutated_as_eager(device):
             torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-4)
         if fn is scale_a_view:
             assert got[0].untyped_storage().data_ptr() == got_in[0].untyped_storage().data_ptr()
+
+
+#: idioms whose batch dim (dim 0 of every input that has it) is marked dynamic: one
+#: compile (forward and backward) serves every batch size, matching eager at each
+BATCHED = {
+    "bert_attention": lambda n: (_f(n, 32, 512), torch.rand(n, 32) > 0.2, _f(512, 512) / 23,
+                                 _f(512, 512) / 23, _f(512, 512) / 23),
+    "vit_attention": lambda n: (_f(n, 50, 512), _f(512, 1536) / 23),
+    "one_hot_of_argmax": lambda n: (_f(n, 64),),
+    "label_smoothed_ce": lambda n: (_f(n, 1000), torch.randint(0, 1000, (n,))),
+    "gelu_glu": lambda n: (_f(n, 1024),),
+    "lstm_cell": lambda n: (_f(n, 128), _f(n, 128), _f(n, 128), _f(128, 512) / 11,
+                            _f(128, 512) / 11),
+    "rms_norm_bf16": lambda n: (_f(n, 512, dtype=torch.bfloat16),
+                                _f(512, dtype=torch.bfloat16)),
+    "position_ids": lambda n: ((torch.rand(n, 64) > 0.3).long(), _f(64, 32)),
+    "fully_masked_rows": lambda n: (
+        _f(n, 64, 64), torch.arange(64)[None, :, None].expand(n, 64, 64) < 4),
+    "swin_windows": lambda n: (_f(n, 32, 32, 96),),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", sorted(BATCHED))
+def test_idiom_over_batch_sizes_with_one_compile(case, device):
+    fn, make = CASES[case][0], BATCHED[case]
+    compiled = torch.compile(fn, backend="stax")
+    for n in (256, 257, 300, 17, 2):
+        args = [a.to(device) for a in make(n)]
+        want_in = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
+        got_in = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
+        for a in got_in:
+            if a.dim() and a.shape[0] == n:
+                torch._dynamo.mark_dynamic(a, 0)
+        want, got = _outputs(fn(*want_in)), _outputs(compiled(*got_in))
+        for g, w in zip(got, want):
+            assert (g.shape, g.dtype, g.stride()) == (w.shape, w.dtype, w.stride()), n
+            if w.is_floating_point():
+                torch.testing.assert_close(g, w, **_tol(w.dtype))
+            else:
+                assert torch.equal(g, w), n
+        pairs = [(g, w) for g, w in zip(got, want) if w.requires_grad]
+        seeds = [torch.randn_like(w) for _, w in pairs]
+        torch.autograd.backward([w for _, w in pairs], seeds)
+        torch.autograd.backward([g for g, _ in pairs], seeds)
+        for g, w in zip(got_in, want_in):
+            if w.requires_grad:
+                torch.testing.assert_close(g.grad, w.grad, **_tol(w.dtype, grad=True))
+    graphs = [g for r in B.reports() for g in r.graphs]
+    assert len(graphs) == 2, [g.graph_id for g in graphs]   # one forward, one backward
+    assert {g.route for g in graphs} == {"stax-cpu" if device == "cpu" else "triton"}
