@@ -9,7 +9,8 @@ grouped-query heads, fully masked softmax rows, an f16 upcast softmax, ties of m
 argmax, strided outputs; torch.nn's MultiheadAttention, TransformerEncoderLayer and a
 BatchNorm in training (its running statistics); inputs mutated in place.
 Every output is compared in value, shape, dtype and strides; every input gradient in
-value; the ops PyTorch runs inside each graph are pinned (RUN_BY_PYTORCH). Found so far: the ViT heads fell back to PyTorch (layout_folds._erase_dead), and
+value; the ops PyTorch runs inside each graph are pinned (RUN_BY_PYTORCH).
+Found so far: the ViT heads fell back to PyTorch (layout_folds._erase_dead), and
 one_hot's graphs ran as written by PyTorch (its `_assert_async`: stax_graph.check).
 Ten idioms also run over five batch sizes with the batch dim marked dynamic: one compile."""
 from __future__ import annotations
