@@ -489,6 +489,16 @@ module {
       %2 = irdl.base "!builtin.tensor"
       irdl.results(result: %2)
     }
+    irdl.operation @attention {
+      %0 = irdl.base "!builtin.tensor"
+      %1 = irdl.base "!builtin.tensor"
+      %2 = irdl.base "!builtin.tensor"
+      irdl.operands(query: %0, key: %1, value: %2)
+      %3 = irdl.any
+      irdl.attributes {"scale" = %3}
+      %4 = irdl.base "!builtin.tensor"
+      irdl.results(result: %4)
+    }
     irdl.operation @constant {
       %0 = irdl.any
       irdl.attributes {"value" = %0}

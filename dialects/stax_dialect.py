@@ -536,6 +536,43 @@ class MatmulOp(Stax.Operation, name="matmul", traits=[ext.Pure]):
         return True
 
 
+class AttentionOp(Stax.Operation, name="attention", traits=[ext.Pure]):
+    """softmax(query @ key^T * scale) @ value: query [..., T, D], key [..., S, D], value
+    [..., S, Dv] -> [..., T, Dv], equal batch dims, one floating-point element type;
+    `scale` a float (stax-fuse-attention makes it from the explicit form; the wrapper
+    calls the library's scaled_dot_product_attention)."""
+    query: ext.Operand[Tensor]
+    key: ext.Operand[Tensor]
+    value: ext.Operand[Tensor]
+    scale: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        q, k, v, r = (_ty(x) for x in (self.query, self.key, self.value, self.result))
+        if not (q.rank >= 3 and q.rank == k.rank == v.rank):
+            return _fail(self, f"operands 'query' {_D(q)}, 'key' {_D(k)} and 'value' "
+                               f"{_D(v)} need equal rank >= 3")
+        dq, dk, dv = _D(q), _D(k), _D(v)
+        if not dq[:-2] == dk[:-2] == dv[:-2]:
+            return _fail(self, f"batch dims differ: 'query' {dq}, 'key' {dk}, 'value' {dv}")
+        if dq[-1] != dk[-1]:
+            return _fail(self, f"'query' {dq} and 'key' {dk} need the same last dim")
+        if dk[-2] != dv[-2]:
+            return _fail(self, f"'key' {dk} and 'value' {dv} need the same key length")
+        if not (q.element_type == k.element_type == v.element_type) or \
+                not _is_float(q.element_type):
+            return _fail(self, "operands need one floating-point element type, got "
+                               f"{q.element_type}, {k.element_type}, {v.element_type}")
+        sc = _attr(self, "scale")
+        if not isinstance(sc, ir.FloatAttr):
+            return _fail(self, f"requires float attribute 'scale', got {sc}")
+        want = _Dims(dq[:-1] + [dv[-1]])
+        if _D(r) != want or r.element_type != q.element_type:
+            return _fail(self, f"result type {r} must have shape {want} and element type "
+                               f"{q.element_type}")
+        return True
+
+
 # ----------------------------------------------------------------------------- creation
 
 class ConstantOp(Stax.Operation, name="constant", traits=[ext.Pure]):

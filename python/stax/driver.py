@@ -120,18 +120,28 @@ def fp8_legalization(module, route, device, config, example_inputs, notes) -> li
 UNFUSED_PIPELINE = ["canonicalize", "cse"]
 
 
-def fused_pipeline(config=None) -> list:
+def fused_pipeline(config=None, route=None) -> list:
     """FUSED_PIPELINE for a config: unless `stax.decompose_matvec="off"`, a batched
     matmul with one row or column becomes a multiply and a sum first
     (stax-decompose-matvec), so stax-fuse reads a KV cache's heads where they lie. "auto"
     (the default) puts it in on both routes: `benchmarks/decode.py` measured the step
     faster with it, on the CPU 0.51 against 0.56 ms at caches of 32-95 and 1.12 against
     1.20 at 256-455, on the H100 0.39 against 0.49 (session 38's opposite finding came
-    from the loop's checks between steps)."""
+    from the loop's checks between steps).
+
+    With a `route` (the static compile; the dynamic graph passes none), explicit
+    attention becomes one library call after that (stax-fuse-attention): on the CPU
+    route unless `stax.fuse_attention="off"`, on the triton route only with "on" (its
+    Triton kernels measured at 0.91x Inductor on the H100's layout.py attention)."""
     choice = config["stax.decompose_matvec"] if config is not None else "auto"
+    head = FUSED_PIPELINE[:2]
     if choice in ("on", "auto"):
-        return FUSED_PIPELINE[:2] + ["stax-decompose-matvec"] + FUSED_PIPELINE[2:]
-    return list(FUSED_PIPELINE)
+        head = head + ["stax-decompose-matvec"]
+    attention = config["stax.fuse_attention"] if config is not None else "auto"
+    if route is not None and (attention == "on" or
+                              (attention == "auto" and route == CPU_ROUTE)):
+        head = head + ["stax-fuse-attention"]
+    return head + FUSED_PIPELINE[2:]
 
 VIEW_OPS = ("stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice")
 # the structural ops live in `stax_graph` (IRDL variadics must be homogeneous)
@@ -140,7 +150,8 @@ KERNEL_OPS = (KERNEL, "stax.kernel")
 FALLBACK_OPS = (FALLBACK, "stax.fallback")
 # top-level ops the wrapper handles itself (everything else goes into a kernel)
 _WRAPPER_OPS = KERNEL_OPS + FALLBACK_OPS + (COLLECTIVE, CHECK, "stax.matmul",
-                                            "stax.constant", "func.return") + VIEW_OPS
+                                            "stax.attention", "stax.constant",
+                                            "func.return") + VIEW_OPS
 
 
 # ----------------------------------------------------------------------------- types
@@ -460,7 +471,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: StaxConfig |
                 from stax.passes.fuse import TRITON_EPILOGUES_ATTR
                 with module.context:
                     _main_func(module).attributes[TRITON_EPILOGUES_ATTR] = ir.UnitAttr.get()
-            _run_passes(module, pre + fused_pipeline(config), dump)
+            _run_passes(module, pre + fused_pipeline(config, route), dump)
         else:
             _run_passes(module, pre + UNFUSED_PIPELINE, dump)
             _wrap_stray_ops(_main_func(module))

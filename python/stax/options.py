@@ -53,7 +53,11 @@ too; docs/layouts.md). And `stax.decompose_matvec`, "auto" (default), "on", "off
 `STAX_DECOMPOSE_MATVEC`): whether `stax-decompose-matvec` turns a batched matmul with one
 row, one column or K = 1 (a decode step's attention) into kernels ("auto" and "on";
 benchmarks/decode.py measured the loop faster with it on the CPU and the H100;
-stax.driver.fused_pipeline).
+stax.driver.fused_pipeline). And `stax.fuse_attention`, "auto" (default), "on", "off"
+(or `STAX_FUSE_ATTENTION`): whether `stax-fuse-attention` turns explicit attention,
+`softmax(q @ k^T * c) @ v`, into one library call of scaled_dot_product_attention
+("auto": on the CPU target with static shapes, where Inductor does the same; "on": on
+the triton target too; values agree with eager's to rounding, not bit for bit).
 """
 from __future__ import annotations
 
@@ -97,16 +101,22 @@ DEFAULTS: dict[str, bool | int | str] = {
     # kernels ("on"; "auto" is off on every target for now; "off"), STAX_DECOMPOSE_MATVEC
     # when not passed (passes/decompose_matvec.py)
     "stax.decompose_matvec": "auto",
+    # explicit attention as one scaled_dot_product_attention call ("auto": the CPU target,
+    # static shapes; "on": the triton target too; "off"), STAX_FUSE_ATTENTION when not
+    # passed (passes/fuse_attention.py)
+    "stax.fuse_attention": "auto",
 }
 #: the options that take a positive int; every other one is a bool
 INT_OPTIONS = ("stax.max_shape_variants",)
 #: the options that take one of a few strings
 CHOICE_OPTIONS = {"stax.channels_last": ("auto", "on", "off"),
-                  "stax.decompose_matvec": ("auto", "on", "off")}
+                  "stax.decompose_matvec": ("auto", "on", "off"),
+                  "stax.fuse_attention": ("auto", "on", "off")}
 #: environment variables that set an option the user did not pass
 ENV_OPTIONS = {"stax.max_shape_variants": "STAX_MAX_SHAPE_VARIANTS",
                "stax.channels_last": "STAX_CHANNELS_LAST",
-               "stax.decompose_matvec": "STAX_DECOMPOSE_MATVEC"}
+               "stax.decompose_matvec": "STAX_DECOMPOSE_MATVEC",
+               "stax.fuse_attention": "STAX_FUSE_ATTENTION"}
 OPTION_KEYS = tuple(DEFAULTS)
 
 #: mode -> options it turns on

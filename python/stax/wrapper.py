@@ -530,6 +530,18 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 em.emit(f"{fn}({a.var}, {b.var}, out={var})")
             library_calls.append(f"{fn} {list(a.shape)}x{list(b.shape)} "
                                  f"{str(a.dtype).replace('torch.', '')} (matmul outside kernels)")
+        elif name == "stax.attention":   # the library's fused attention
+            q, k, v = (vals[x] for x in op.operation.operands)
+            r = op.operation.results[0]
+            st = result_strides(r)
+            var = em.new_var()
+            em.lines += srcmap.comment(op)
+            scale = float(str(op.operation.attributes["scale"]).split(":")[0])
+            em.emit(f"{var} = _attention({q.var}, {k.var}, {v.var}, {scale!r}, {tuple(st)!r})")
+            root_aligned[var] = True
+            define(r, var, st)
+            library_calls.append(f"scaled_dot_product_attention {list(q.shape)} "
+                                 f"{str(q.dtype).replace('torch.', '')} (stax.attention)")
         elif name in FALLBACK_OPS:
             em.lines += srcmap.comment(op)
             _emit_fallback(op, em, vals, define_as_decided, fallback_ops, device=device)

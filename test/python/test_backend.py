@@ -342,14 +342,14 @@ def test_debug_dir_writes_every_file(monkeypatch, tmp_path):
     files = sorted(p.name for p in d.iterdir())
     for name in ("fx_graph.txt", "00_imported.mlir", "01_after_canonicalize.mlir",
                  "02_after_cse.mlir", "03_after_stax-decompose-matvec.mlir",
-                 "04_after_stax-sink-converts.mlir",
-                 "05_after_stax-hoist-reshapes.mlir", "06_after_stax-hoist-broadcasts.mlir",
-                 "07_after_stax-hoist-concat-unary.mlir", "08_after_stax-sink-gathers.mlir",
-                 "09_after_stax-fuse.mlir", "10_after_cse.mlir",
+                 "04_after_stax-fuse-attention.mlir", "05_after_stax-sink-converts.mlir",
+                 "06_after_stax-hoist-reshapes.mlir", "07_after_stax-hoist-broadcasts.mlir",
+                 "08_after_stax-hoist-concat-unary.mlir", "09_after_stax-sink-gathers.mlir",
+                 "10_after_stax-fuse.mlir", "11_after_cse.mlir",
                  "kernel_0.mlir", "kernel_0.ll", "wrapper.py"):
         assert name in files, (name, files)
     assert (d / "wrapper.py").read_text() == r.graphs[0].source
-    assert ".kernel" in (d / "09_after_stax-fuse.mlir").read_text()
+    assert ".kernel" in (d / "10_after_stax-fuse.mlir").read_text()
     assert "llvm" in (d / "kernel_0.mlir").read_text()
     assert "define" in (d / "kernel_0.ll").read_text()
     assert "aten" in (d / "fx_graph.txt").read_text()

@@ -145,6 +145,9 @@ def _only_head_merge(copies):
 
 @pytest.mark.parametrize("name", ["gpt2", "attention"])
 def test_explicit_attention_inference(name, tmp_path, monkeypatch):
+    # the explicit form's copies (the triton route's path; on the CPU route
+    # stax-fuse-attention makes it one library call: test_fuse_attention.py)
+    monkeypatch.setenv("STAX_FUSE_ATTENTION", "off")
     copies = _run(name, False, tmp_path, monkeypatch)
     # before: 4 (q, k^T, v and the head merge)
     _only_head_merge(copies["inference"])

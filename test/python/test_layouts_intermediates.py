@@ -173,6 +173,9 @@ def _x():
 
 @pytest.mark.parametrize("out_norm", [False, True], ids=["qk_norm", "qk_and_out_norm"])
 def test_qk_norm_attention_inference(out_norm, tmp_path, monkeypatch):
+    # the explicit attention's layouts (the triton route's path; on the CPU route
+    # stax-fuse-attention makes it one library call: test_fuse_attention.py)
+    monkeypatch.setenv("STAX_FUSE_ATTENTION", "off")
     (c_off, b_off), (c_on, b_on) = _both(lambda: QKNormAttention(head_norm_out=out_norm),
                                          [_x()], False, tmp_path, monkeypatch)
     # q's and k's head split for bmm's batch merge: the norm kernel writes [B, H, T, D]
@@ -192,6 +195,7 @@ def test_qk_norm_attention_training(tmp_path, monkeypatch):
 
 
 def test_plain_attention_unchanged(tmp_path, monkeypatch):
+    monkeypatch.setenv("STAX_FUSE_ATTENTION", "off")   # the explicit form's layouts
     (c_off, b_off), (c_on, b_on) = _both(Attention, [_x()], False, tmp_path, monkeypatch)
     assert c_on == c_off and len(c_on["inference"]) == 1 and b_on == b_off
 

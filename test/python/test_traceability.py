@@ -40,7 +40,7 @@ def test_dump_holds_user_file_and_line(monkeypatch, tmp_path):
     assert f'loc("{HERE}":{line}:0)' in text, text
     assert re.search(r'loc\("_softmax"\(#loc\d+\)\)', text), text
     assert re.search(r'"stax.reduce_max".*loc\(#loc\d+\)', text)
-    assert "loc(" in (d / "09_after_stax-fuse.mlir").read_text()
+    assert "loc(" in (d / "10_after_stax-fuse.mlir").read_text()
 
 
 def test_kernel_name_describes_its_ops(monkeypatch, tmp_path):

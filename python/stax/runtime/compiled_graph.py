@@ -30,6 +30,14 @@ def _restride(t: torch.Tensor, shape, strides) -> torch.Tensor:
     return fresh_copy(t, shape, strides)
 
 
+def _attention(q, k, v, scale, strides) -> torch.Tensor:
+    """stax.attention: the library's scaled_dot_product_attention (its output follows
+    the query's dim order, which stax-assign-layouts predicts); a fresh copy with
+    `strides` where this build of torch laid it out otherwise."""
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale)
+    return out if out.stride() == tuple(strides) else _restride(out, out.shape, strides)
+
+
 def kernel_launches(kernel) -> int:
     """Launches one call of a compiled kernel makes: a Triton split reduction launches
     its partials kernel and then its final kernel (`TTIRKernel.stage2`); every other
@@ -345,7 +353,7 @@ def _base_globals(guards, graph_id, device="cpu") -> dict:
             "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count,
             "_dev": dev, **gpu, "_BufferArena": BufferArena, "_slot_tensor": slot_tensor,
             "_empty_huge_pages": empty_huge_pages,
-            "_linear": torch.nn.functional.linear,
+            "_linear": torch.nn.functional.linear, "_attention": _attention,
             "_FastTensorGuards": FastTensorGuards, "_object_class_name": object_class_name,
             **RUNTIME_GLOBALS,
             **_counting_helpers(CopyCounter())}

@@ -43,7 +43,8 @@ __all__ = ["plan_from_source", "code_from_plan", "RUNTIME_NAMES", "safe_builtins
 RUNTIME_NAMES = frozenset({
     "torch", "Tensor", "empty_strided", "as_strided", "_stride_ok", "_restride",
     "_guard_fail", "_guard_count", "_dev", "_stream", "_dev_idx", "_BufferArena",
-    "_slot_tensor", "_empty_huge_pages", "_linear", "_FastTensorGuards", "_as_traced",
+    "_slot_tensor", "_empty_huge_pages", "_linear", "_attention", "_FastTensorGuards",
+    "_as_traced",
     "_storage_view", "_exact_layout", "_fresh_copy", "_relayout", "_scatter_to_storage", "_copy_counter",
     "_object_class_name", "_collective_layout_error"})
 
