@@ -1,0 +1,115 @@
+"""stax-fuse-attention on the CPU route: explicit attention, `softmax(q @ k^T * c) @ v`,
+runs as one library call of scaled_dot_product_attention (`stax.attention`), which
+reads q, k and v where they lie. Checked against eager: values (to rounding: the library
+sums the scores in blocks), shape, strides, route, and that the call is in the report;
+and what it leaves alone: a mask between the matmuls, a training graph (the
+probabilities are saved), a dynamic graph, `stax.fuse_attention="off"`."""
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+import stax.backend as B
+
+# the CPU route's pass (STAX_TEST_DEVICE=cuda makes the tensors CUDA ones: the triton
+# route keeps its Triton kernels unless asked, see stax.driver.fused_pipeline)
+pytestmark = [pytest.mark.usefixtures("stax_strict"), pytest.mark.skipif(
+    os.environ.get("STAX_TEST_DEVICE", "cpu") != "cpu", reason="the CPU route's pass")]
+ATTENTION_CALL = "scaled_dot_product_attention"
+
+
+def qkv_heads(qkv):   # benchmarks/layout.py's attention: heads of one projection
+    q, k, v = (z.transpose(1, 2) for z in qkv.unbind(2))
+    att = torch.softmax((q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1])), dim=-1)
+    return att @ v
+
+
+def vit_heads(x, w):   # timm's ViT: q scaled first, heads by permute + unbind
+    b, n, c = x.shape
+    q, k, v = (x @ w).reshape(b, n, 3, 8, c // 8).permute(2, 0, 3, 1, 4).unbind(0)
+    att = ((q * (c // 8) ** -0.5) @ k.transpose(-2, -1)).softmax(dim=-1)
+    return (att @ v).transpose(1, 2).reshape(b, n, c)
+
+
+def divided(q, k, v):
+    return torch.softmax(q @ k.transpose(-1, -2) / 8.0, dim=-1) @ v
+
+
+def masked(q, k, v, m):
+    return torch.softmax(q @ k.transpose(-1, -2) * 0.125 + m, dim=-1) @ v
+
+
+def _calls():
+    return [c for r in B.reports() for g in r.graphs for c in g.library_calls]
+
+
+def _same(got, want, tol):
+    assert (got.shape, got.dtype, got.stride()) == (want.shape, want.dtype, want.stride())
+    torch.testing.assert_close(got, want, **tol)
+
+
+F32 = dict(rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("shape", [(2, 64, 3, 4, 32), (4, 512, 3, 8, 64)],
+                         ids=["small", "users"])
+def test_heads_of_a_projection(shape):
+    x = torch.randn(*shape)
+    _same(torch.compile(qkv_heads, backend="stax")(x), qkv_heads(x), F32)
+    rep = B.last_report()
+    assert rep.route == "stax-cpu" and not rep.fallback_ops
+    assert rep.kernel_count == 0, rep.summary()   # no copy of q, k or v; no softmax kernel
+    assert any(ATTENTION_CALL in c for c in _calls()), _calls()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_vit_attention(dtype):
+    x, w = torch.randn(4, 197, 512).to(dtype), (torch.randn(512, 1536) / 23).to(dtype)
+    tol = F32 if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    _same(torch.compile(vit_heads, backend="stax")(x, w), vit_heads(x, w), tol)
+    assert any(ATTENTION_CALL in c for c in _calls()), _calls()
+
+
+def test_three_dim_operands_and_a_division():
+    q, k, v = (torch.randn(16, 256, 64) for _ in range(3))
+    _same(torch.compile(divided, backend="stax")(q, k, v), divided(q, k, v), F32)
+    assert any(ATTENTION_CALL in c for c in _calls()), _calls()
+
+
+def test_a_mask_is_left_alone():
+    q, k, v = (torch.randn(2, 4, 128, 32) for _ in range(3))
+    m = torch.randn(128, 128)
+    _same(torch.compile(masked, backend="stax")(q, k, v, m), masked(q, k, v, m), F32)
+    assert not any(ATTENTION_CALL in c for c in _calls()), _calls()
+
+
+def test_training_is_left_alone():
+    """The forward saves the probabilities for the backward: the explicit form stays, and
+    the gradients match eager's."""
+    x = torch.randn(2, 64, 3, 4, 32, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_()
+    seed = torch.randn(2, 4, 64, 32)
+    qkv_heads(x).backward(seed)
+    out = torch.compile(qkv_heads, backend="stax")(x2)
+    out.backward(seed)
+    torch.testing.assert_close(x2.grad, x.grad, rtol=1e-4, atol=1e-4)
+    assert not any(ATTENTION_CALL in c for c in _calls()), _calls()
+
+
+def test_dynamic_graph_is_left_alone():
+    cf = torch.compile(qkv_heads, backend="stax", dynamic=True)
+    for b in (2, 3, 5):
+        x = torch.randn(b, 64, 3, 4, 32)
+        _same(cf(x), qkv_heads(x), F32)
+    assert not any(ATTENTION_CALL in c for c in _calls()), _calls()
+
+
+def test_option_off(monkeypatch):
+    x = torch.randn(2, 64, 3, 4, 32)
+    cf = torch.compile(qkv_heads, backend="stax", options={"stax.fuse_attention": "off"})
+    _same(cf(x), qkv_heads(x), F32)
+    assert not any(ATTENTION_CALL in c for c in _calls()), _calls()
+    assert B.last_report().kernel_count >= 1
