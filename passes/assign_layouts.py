@@ -56,7 +56,7 @@ from stax.passes.channels_last import (CHANNELS_LAST_ATTR, DECISION_ATTR, GRAPH_
                                        ChannelsLastPlan, channels_last_strides, decide,
                                        has_convolutions, is_channels_last)
 from stax.passes.fuse import verify_pass_ir
-from stax.passes.intermediate_layouts import choose_order
+from stax.passes.intermediate_layouts import attention_layout, choose_order
 from stax.passes.layout_algebra import (VIEW_OPS, contiguous_strides, output_layout,
                                         read_extent, view_layout)
 from stax.passes.layout_folds import (fold_copies_into_producers, hoist_matmul_transposes,
@@ -68,6 +68,8 @@ PASS_NAME = "stax-assign-layouts"
 DEVICE_ATTR = "stax.device"  # module attribute: the device type fallback ops are probed on
 KERNEL_OPS = (KERNEL, "stax.kernel")
 FALLBACK_OPS = (FALLBACK, "stax.fallback")
+#: library calls outside kernels whose results get layouts here (bytes: "library")
+LIBRARY_OPS = ("stax.matmul", "stax.attention")
 
 
 def wrap_op_in_kernel(op, attributes=None):
@@ -229,6 +231,8 @@ class _Assigner:
             lay = self.plan.kernel_result_layout(r, operands)
             if lay is not None:
                 return lay
+        if op is not None and op.name == "stax.attention":
+            return attention_layout(_shape(r), self.known[op.operands[0]][0])
         if op is not None:  # an intermediate: the dim order its readers copy least from
             lay = choose_order(r, self.returned)
             if lay is not None:
@@ -295,7 +299,7 @@ class _Assigner:
 
     def visit(self, op) -> None:
         name = op.name
-        if name in KERNEL_OPS or name == "stax.matmul":
+        if name in KERNEL_OPS or name in LIBRARY_OPS:
             self.define_buffers(op, [self.buffer_layout(r, op) for r in op.results])
             moved = sum(self.read_bytes(v) for v in op.operands) + self.written(op)
             kind = ("copies" if COPY_ATTR in op.attributes else "kernels") \

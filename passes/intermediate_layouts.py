@@ -37,7 +37,7 @@ from stax._mlir import ir
 from stax.passes.layout_algebra import VIEW_OPS, contiguous_strides, view_layout, view_strides
 from stax.passes.layout_folds import chain_key
 
-__all__ = ["choose_order", "dense_strides", "matmul_reads_in_place"]
+__all__ = ["attention_layout", "choose_order", "dense_strides", "matmul_reads_in_place"]
 
 _KERNEL_OPS = ("stax_graph.kernel", "stax.kernel")
 # STAX_INTERMEDIATE_LAYOUTS=0 keeps every intermediate row-major (for before/after
@@ -82,6 +82,14 @@ def dense_strides(shape, order) -> tuple[int, ...]:
 def _order_of(strides) -> list[int]:
     """The dims of a layout, outermost first (equal strides keep their dim order)."""
     return sorted(range(len(strides)), key=lambda d: (-strides[d], d))
+
+
+def attention_layout(shape, query_strides) -> tuple[int, ...]:
+    """Where scaled_dot_product_attention writes its [.., T, Dv] output: dense, in the
+    query's dim order (heads of a QKV projection, [B, T, H, D] in memory, give a [B, H,
+    T, Dv] output whose head merge for the next projection is a view). The wrapper's
+    `_attention` copies where a build of torch lays it out otherwise."""
+    return dense_strides(shape, _order_of(query_strides))
 
 
 def matmul_reads_in_place(shape, strides) -> bool:
