@@ -28,7 +28,7 @@ from stax.dialects.schedule import split_loop
 from stax.targets.cpu_dtypes import dtype_of
 from stax.targets.cpu_emitter import Val
 from stax.targets.cpu_index import Aff, Var
-from stax.targets.cpu_reduction import _arg_better, _vred
+from stax.targets.cpu_reduction import _arg_best_value, _arg_better, _vred
 from stax.targets.kernel_ir import (REDUCTION_OPS, SIZE_VALUE_OPS, VIEW_OPS, etype, highest,
                                     int_array, lowest, size_value_expr)
 
@@ -316,7 +316,7 @@ class RuntimeReductionMixin:
                         pos = em.op(f"arith.index_cast {iv} : index to i64", "i64")
                     best_i = iters[len(new) + 1]
                     better = _arg_better(em, kind, dt, x.ssa, cur)
-                    new += [em.op(f"arith.select {better}, {x.ssa}, {cur} : {dt.comp}", dt.comp),
+                    new += [_arg_best_value(em, kind, dt, better, x.ssa, cur),
                             em.op(f"arith.select {better}, {pos}, {best_i} : i64", "i64")]
                 else:
                     new.append(self._acc_combine(kind, dt, cur, x.ssa, dt.comp))
