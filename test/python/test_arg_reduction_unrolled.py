@@ -3,7 +3,8 @@ the CPU kernel's loop over the reduced rows has a constant trip count that LLVM 
 fully. The best value it carried was a float select on "is x better", whose condition
 compares the previous select: LLVM's O3 took 3x longer per row from 13 rows on (9 s at
 17; an argmin over [24, 1] or [32, 1], as in fuzz program 32000096060, never finished
-compiling). The value is now maximumf / minimumf (cpu_reduction._arg_best_value).
+compiling; integer selects alike). The value is now a max / min
+(cpu_reduction._arg_best_value).
 Checked: the compile finishes, and the indices equal eager's exactly with NaNs, ties
 and signed zeros (first index wins; NaN counts as the max and as the min)."""
 from __future__ import annotations
@@ -27,12 +28,15 @@ def _column(n, cols, special):
     return x
 
 
-@pytest.mark.parametrize("op", ["argmax", "argmin", "max_dim", "min_dim"])
+@pytest.mark.parametrize("op", ["argmax", "argmin", "max_dim", "min_dim", "argmax_int",
+                                "argmin_int32", "argmax_uint8"])
 @pytest.mark.parametrize("n", [13, 17, 24, 32, 33, 63])
 @pytest.mark.parametrize("special", [False, True], ids=["ties", "nan_and_zeros"])
 def test_short_column(op, n, special):
     fn = {"argmax": lambda x: x.argmax(0), "argmin": lambda x: x.argmin(0),
-          "max_dim": lambda x: torch.max(x, 0), "min_dim": lambda x: torch.min(x, 0)}[op]
+          "max_dim": lambda x: torch.max(x, 0), "min_dim": lambda x: torch.min(x, 0),
+          "argmax_int": lambda x: x.long().argmax(0), "argmin_int32": lambda x: x.int().argmin(0),
+          "argmax_uint8": lambda x: x.nan_to_num(0).abs().to(torch.uint8).argmax(0)}[op]
     x = _column(n, 1, special)
     start = time.monotonic()
     got = torch.compile(fn, backend="stax")(x)

@@ -415,7 +415,7 @@ class ReductionMixin:
                             lin = em.op(f"arith.index_cast {lin} : index to i64", "i64")
                         bv, bi = cur[j], cur[j + 1]
                         better = _arg_better(em, kind, dt, x.ssa, bv)
-                        nv = _arg_best_value(em, kind, dt, better, x.ssa, bv)
+                        nv = _arg_best_value(em, kind, dt, x.ssa, bv)
                         ni = em.op(f"arith.select {better}, {lin}, {bi} : i64", "i64")
                         new += [nv, ni]
                         j += 2
@@ -513,17 +513,20 @@ def _vred(kind, comp, unsigned):
     return "minimumf" if fl else ("minui" if unsigned or comp == "i1" else "minsi")
 
 
-def _arg_best_value(em, kind, dt, better, x, best):
+def _arg_best_value(em, kind, dt, x, best):
     """The best value after x: only the comparisons read it (the result is the index).
-    A float one is maximumf / minimumf (NaN-propagating, so NaN stays best as in
-    _arg_better; +0 and -0 compare equal), not a select on `better`: unrolled, a chain
-    of float selects whose conditions compare the previous select takes LLVM's O3
-    exponential time (an argmin over 24 rows of [24, 1] never finished compiling; 3x per
-    row from 13)."""
+    It is a max / min (maximumf / minimumf for floats: NaN-propagating, so NaN stays
+    best as in _arg_better; +0 and -0 compare equal; for integers and bools the
+    signedness _arg_better compares with), not a select on `better`: unrolled, a chain
+    of selects whose conditions compare the previous select takes LLVM's O3 exponential
+    time (an argmin over [24, 1] or [32, 1] never finished compiling; 3x per row from
+    13 rows, floats and bools alike)."""
     if dt.comp.startswith("f"):
         op = "maximumf" if kind == "argmax" else "minimumf"
-        return em.op(f"arith.{op} {best}, {x} : {dt.comp}", dt.comp)
-    return em.op(f"arith.select {better}, {x}, {best} : {dt.comp}", dt.comp)
+    else:
+        u = "u" if dt.unsigned or dt.is_bool else "s"
+        op = f"max{u}i" if kind == "argmax" else f"min{u}i"
+    return em.op(f"arith.{op} {best}, {x} : {dt.comp}", dt.comp)
 
 
 def _arg_better(em, kind, dt, x, best):

@@ -316,7 +316,7 @@ class RuntimeReductionMixin:
                         pos = em.op(f"arith.index_cast {iv} : index to i64", "i64")
                     best_i = iters[len(new) + 1]
                     better = _arg_better(em, kind, dt, x.ssa, cur)
-                    new += [_arg_best_value(em, kind, dt, better, x.ssa, cur),
+                    new += [_arg_best_value(em, kind, dt, x.ssa, cur),
                             em.op(f"arith.select {better}, {pos}, {best_i} : i64", "i64")]
                 else:
                     new.append(self._acc_combine(kind, dt, cur, x.ssa, dt.comp))
