@@ -14,6 +14,7 @@ softmax (reduce_max, sub, exp, reduce_sum, div along the last dim, keepdim broad
     s = matmul(q', kt')            q' [N, T, D] (or [.., T, D]), kt' [N, D, S]
     s = reshape(s)                 optional: [N, T, S] -> [B, H, T, S]
     x = mul(s, full c) | div(s, full c)     optional (c = 1 without)
+    x = convert(mul(convert(s), full c))    bf16/f16: the scale in f32, rounded
     x = convert(x)                 optional: a bf16/f16 softmax computed in f32 ...
     p = softmax(x) along the last dim
     p = convert(p)                 ... and rounded back
@@ -175,14 +176,26 @@ def _match(out_mm):
         if _uses(x) != 1:
             return None
     scale = 1.0
-    o = _def(x, "stax.mul") or _def(x, "stax.div")
+    # the scale, computed in f32 between converts for bf16/f16 scores (the importer's
+    # op math: convert, mul, convert)
+    rounded = _def(x, "stax.convert")
+    y = rounded.operands[0] if rounded is not None else x
+    o = _def(y, "stax.mul") or _def(y, "stax.div")
     c = _splat(o.operands[1]) if o is not None else None
-    if c:   # (not 0: x / 0 is no scale)
+    if c and (rounded is None or _uses(y) == 1):   # (not 0: x / 0 is no scale)
         scale = c if o.name == "stax.mul" else 1.0 / c
-        dead += [o, _owner(o.operands[1])]
+        dead += ([rounded] if rounded is not None else []) + [o, _owner(o.operands[1])]
         x = o.operands[0]
         if _uses(x) != 1:
             return None
+        if rounded is not None:
+            widened = _def(x, "stax.convert")
+            if widened is None:
+                return None
+            dead.append(widened)
+            x = widened.operands[0]
+            if _uses(x) != 1:
+                return None
     o = _def(x, "stax.reshape")
     if o is not None:
         dead.append(o)

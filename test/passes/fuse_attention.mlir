@@ -68,3 +68,30 @@ func.func @bf16_divided(%q: tensor<8x16x32xbf16>, %kt: tensor<8x32x16xbf16>, %v:
   %12 = "stax.matmul"(%11, %v) : (tensor<8x16x16xbf16>, tensor<8x16x32xbf16>) -> tensor<8x16x32xbf16>
   return %12 : tensor<8x16x32xbf16>
 }
+
+// -----
+
+// bf16 scores scaled after the matmul: the importer computes the scale in f32 between
+// converts (convert, mul, convert), then the f32 softmax.
+// CHECK-LABEL: func.func @bf16_scaled_in_f32
+// CHECK: "stax.attention"(%arg0, %{{.*}}, %arg2) {scale = 1.250000e-01 : f64}
+// CHECK-NOT: "stax.convert"
+// CHECK: return
+func.func @bf16_scaled_in_f32(%q: tensor<8x16x32xbf16>, %kt: tensor<8x32x16xbf16>, %v: tensor<8x16x32xbf16>) -> tensor<8x16x32xbf16> {
+  %0 = "stax.matmul"(%q, %kt) : (tensor<8x16x32xbf16>, tensor<8x32x16xbf16>) -> tensor<8x16x16xbf16>
+  %1 = "stax.convert"(%0) : (tensor<8x16x16xbf16>) -> tensor<8x16x16xf32>
+  %2 = "stax.full"() {value = 0.125 : f32} : () -> tensor<8x16x16xf32>
+  %3 = "stax.mul"(%1, %2) : (tensor<8x16x16xf32>, tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %4 = "stax.convert"(%3) : (tensor<8x16x16xf32>) -> tensor<8x16x16xbf16>
+  %5 = "stax.convert"(%4) : (tensor<8x16x16xbf16>) -> tensor<8x16x16xf32>
+  %6 = "stax.reduce_max"(%5) {dims = array<i64: 2>, keepdim = true} : (tensor<8x16x16xf32>) -> tensor<8x16x1xf32>
+  %7 = "stax.broadcast_in_dim"(%6) {dims = array<i64: 0, 1, 2>} : (tensor<8x16x1xf32>) -> tensor<8x16x16xf32>
+  %8 = "stax.sub"(%5, %7) : (tensor<8x16x16xf32>, tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %9 = "stax.exp"(%8) : (tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %10 = "stax.reduce_sum"(%9) {dims = array<i64: 2>, keepdim = true} : (tensor<8x16x16xf32>) -> tensor<8x16x1xf32>
+  %11 = "stax.broadcast_in_dim"(%10) {dims = array<i64: 0, 1, 2>} : (tensor<8x16x1xf32>) -> tensor<8x16x16xf32>
+  %12 = "stax.div"(%9, %11) : (tensor<8x16x16xf32>, tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %13 = "stax.convert"(%12) : (tensor<8x16x16xf32>) -> tensor<8x16x16xbf16>
+  %14 = "stax.matmul"(%13, %v) : (tensor<8x16x16xbf16>, tensor<8x16x32xbf16>) -> tensor<8x16x32xbf16>
+  return %14 : tensor<8x16x32xbf16>
+}

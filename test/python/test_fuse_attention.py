@@ -73,6 +73,16 @@ def test_vit_attention(dtype):
     assert any(ATTENTION_CALL in c for c in _calls()), _calls()
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_scores_scaled_after_the_matmul(dtype):
+    """The importer scales bf16/f16 scores in f32 between converts: still one call."""
+    q, k, v = (torch.randn(2, 4, 128, 64, dtype=dtype) for _ in range(3))
+    fn = lambda q, k, v: torch.softmax(q @ k.transpose(-1, -2) * 0.125, -1) @ v  # noqa: E731
+    _same(torch.compile(fn, backend="stax")(q, k, v), fn(q, k, v),
+          dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=2e-3, atol=2e-3))
+    assert any(ATTENTION_CALL in c for c in _calls()), _calls()
+
+
 def test_three_dim_operands_and_a_division():
     q, k, v = (torch.randn(16, 256, 64) for _ in range(3))
     _same(torch.compile(divided, backend="stax")(q, k, v), divided(q, k, v), F32)
