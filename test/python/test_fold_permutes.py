@@ -163,6 +163,7 @@ def test_explicit_attention_training(name, tmp_path, monkeypatch):
 
 
 def test_explicit_attention_bf16(tmp_path, monkeypatch):
+    monkeypatch.setenv("STAX_FUSE_ATTENTION", "off")   # the explicit form's copies
     copies = _run("attention", False, tmp_path, monkeypatch, dtype=torch.bfloat16)
     assert len(copies["inference"]) == 1, copies
 
