@@ -16,7 +16,6 @@ the pass left without a layout would be worked out here with the same algebra
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
 import torch
@@ -30,6 +29,7 @@ from stax.dialects.layout import (COPY_ATTR, VIEW_OFFSET_ATTR, arg_layouts,
 from stax.driver import (CHECK, FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8,
                          output_structure, wrap_op_in_kernel)
 from stax.errors import StaxUnsupportedError
+from stax.wrapper_lines import arena_build_lines, drop_dead_views
 from stax.gpu_tuning import _autotuner_importable, _triton_compiler, _Tuner
 from stax.guards import _dtype_src, _guard_src
 from stax.matmul_epilogues import bias_add_operand, matmul_epilogue_plans
@@ -621,7 +621,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
         library_calls.extend(layout_copies)
     else:
         exprs = [vals[v].var for v in ret_vals]
-    for var in _drop_dead_views(em.lines, exprs):
+    for var in drop_dead_views(em.lines, exprs):
         arena_views.pop(var, None)
     # (no arena around collectives: their buffers are in flight until wait_tensor)
     arena = plan_arena(em.lines, arena_allocs, arena_views,
@@ -656,7 +656,7 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
     arena_lines = []
     if arena:
         # the arena's buffers: built by `_arena_build` once per free set, taken per call
-        build, moved = _arena_build_lines(arena, arena_allocs, arena_views, em, gpu)
+        build, moved = arena_build_lines(arena, arena_allocs, arena_views, em, gpu)
         em.lines = [ln for i, ln in enumerate(em.lines) if i not in moved]
         names_ = ", ".join(arena.names) + ("," if len(arena.names) == 1 else "")
         em.lines += ["", "def _arena_build():"] + build + [f"    return ({names_})", "",
@@ -720,63 +720,6 @@ def _transposed_weight(a, b, out_strides, vals) -> str | None:
     if root is None or tuple(root.shape) != (n, k) or tuple(root.strides) != (k, 1):
         return None
     return root.var
-
-
-_VIEW_LINE = re.compile(r"^\s+(v\d+) = as_strided\(")
-_DEL_LINE = re.compile(r"^(\s+)del (.*)$")
-
-
-def _drop_dead_views(lines: list, extra_uses) -> list[str]:
-    """Blank (None) the wrapper lines that make a view nobody reads, and drop those
-    names from `del` lines; returns the dropped names. A chain of view ops becomes one
-    `as_strided` of the root per view, so the inner views of a chain (and the split
-    results an op never reads) are dead: each cost an as_strided per call (about 1.3
-    µs on the CPU)."""
-    dropped: list[str] = []
-    while True:
-        defs = {}
-        for i, ln in enumerate(lines):
-            m = ln is not None and _VIEW_LINE.match(ln)
-            if m:
-                defs[m.group(1)] = i
-        words: dict[str, int] = {}
-        for ln in list(lines) + list(extra_uses):
-            if ln is None or ln.lstrip().startswith(("#", "del ")):
-                continue
-            for w in re.findall(r"\bv\d+\b", ln):
-                words[w] = words.get(w, 0) + 1
-        dead = [v for v in defs if words.get(v, 0) <= 1]  # only its own definition
-        if not dead:
-            break
-        for v in dead:
-            lines[defs[v]] = None
-        dropped += dead
-    gone = set(dropped)
-    for i, ln in enumerate(lines):
-        m = ln is not None and _DEL_LINE.match(ln)
-        if m:
-            keep = [n for n in (x.strip() for x in m.group(2).split(",")) if n not in gone]
-            lines[i] = f"{m.group(1)}del {', '.join(keep)}" if keep else None
-    return dropped
-
-
-def _arena_build_lines(arena, allocs: dict, views: dict, em, gpu: bool):
-    """The body of `_arena_build` (one uint8 slot per shared slot, each buffer built on
-    its slot, then the fixed views) and the wrapper lines it replaces."""
-    device = "_dev" if gpu else repr("cpu")
-    slot_vars = [em.new_var() for _ in arena.slot_bytes]
-    lines = [f"    {sv} = empty_strided(({n},), (1,), dtype=torch.uint8, device={device})"
-             for sv, n in zip(slot_vars, arena.slot_bytes)]
-    for v, s in arena.slot_of.items():
-        a = allocs[v]
-        lines.append(f"    {v} = _slot_tensor({slot_vars[s]}, {a.shape!r}, {a.strides!r}, "
-                     f"{a.dtype_src})")
-    moved = {allocs[v].line for v in arena.slot_of}
-    for v in arena.views:
-        line = views[v][0]
-        lines.append(em.lines[line])
-        moved.add(line)
-    return lines, moved
 
 
 def _kernel_name(kop, idx: int) -> str:
