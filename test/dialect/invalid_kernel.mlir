@@ -131,7 +131,7 @@ func.func @fallback_region(%a: tensor<4xf32>) {
 
 // unknown structural op
 func.func @unknown_structural_op(%a: tensor<4xf32>) {
-  // expected-error @+1 {{unknown structural op 'stax_graph.launch' (known: stax_graph.kernel, stax_graph.yield, stax_graph.fallback, stax_graph.collective)}}
+  // expected-error @+1 {{unknown structural op 'stax_graph.launch' (known: stax_graph.kernel, stax_graph.yield, stax_graph.fallback, stax_graph.check, stax_graph.collective)}}
   %0 = "stax_graph.launch"(%a) : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
