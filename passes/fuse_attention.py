@@ -147,6 +147,18 @@ def _create(name, operands, shape_like, shape, attrs, ip):
                                ip=ip).results[0]
 
 
+def _through(v, name, dead, required=False):
+    """The operand under `v` when `v` is made by an op `name` (recorded in `dead`) and
+    that operand is read only there; `v` itself when no op `name` makes it (None when
+    `required`); None when the operand has other readers."""
+    o = _def(v, name)
+    if o is None:
+        return None if required else v
+    dead.append(o)
+    x = o.operands[0]
+    return x if _uses(x) == 1 else None
+
+
 def _match(out_mm):
     """(q', kt', v', scale, the pattern's ops users first) of the pattern ending in
     matmul `out_mm`, or None."""
@@ -154,55 +166,33 @@ def _match(out_mm):
     dead = [out_mm]
     if _uses(p) != 1:
         return None
-    for name in ("stax.reshape", "stax.convert"):
-        o = _def(p, name)
-        if o is not None:
-            dead.append(o)
-            p = o.operands[0]
-            if _uses(p) != 1:
-                return None
-    down = dead[-1] if dead[-1].name == "stax.convert" else None
-    sm = _softmax(p)
+    p = _through(p, "stax.reshape", dead)
+    down = _def(p, "stax.convert") if p is not None else None
+    p = _through(p, "stax.convert", dead) if p is not None else None
+    sm = _softmax(p) if p is not None else None
     if sm is None:
         return None
     x, ops = sm
     dead += ops
     if down is not None:
-        up = _def(x, "stax.convert")
-        if up is None:
-            return None
-        dead.append(up)
-        x = up.operands[0]
-        if _uses(x) != 1:
-            return None
-    scale = 1.0
+        x = _through(x, "stax.convert", dead, required=True)
     # the scale, computed in f32 between converts for bf16/f16 scores (the importer's
     # op math: convert, mul, convert)
-    rounded = _def(x, "stax.convert")
+    scale = 1.0
+    rounded = _def(x, "stax.convert") if x is not None else None
     y = rounded.operands[0] if rounded is not None else x
-    o = _def(y, "stax.mul") or _def(y, "stax.div")
+    o = (_def(y, "stax.mul") or _def(y, "stax.div")) if y is not None else None
     c = _splat(o.operands[1]) if o is not None else None
     if c and (rounded is None or _uses(y) == 1):   # (not 0: x / 0 is no scale)
         scale = c if o.name == "stax.mul" else 1.0 / c
-        dead += ([rounded] if rounded is not None else []) + [o, _owner(o.operands[1])]
-        x = o.operands[0]
-        if _uses(x) != 1:
-            return None
         if rounded is not None:
-            widened = _def(x, "stax.convert")
-            if widened is None:
-                return None
-            dead.append(widened)
-            x = widened.operands[0]
-            if _uses(x) != 1:
-                return None
-    o = _def(x, "stax.reshape")
-    if o is not None:
-        dead.append(o)
-        x = o.operands[0]
-        if _uses(x) != 1:
-            return None
-    mm = _def(x, "stax.matmul")
+            dead.append(rounded)
+        x = _through(y, o.name, dead)
+        dead.append(_owner(o.operands[1]))
+        if x is not None and rounded is not None:
+            x = _through(x, "stax.convert", dead, required=True)
+    x = _through(x, "stax.reshape", dead) if x is not None else None
+    mm = _def(x, "stax.matmul") if x is not None else None
     if mm is None:
         return None
     dead.append(mm)

@@ -29,7 +29,6 @@ from stax.dialects.layout import (COPY_ATTR, VIEW_OFFSET_ATTR, arg_layouts,
 from stax.driver import (CHECK, FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8,
                          output_structure, wrap_op_in_kernel)
 from stax.errors import StaxUnsupportedError
-from stax.wrapper_lines import arena_build_lines, drop_dead_views
 from stax.gpu_tuning import _autotuner_importable, _triton_compiler, _Tuner
 from stax.guards import _dtype_src, _guard_src
 from stax.matmul_epilogues import bias_add_operand, matmul_epilogue_plans
@@ -40,6 +39,7 @@ from stax.routes import ALIGN, CPU_ROUTE, TRITON_ROUTE
 from stax.runtime.cpu_alloc import HUGE_PAGE_MIN_BYTES
 from stax.runtime.layout import extent
 from stax.wrapper_fallback import _emit_fallback, _tensor_type
+from stax.wrapper_lines import arena_build_lines, drop_dead_views
 
 
 #: a CPU x @ w.t() whose result is larger than this is `torch.mm(x, w.t(), out=)` into a
@@ -536,7 +536,8 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
             st = result_strides(r)
             var = em.new_var()
             em.lines += srcmap.comment(op)
-            scale = float(str(op.operation.attributes["scale"]).split(":")[0])
+            from stax._mlir import ir
+            scale = ir.FloatAttr(op.operation.attributes["scale"]).value
             em.emit(f"{var} = _attention({q.var}, {k.var}, {v.var}, {scale!r}, {tuple(st)!r})")
             root_aligned[var] = True
             define(r, var, st)

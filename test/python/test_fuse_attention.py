@@ -117,7 +117,7 @@ def test_dynamic_graph_is_left_alone():
     assert not any(ATTENTION_CALL in c for c in _calls()), _calls()
 
 
-def test_option_off(monkeypatch):
+def test_option_off():
     x = torch.randn(2, 64, 3, 4, 32)
     cf = torch.compile(qkv_heads, backend="stax", options={"stax.fuse_attention": "off"})
     _same(cf(x), qkv_heads(x), F32)
