@@ -499,6 +499,17 @@ module {
       %4 = irdl.base "!builtin.tensor"
       irdl.results(result: %4)
     }
+    irdl.operation @masked_attention {
+      %0 = irdl.base "!builtin.tensor"
+      %1 = irdl.base "!builtin.tensor"
+      %2 = irdl.base "!builtin.tensor"
+      %3 = irdl.base "!builtin.tensor"
+      irdl.operands(query: %0, key: %1, value: %2, mask: %3)
+      %4 = irdl.any
+      irdl.attributes {"scale" = %4}
+      %5 = irdl.base "!builtin.tensor"
+      irdl.results(result: %5)
+    }
     irdl.operation @constant {
       %0 = irdl.any
       irdl.attributes {"value" = %0}

@@ -27,7 +27,7 @@ from stax.dialects.symbolic import (ExprError, dim_product, dim_sum, fixed_slice
                                     type_error)
 
 __all__ = ["Stax", "load_into", "OPS", "UNARY_OPS", "BINARY_OPS", "COMPARE_OPS",
-           "REDUCE_OPS", "ARG_REDUCE_OPS", "VIEW_OPS", "irdl_text"]
+           "REDUCE_OPS", "ARG_REDUCE_OPS", "VIEW_OPS", "ATTENTION_OPS", "irdl_text"]
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -55,6 +55,8 @@ REDUCE_OPS = ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod"]
 ARG_REDUCE_OPS = ["argmax", "argmin"]
 VIEW_OPS = ["broadcast_in_dim", "reshape", "permute", "slice"]
 GATHER_OP = "stax.gather"
+# the library's fused attention, unmasked and masked (the wrapper calls it)
+ATTENTION_OPS = ("stax.attention", "stax.masked_attention")
 
 
 def _kind_ok(kind: str, et) -> bool:
@@ -536,6 +538,41 @@ class MatmulOp(Stax.Operation, name="matmul", traits=[ext.Pure]):
         return True
 
 
+def _verify_attention(op, mask=None):
+    """The checks stax.attention and stax.masked_attention share (and the mask's)."""
+    q, k, v, r = (_ty(x) for x in (op.query, op.key, op.value, op.result))
+    if not (q.rank >= 3 and q.rank == k.rank == v.rank):
+        return _fail(op, f"operands 'query' {_D(q)}, 'key' {_D(k)} and 'value' "
+                         f"{_D(v)} need equal rank >= 3")
+    dq, dk, dv = _D(q), _D(k), _D(v)
+    if not dq[:-2] == dk[:-2] == dv[:-2]:
+        return _fail(op, f"batch dims differ: 'query' {dq}, 'key' {dk}, 'value' {dv}")
+    if dq[-1] != dk[-1]:
+        return _fail(op, f"'query' {dq} and 'key' {dk} need the same last dim")
+    if dk[-2] != dv[-2]:
+        return _fail(op, f"'key' {dk} and 'value' {dv} need the same key length")
+    if not (q.element_type == k.element_type == v.element_type) or \
+            not _is_float(q.element_type):
+        return _fail(op, "operands need one floating-point element type, got "
+                         f"{q.element_type}, {k.element_type}, {v.element_type}")
+    if mask is not None:
+        m, scores = _ty(mask), dq[:-1] + [dk[-2]]
+        if m.rank != q.rank or any(d != 1 and d != s for d, s in zip(_D(m), scores)):
+            return _fail(op, f"operand 'mask' {_D(m)} must have the scores' rank and dims "
+                             f"that are 1 or the scores' {_Dims(scores)}")
+        if not (_is_bool(m.element_type) or m.element_type == q.element_type):
+            return _fail(op, f"operand 'mask' has element type {m.element_type}; expected "
+                             f"i1 or {q.element_type}")
+    sc = _attr(op, "scale")
+    if not isinstance(sc, ir.FloatAttr):
+        return _fail(op, f"requires float attribute 'scale', got {sc}")
+    want = _Dims(dq[:-1] + [dv[-1]])
+    if _D(r) != want or r.element_type != q.element_type:
+        return _fail(op, f"result type {r} must have shape {want} and element type "
+                         f"{q.element_type}")
+    return True
+
+
 class AttentionOp(Stax.Operation, name="attention", traits=[ext.Pure]):
     """softmax(query @ key^T * scale) @ value: query [..., T, D], key [..., S, D], value
     [..., S, Dv] -> [..., T, Dv], equal batch dims, one floating-point element type;
@@ -548,29 +585,25 @@ class AttentionOp(Stax.Operation, name="attention", traits=[ext.Pure]):
     result: ext.Result[Tensor]
 
     def verify_invariants(self):
-        q, k, v, r = (_ty(x) for x in (self.query, self.key, self.value, self.result))
-        if not (q.rank >= 3 and q.rank == k.rank == v.rank):
-            return _fail(self, f"operands 'query' {_D(q)}, 'key' {_D(k)} and 'value' "
-                               f"{_D(v)} need equal rank >= 3")
-        dq, dk, dv = _D(q), _D(k), _D(v)
-        if not dq[:-2] == dk[:-2] == dv[:-2]:
-            return _fail(self, f"batch dims differ: 'query' {dq}, 'key' {dk}, 'value' {dv}")
-        if dq[-1] != dk[-1]:
-            return _fail(self, f"'query' {dq} and 'key' {dk} need the same last dim")
-        if dk[-2] != dv[-2]:
-            return _fail(self, f"'key' {dk} and 'value' {dv} need the same key length")
-        if not (q.element_type == k.element_type == v.element_type) or \
-                not _is_float(q.element_type):
-            return _fail(self, "operands need one floating-point element type, got "
-                               f"{q.element_type}, {k.element_type}, {v.element_type}")
-        sc = _attr(self, "scale")
-        if not isinstance(sc, ir.FloatAttr):
-            return _fail(self, f"requires float attribute 'scale', got {sc}")
-        want = _Dims(dq[:-1] + [dv[-1]])
-        if _D(r) != want or r.element_type != q.element_type:
-            return _fail(self, f"result type {r} must have shape {want} and element type "
-                               f"{q.element_type}")
-        return True
+        return _verify_attention(self)
+
+
+class MaskedAttentionOp(Stax.Operation, name="masked_attention", traits=[ext.Pure]):
+    """stax.attention with a mask on the scores, softmax(query @ key^T * scale (+) mask)
+    @ value. `mask` has the query's rank and dims that are 1 or the scores' ([..., T,
+    S]). An i1 mask keeps the scores where it is true and makes the others -inf
+    (masked_fill); a mask of the element type is added to the scores. A row left with
+    no score above -inf gives NaN, as the explicit form does (the library gives 0
+    there; the wrapper writes the NaN)."""
+    query: ext.Operand[Tensor]
+    key: ext.Operand[Tensor]
+    value: ext.Operand[Tensor]
+    mask: ext.Operand[Tensor]
+    scale: Any
+    result: ext.Result[Tensor]
+
+    def verify_invariants(self):
+        return _verify_attention(self, self.mask)
 
 
 # ----------------------------------------------------------------------------- creation

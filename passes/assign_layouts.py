@@ -51,7 +51,7 @@ from stax._mlir import ir
 from stax.dialects.layout import (BYTES_MOVED_ATTR, COPY_ATTR, LAYOUT_ATTR, RESULT_LAYOUTS_ATTR,
                                   VIEW_OFFSET_ATTR, arg_layouts, func_result_layouts,
                                   result_layouts_attr, set_func_layouts)
-from stax.dialects.stax_dialect import COLLECTIVE, FALLBACK, KERNEL, YIELD
+from stax.dialects.stax_dialect import ATTENTION_OPS, COLLECTIVE, FALLBACK, KERNEL, YIELD
 from stax.passes.channels_last import (CHANNELS_LAST_ATTR, DECISION_ATTR, GRAPH_KIND_ATTR,
                                        ChannelsLastPlan, channels_last_strides, decide,
                                        has_convolutions, is_channels_last)
@@ -69,7 +69,7 @@ DEVICE_ATTR = "stax.device"  # module attribute: the device type fallback ops ar
 KERNEL_OPS = (KERNEL, "stax.kernel")
 FALLBACK_OPS = (FALLBACK, "stax.fallback")
 #: library calls outside kernels whose results get layouts here (bytes: "library")
-LIBRARY_OPS = ("stax.matmul", "stax.attention")
+LIBRARY_OPS = ("stax.matmul",) + ATTENTION_OPS
 
 
 def wrap_op_in_kernel(op, attributes=None):
@@ -231,7 +231,7 @@ class _Assigner:
             lay = self.plan.kernel_result_layout(r, operands)
             if lay is not None:
                 return lay
-        if op is not None and op.name == "stax.attention":
+        if op is not None and op.name in ATTENTION_OPS:
             return attention_layout(_shape(r), self.known[op.operands[0]][0])
         if op is not None:  # an intermediate: the dim order its readers copy least from
             lay = choose_order(r, self.returned)

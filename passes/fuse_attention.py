@@ -1,4 +1,5 @@
-"""Turn explicit attention, `softmax(q @ k^T * c) @ v`, into one `stax.attention` op.
+"""Turn explicit attention, `softmax(q @ k^T * c) @ v`, into one `stax.attention` op
+(`stax.masked_attention` with a mask on the scores).
 
 The explicit form writes the [.., T, S] scores from one matmul, reads and writes them in
 the softmax kernel and reads the probabilities back in the second matmul: four passes
@@ -15,6 +16,7 @@ softmax (reduce_max, sub, exp, reduce_sum, div along the last dim, keepdim broad
     s = reshape(s)                 optional: [N, T, S] -> [B, H, T, S]
     x = mul(s, full c) | div(s, full c)     optional (c = 1 without)
     x = convert(mul(convert(s), full c))    bf16/f16: the scale in f32, rounded
+    x = select(d, -inf, x) | select(k, x, -inf) | x + m      optional: a mask
     x = convert(x)                 optional: a bf16/f16 softmax computed in f32 ...
     p = softmax(x) along the last dim
     p = convert(p)                 ... and rounded back
@@ -24,9 +26,15 @@ softmax (reduce_max, sub, exp, reduce_sum, div along the last dim, keepdim broad
 Guarantees, for every `func.func` of the module:
 - Only that pattern is rewritten, with every intermediate (scores, scaled scores,
   softmax values, probabilities) read by nothing else, one floating-point element type
-  for q, k, v and the output, a splat constant `c`, and no mask, dropout or other op
+  for q, k, v and the output, a splat constant `c`, and no dropout or other op
   between the matmuls. A graph that keeps the probabilities (a training forward saves
   them for the backward) is left alone.
+- A mask: masked_fill / where with -inf (another fill value is left alone: a row
+  masked whole would be uniform, not NaN), or an added float mask of the scores'
+  type. Operand of `stax.masked_attention`: the mask before its broadcast to the
+  scores (leading 1s added by a reshape), `not` of a masked_fill's condition (the
+  library keeps where true). Fused only where the mask is applied in the shape the
+  library sees (the batch dims unmerged, or no merge).
 - The new op computes the same mathematical function, so values agree with eager's to
   floating-point reassociation (the library sums the scores in blocks, in f32 for
   bf16/f16); they are not bit-identical.
@@ -176,6 +184,11 @@ def _match(out_mm):
     dead += ops
     if down is not None:
         x = _through(x, "stax.convert", dead, required=True)
+    mask = None
+    if x is not None and (_def(x, "stax.select") or _def(x, "stax.add")):
+        mask, x = _mask(x, dead)
+        if mask is None:
+            return None
     # the scale, computed in f32 between converts for bf16/f16 scores (the importer's
     # op math: convert, mul, convert)
     scale = 1.0
@@ -201,18 +214,79 @@ def _match(out_mm):
     if len({_elem(v) for v in values}) != 1 or _elem(q3) not in _FLOATS or \
             not all(isinstance(d, int) for v in values for d in _dims(v)):
         return None
-    return q3, kt3, v3, scale, dead
+    return q3, kt3, v3, scale, mask, dead
+
+
+def _unbroadcast(v):
+    """(the value `v` broadcasts, padded with leading 1s to v's rank by a new reshape
+    later) when v = broadcast_in_dim(x) of x's dims aligned right, each 1 or v's; else
+    (v, None)."""
+    b = _def(v, "stax.broadcast_in_dim")
+    if b is None:
+        return v, None
+    x, dv = b.operands[0], _dims(v)
+    dx = _dims(x)
+    r, r0 = len(dv), len(dx)
+    dims = list(ir.DenseI64ArrayAttr(b.attributes["dims"]))
+    if dims != list(range(r - r0, r)) or \
+            any(d != 1 and d != t for d, t in zip(dx, dv[r - r0:])):
+        return v, None
+    return x, b
+
+
+def _is_minus_inf(v) -> bool:
+    c = _splat(_unbroadcast(v)[0])
+    return c is not None and c == float("-inf")
+
+
+def _mask(x, dead):
+    """((mask, kind, the scores' rank), scores) when x = select(p, -inf, scores) ("drop": the mask is
+    where p is false), select(p, scores, -inf) ("keep") or scores + m ("add", either
+    order), with the scores read only there; ((None, None), None) otherwise. The
+    mask comes before the broadcast to the scores' shape."""
+    o = _owner(x)
+    a, b = o.operands[-2], o.operands[-1]
+    if o.name == "stax.select":
+        if _is_minus_inf(a):
+            kind, scores = "drop", b
+        elif _is_minus_inf(b):
+            kind, scores = "keep", a
+        else:
+            return None, None
+        m = o.operands[0]
+    else:
+        if _elem(x) not in _FLOATS:
+            return None, None
+        # s + m or m + s: the mask is the broadcast or argument (a wrong guess finds no
+        # matmul under the scores, and nothing is fused)
+        swap = _def(b, "stax.broadcast_in_dim") is None and _owner(b) is not None and \
+            (_def(a, "stax.broadcast_in_dim") is not None or _owner(a) is None)
+        scores, m = (b, a) if swap else (a, b)
+        kind = "add"
+    if _uses(scores) != 1:
+        return None, None
+    dead.append(o)
+    src, bcast = _unbroadcast(m)
+    if bcast is not None:
+        dead.append(bcast)
+    for f in (a, b):   # the -inf and its broadcast
+        if f is not scores and f is not m:
+            inner, fb = _unbroadcast(f)
+            dead += [op for op in (fb, _owner(inner)) if op is not None]
+    return (src, kind, len(_dims(x))), scores
 
 
 def _rewrite(out_mm) -> bool:
     m = _match(out_mm)
     if m is None:
         return False
-    q3, kt3, v3, scale, dead = m
+    q3, kt3, v3, scale, mask, dead = m
     ip = ir.InsertionPoint(out_mm)
     q, kt, v = _unmerged(q3), _unmerged(kt3), _unmerged(v3)
     if not _dims(q)[:-2] == _dims(kt)[:-2] == _dims(v)[:-2]:
         q, kt, v = q3, kt3, v3
+    if mask is not None and mask[2] != len(_dims(q)):
+        return False   # masked in a shape other than the library's
     k = _transpose_source(kt)
     with out_mm.location:
         if k is None:
@@ -222,7 +296,11 @@ def _rewrite(out_mm) -> bool:
                         {"perm": ir.DenseI64ArrayAttr.get(list(range(n - 2)) + [n - 1, n - 2])},
                         ip)
         shape = _dims(q)[:-1] + [_dims(v)[-1]]
-        att = _create("stax.attention", [q, k, v], q, shape,
+        operands, name = [q, k, v], "stax.attention"
+        if mask is not None:
+            operands.append(_library_mask(*mask, len(shape), ip))
+            name = "stax.masked_attention"
+        att = _create(name, operands, q, shape,
                       {"scale": ir.FloatAttr.get(ir.F64Type.get(), scale)}, ip)
         result = out_mm.results[0]
         users = [u.owner for u in result.uses]
@@ -241,6 +319,17 @@ def _rewrite(out_mm) -> bool:
     for v in (q3, kt3, v3):   # the views only the matmuls read
         _erase_unused_views(v)
     return True
+
+
+def _library_mask(mask, kind, _, rank, ip):
+    """The masked_attention operand: true where a score takes part (`not` of a "drop"
+    mask), or the added floats; padded with leading 1s to `rank`."""
+    dm = _dims(mask)
+    if len(dm) < rank:
+        mask = _create("stax.reshape", [mask], mask, [1] * (rank - len(dm)) + dm, {}, ip)
+    if kind == "drop":
+        mask = _create("stax.not", [mask], mask, _dims(mask), {}, ip)
+    return mask
 
 
 def _erase_unused_views(v) -> None:

@@ -145,13 +145,13 @@ def fused_pipeline(config=None, route=None) -> list:
 
 VIEW_OPS = ("stax.broadcast_in_dim", "stax.reshape", "stax.permute", "stax.slice")
 # the structural ops live in `stax_graph` (IRDL variadics must be homogeneous)
-from stax.dialects.stax_dialect import CHECK, COLLECTIVE, FALLBACK, KERNEL, YIELD  # noqa: F401
+from stax.dialects.stax_dialect import (ATTENTION_OPS, CHECK, COLLECTIVE, FALLBACK,  # noqa: F401
+                                        KERNEL, YIELD)
 KERNEL_OPS = (KERNEL, "stax.kernel")
 FALLBACK_OPS = (FALLBACK, "stax.fallback")
 # top-level ops the wrapper handles itself (everything else goes into a kernel)
-_WRAPPER_OPS = KERNEL_OPS + FALLBACK_OPS + (COLLECTIVE, CHECK, "stax.matmul",
-                                            "stax.attention", "stax.constant",
-                                            "func.return") + VIEW_OPS
+_WRAPPER_OPS = KERNEL_OPS + FALLBACK_OPS + ATTENTION_OPS + (
+    COLLECTIVE, CHECK, "stax.matmul", "stax.constant", "func.return") + VIEW_OPS
 
 
 # ----------------------------------------------------------------------------- types

@@ -26,7 +26,7 @@ from stax.compiled_graph import COLLECTIVE_CALL, CompiledGraph, _base_globals
 from stax.dialects.collective import COLLECTIVE, collective_summary
 from stax.dialects.layout import (COPY_ATTR, VIEW_OFFSET_ATTR, arg_layouts,
                                   result_layouts)
-from stax.driver import (CHECK, FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8,
+from stax.driver import (ATTENTION_OPS, CHECK, FALLBACK_OPS, KERNEL_OPS, VIEW_OPS, _block, _is_fp8,
                          output_structure, wrap_op_in_kernel)
 from stax.errors import StaxUnsupportedError
 from stax.gpu_tuning import _autotuner_importable, _triton_compiler, _Tuner
@@ -530,19 +530,20 @@ def _generate(gm, example_inputs, imported, func_op, guards, names, notes, graph
                 em.emit(f"{fn}({a.var}, {b.var}, out={var})")
             library_calls.append(f"{fn} {list(a.shape)}x{list(b.shape)} "
                                  f"{str(a.dtype).replace('torch.', '')} (matmul outside kernels)")
-        elif name == "stax.attention":   # the library's fused attention
-            q, k, v = (vals[x] for x in op.operation.operands)
+        elif name in ATTENTION_OPS:   # the library's fused attention
+            q, k, v, *mask = (vals[x] for x in op.operation.operands)
             r = op.operation.results[0]
             st = result_strides(r)
             var = em.new_var()
             em.lines += srcmap.comment(op)
             from stax._mlir import ir
             scale = ir.FloatAttr(op.operation.attributes["scale"]).value
-            em.emit(f"{var} = _attention({q.var}, {k.var}, {v.var}, {scale!r}, {tuple(st)!r})")
+            em.emit(f"{var} = _attention({q.var}, {k.var}, {v.var}, {scale!r}, {tuple(st)!r}"
+                    + (f", {mask[0].var})" if mask else ")"))
             root_aligned[var] = True
             define(r, var, st)
             library_calls.append(f"scaled_dot_product_attention {list(q.shape)} "
-                                 f"{str(q.dtype).replace('torch.', '')} (stax.attention)")
+                                 f"{str(q.dtype).replace('torch.', '')} ({name})")
         elif name in FALLBACK_OPS:
             em.lines += srcmap.comment(op)
             _emit_fallback(op, em, vals, define_as_decided, fallback_ops, device=device)

@@ -54,3 +54,35 @@ func.func @result(%q: tensor<2x16x8xf32>, %v: tensor<2x16x4xf32>) {
   %0 = "stax.attention"(%q, %q, %v) {scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x4xf32>) -> tensor<2x16x8xf32>
   return
 }
+
+// -----
+
+func.func @mask_dims(%q: tensor<2x16x8xf32>, %m: tensor<1x16x12xi1>) {
+  // expected-error @+1 {{'stax.masked_attention' op operand 'mask' [1, 16, 12] must have the scores' rank and dims that are 1 or the scores' [2, 16, 16]}}
+  %0 = "stax.masked_attention"(%q, %q, %q, %m) {scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<1x16x12xi1>) -> tensor<2x16x8xf32>
+  return
+}
+
+// -----
+
+func.func @mask_rank(%q: tensor<2x16x8xf32>, %m: tensor<16x16xi1>) {
+  // expected-error @+1 {{'stax.masked_attention' op operand 'mask' [16, 16] must have the scores' rank}}
+  %0 = "stax.masked_attention"(%q, %q, %q, %m) {scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<16x16xi1>) -> tensor<2x16x8xf32>
+  return
+}
+
+// -----
+
+func.func @mask_type(%q: tensor<2x16x8xf32>, %m: tensor<2x16x16xf16>) {
+  // expected-error @+1 {{'stax.masked_attention' op operand 'mask' has element type f16; expected i1 or f32}}
+  %0 = "stax.masked_attention"(%q, %q, %q, %m) {scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x16xf16>) -> tensor<2x16x8xf32>
+  return
+}
+
+// -----
+
+func.func @masked_batch(%q: tensor<2x16x8xf32>, %k: tensor<3x16x8xf32>, %m: tensor<2x16x16xi1>) {
+  // expected-error @+1 {{'stax.masked_attention' op batch dims differ}}
+  %0 = "stax.masked_attention"(%q, %k, %k, %m) {scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<3x16x8xf32>, tensor<3x16x8xf32>, tensor<2x16x16xi1>) -> tensor<2x16x8xf32>
+  return
+}

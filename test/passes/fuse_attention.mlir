@@ -95,3 +95,91 @@ func.func @bf16_scaled_in_f32(%q: tensor<8x16x32xbf16>, %kt: tensor<8x32x16xbf16
   %14 = "stax.matmul"(%13, %v) : (tensor<8x16x16xbf16>, tensor<8x16x32xbf16>) -> tensor<8x16x32xbf16>
   return %14 : tensor<8x16x32xbf16>
 }
+
+// -----
+
+// GPT-2's causal mask: masked_fill(bias[:, :, :T, :T] == 0, -inf) between the scale and
+// the softmax, the [1, 1, T, S] mask broadcast over heads. The mask is taken before its
+// broadcast and negated (the library keeps where true); the -inf fill is gone.
+// CHECK-LABEL: func.func @causal_masked_fill
+// CHECK: %[[DROP:.*]] = "stax.cmp_eq"(%arg3, %{{.*}}) : (tensor<1x1x16x16xf32>, tensor<1x1x16x16xf32>) -> tensor<1x1x16x16xi1>
+// CHECK-NOT: "stax.matmul"
+// CHECK-NOT: "stax.select"
+// CHECK: %[[KEEP:.*]] = "stax.not"(%[[DROP]]) : (tensor<1x1x16x16xi1>) -> tensor<1x1x16x16xi1>
+// CHECK-NEXT: %[[A:.*]] = "stax.masked_attention"(%arg0, %arg1, %arg2, %[[KEEP]]) {scale = 1.250000e-01 : f64} : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x1x16x16xi1>) -> tensor<1x4x16x8xf32>
+// CHECK-NEXT: return %[[A]]
+func.func @causal_masked_fill(%q: tensor<1x4x16x8xf32>, %k: tensor<1x4x16x8xf32>, %v: tensor<1x4x16x8xf32>, %bias: tensor<1x1x16x16xf32>) -> tensor<1x4x16x8xf32> {
+  %kt = "stax.permute"(%k) {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x4x16x8xf32>) -> tensor<1x4x8x16xf32>
+  %q3 = "stax.reshape"(%q) : (tensor<1x4x16x8xf32>) -> tensor<4x16x8xf32>
+  %kt3 = "stax.reshape"(%kt) : (tensor<1x4x8x16xf32>) -> tensor<4x8x16xf32>
+  %s3 = "stax.matmul"(%q3, %kt3) : (tensor<4x16x8xf32>, tensor<4x8x16xf32>) -> tensor<4x16x16xf32>
+  %s = "stax.reshape"(%s3) : (tensor<4x16x16xf32>) -> tensor<1x4x16x16xf32>
+  %c = "stax.full"() {value = 1.250000e-01 : f32} : () -> tensor<1x4x16x16xf32>
+  %x = "stax.mul"(%s, %c) : (tensor<1x4x16x16xf32>, tensor<1x4x16x16xf32>) -> tensor<1x4x16x16xf32>
+  %zero = "stax.full"() {value = 0.000000e+00 : f32} : () -> tensor<1x1x16x16xf32>
+  %drop = "stax.cmp_eq"(%bias, %zero) : (tensor<1x1x16x16xf32>, tensor<1x1x16x16xf32>) -> tensor<1x1x16x16xi1>
+  %ninf = "stax.full"() {value = 0xFF800000 : f32} : () -> tensor<f32>
+  %dropb = "stax.broadcast_in_dim"(%drop) {dims = array<i64: 0, 1, 2, 3>} : (tensor<1x1x16x16xi1>) -> tensor<1x4x16x16xi1>
+  %ninfb = "stax.broadcast_in_dim"(%ninf) {dims = array<i64>} : (tensor<f32>) -> tensor<1x4x16x16xf32>
+  %m = "stax.select"(%dropb, %ninfb, %x) : (tensor<1x4x16x16xi1>, tensor<1x4x16x16xf32>, tensor<1x4x16x16xf32>) -> tensor<1x4x16x16xf32>
+  %1 = "stax.reduce_max"(%m) {dims = array<i64: 3>, keepdim = true} : (tensor<1x4x16x16xf32>) -> tensor<1x4x16x1xf32>
+  %2 = "stax.broadcast_in_dim"(%1) {dims = array<i64: 0, 1, 2, 3>} : (tensor<1x4x16x1xf32>) -> tensor<1x4x16x16xf32>
+  %3 = "stax.sub"(%m, %2) : (tensor<1x4x16x16xf32>, tensor<1x4x16x16xf32>) -> tensor<1x4x16x16xf32>
+  %4 = "stax.exp"(%3) : (tensor<1x4x16x16xf32>) -> tensor<1x4x16x16xf32>
+  %5 = "stax.reduce_sum"(%4) {dims = array<i64: 3>, keepdim = true} : (tensor<1x4x16x16xf32>) -> tensor<1x4x16x1xf32>
+  %6 = "stax.broadcast_in_dim"(%5) {dims = array<i64: 0, 1, 2, 3>} : (tensor<1x4x16x1xf32>) -> tensor<1x4x16x16xf32>
+  %p = "stax.div"(%4, %6) : (tensor<1x4x16x16xf32>, tensor<1x4x16x16xf32>) -> tensor<1x4x16x16xf32>
+  %p3 = "stax.reshape"(%p) : (tensor<1x4x16x16xf32>) -> tensor<4x16x16xf32>
+  %v3 = "stax.reshape"(%v) : (tensor<1x4x16x8xf32>) -> tensor<4x16x8xf32>
+  %o3 = "stax.matmul"(%p3, %v3) : (tensor<4x16x16xf32>, tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+  %o = "stax.reshape"(%o3) : (tensor<4x16x8xf32>) -> tensor<1x4x16x8xf32>
+  return %o : tensor<1x4x16x8xf32>
+}
+
+// -----
+
+// torch.where(keep, scores, -inf) with a [T, S] mask broadcast to 3-D scores: the mask is
+// the select's condition, reshaped to the scores' rank; no scale.
+// CHECK-LABEL: func.func @where_keep
+// CHECK-NOT: "stax.select"
+// CHECK: %[[M:.*]] = "stax.reshape"(%arg3) : (tensor<16x16xi1>) -> tensor<1x16x16xi1>
+// CHECK-NEXT: %[[A:.*]] = "stax.masked_attention"(%arg0, %{{.*}}, %arg2, %[[M]]) {scale = 1.000000e+00 : f64}
+// CHECK-NEXT: return %[[A]]
+func.func @where_keep(%q: tensor<8x16x32xf32>, %kt: tensor<8x32x16xf32>, %v: tensor<8x16x32xf32>, %keep: tensor<16x16xi1>) -> tensor<8x16x32xf32> {
+  %s = "stax.matmul"(%q, %kt) : (tensor<8x16x32xf32>, tensor<8x32x16xf32>) -> tensor<8x16x16xf32>
+  %kb = "stax.broadcast_in_dim"(%keep) {dims = array<i64: 1, 2>} : (tensor<16x16xi1>) -> tensor<8x16x16xi1>
+  %ninf = "stax.full"() {value = 0xFF800000 : f32} : () -> tensor<8x16x16xf32>
+  %m = "stax.select"(%kb, %s, %ninf) : (tensor<8x16x16xi1>, tensor<8x16x16xf32>, tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %1 = "stax.reduce_max"(%m) {dims = array<i64: 2>, keepdim = true} : (tensor<8x16x16xf32>) -> tensor<8x16x1xf32>
+  %2 = "stax.broadcast_in_dim"(%1) {dims = array<i64: 0, 1, 2>} : (tensor<8x16x1xf32>) -> tensor<8x16x16xf32>
+  %3 = "stax.sub"(%m, %2) : (tensor<8x16x16xf32>, tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %4 = "stax.exp"(%3) : (tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %5 = "stax.reduce_sum"(%4) {dims = array<i64: 2>, keepdim = true} : (tensor<8x16x16xf32>) -> tensor<8x16x1xf32>
+  %6 = "stax.broadcast_in_dim"(%5) {dims = array<i64: 0, 1, 2>} : (tensor<8x16x1xf32>) -> tensor<8x16x16xf32>
+  %p = "stax.div"(%4, %6) : (tensor<8x16x16xf32>, tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %o = "stax.matmul"(%p, %v) : (tensor<8x16x16xf32>, tensor<8x16x32xf32>) -> tensor<8x16x32xf32>
+  return %o : tensor<8x16x32xf32>
+}
+
+// -----
+
+// An additive mask (scores * c + m), full-shape: the mask is the add's other operand.
+// CHECK-LABEL: func.func @additive
+// CHECK-NOT: "stax.add"
+// CHECK: %[[A:.*]] = "stax.masked_attention"(%arg0, %{{.*}}, %arg2, %arg3) {scale = 1.250000e-01 : f64} : (tensor<8x16x32xf32>, tensor<8x16x32xf32>, tensor<8x16x32xf32>, tensor<8x16x16xf32>) -> tensor<8x16x32xf32>
+// CHECK-NEXT: return %[[A]]
+func.func @additive(%q: tensor<8x16x32xf32>, %kt: tensor<8x32x16xf32>, %v: tensor<8x16x32xf32>, %mask: tensor<8x16x16xf32>) -> tensor<8x16x32xf32> {
+  %s = "stax.matmul"(%q, %kt) : (tensor<8x16x32xf32>, tensor<8x32x16xf32>) -> tensor<8x16x16xf32>
+  %c = "stax.full"() {value = 1.250000e-01 : f32} : () -> tensor<8x16x16xf32>
+  %x = "stax.mul"(%s, %c) : (tensor<8x16x16xf32>, tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %m = "stax.add"(%x, %mask) : (tensor<8x16x16xf32>, tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %1 = "stax.reduce_max"(%m) {dims = array<i64: 2>, keepdim = true} : (tensor<8x16x16xf32>) -> tensor<8x16x1xf32>
+  %2 = "stax.broadcast_in_dim"(%1) {dims = array<i64: 0, 1, 2>} : (tensor<8x16x1xf32>) -> tensor<8x16x16xf32>
+  %3 = "stax.sub"(%m, %2) : (tensor<8x16x16xf32>, tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %4 = "stax.exp"(%3) : (tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %5 = "stax.reduce_sum"(%4) {dims = array<i64: 2>, keepdim = true} : (tensor<8x16x16xf32>) -> tensor<8x16x1xf32>
+  %6 = "stax.broadcast_in_dim"(%5) {dims = array<i64: 0, 1, 2>} : (tensor<8x16x1xf32>) -> tensor<8x16x16xf32>
+  %p = "stax.div"(%4, %6) : (tensor<8x16x16xf32>, tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  %o = "stax.matmul"(%p, %v) : (tensor<8x16x16xf32>, tensor<8x16x32xf32>) -> tensor<8x16x32xf32>
+  return %o : tensor<8x16x32xf32>
+}

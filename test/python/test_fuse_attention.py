@@ -1,9 +1,11 @@
 """stax-fuse-attention on the CPU route: explicit attention, `softmax(q @ k^T * c) @ v`,
 runs as one library call of scaled_dot_product_attention (`stax.attention`), which
-reads q, k and v where they lie. Checked against eager: values (to rounding: the library
-sums the scores in blocks), shape, strides, route, and that the call is in the report;
-and what it leaves alone: a mask between the matmuls, a training graph (the
-probabilities are saved), a dynamic graph, `stax.fuse_attention="off"`."""
+reads q, k and v where they lie; with a mask (masked_fill or where with -inf, or an
+added float mask), `stax.masked_attention`. Checked against eager: values (to rounding:
+the library sums the scores in blocks), NaN rows where every key is masked, shape,
+strides, route, and that the call is in the report; and what it leaves alone: a finite
+fill value, a training graph (the probabilities are saved), a dynamic graph,
+`stax.fuse_attention="off"`."""
 from __future__ import annotations
 
 import math
@@ -89,10 +91,85 @@ def test_three_dim_operands_and_a_division():
     assert any(ATTENTION_CALL in c for c in _calls()), _calls()
 
 
-def test_a_mask_is_left_alone():
-    q, k, v = (torch.randn(2, 4, 128, 32) for _ in range(3))
-    m = torch.randn(128, 128)
-    _same(torch.compile(masked, backend="stax")(q, k, v, m), masked(q, k, v, m), F32)
+MASKED_CALL = "(stax.masked_attention)"
+
+
+def causal_fill(q, k, v, bias):   # GPT-2 (nanoGPT): masked_fill of a tril buffer
+    t = q.shape[-2]
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    att = att.masked_fill(bias[:, :, :t, :t] == 0, float("-inf"))
+    return torch.softmax(att, dim=-1) @ v
+
+
+def where_keep(q, k, v, keep):
+    att = torch.where(keep, q @ k.transpose(-1, -2), float("-inf"))
+    return torch.softmax(att, dim=-1) @ v
+
+
+def finite_fill(q, k, v, drop):   # not -inf: a fully masked row is uniform, not NaN
+    att = (q @ k.transpose(-1, -2)).masked_fill(drop, -1e4)
+    return torch.softmax(att, dim=-1) @ v
+
+
+def _masked_calls():
+    return [c for c in _calls() if MASKED_CALL in c]
+
+
+@pytest.mark.parametrize("shape,dtype", [((1, 4, 64, 32), torch.float32),
+                                         ((2, 12, 512, 64), torch.float32),
+                                         ((2, 4, 256, 64), torch.bfloat16)],
+                         ids=["small", "users", "bf16"])
+def test_causal_masked_fill(shape, dtype):
+    b, h, t, d = shape
+    q, k, v = (torch.randn(b, t, h, d, dtype=dtype).transpose(1, 2) for _ in range(3))
+    bias = torch.tril(torch.ones(t + 8, t + 8)).view(1, 1, t + 8, t + 8)
+    _same(torch.compile(causal_fill, backend="stax")(q, k, v, bias),
+          causal_fill(q, k, v, bias), F32 if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2))
+    assert B.last_report().route == "stax-cpu" and _masked_calls(), _calls()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_additive_mask(dtype):
+    q, k, v = (torch.randn(2, 4, 256, 64, dtype=dtype) for _ in range(3))
+    m = torch.randn(256, 256, dtype=dtype)
+    tol = F32 if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    _same(torch.compile(masked, backend="stax")(q, k, v, m), masked(q, k, v, m), tol)
+    if dtype == torch.float32:   # (bf16: the importer adds in f32 between converts)
+        assert _masked_calls(), _calls()
+
+
+def test_where_keep_with_a_bool_input():
+    q, k, v = (torch.randn(3, 128, 64) for _ in range(3))
+    keep = torch.rand(128, 128) > 0.3
+    _same(torch.compile(where_keep, backend="stax")(q, k, v, keep), where_keep(q, k, v, keep),
+          F32)
+    assert _masked_calls(), _calls()
+
+
+def test_fully_masked_rows_are_nan_as_in_eager():
+    """The library gives 0 for a query row with every key masked, the explicit form NaN:
+    the compiled graph gives NaN there, and the other rows' values."""
+    q, k, v = (torch.randn(2, 4, 64, 32) for _ in range(3))
+    keep = torch.rand(64, 64) > 0.5
+    keep[3] = False
+    keep[40] = False
+    want = where_keep(q, k, v, keep)
+    assert want[:, :, 3].isnan().all() and not want[:, :, 2].isnan().any()
+    got = torch.compile(where_keep, backend="stax")(q, k, v, keep)
+    torch.testing.assert_close(got, want, equal_nan=True, **F32)
+    assert _masked_calls(), _calls()
+    m = torch.zeros(64, 64).masked_fill(~keep, float("-inf"))   # additive, -inf rows
+    torch.testing.assert_close(torch.compile(masked, backend="stax")(q, k, v, m),
+                               masked(q, k, v, m), equal_nan=True, **F32)
+    assert _masked_calls(), _calls()
+
+
+def test_finite_fill_is_left_alone():
+    q, k, v = (torch.randn(2, 4, 64, 32) for _ in range(3))
+    drop = torch.rand(64, 64) > 0.5
+    drop[5] = True
+    _same(torch.compile(finite_fill, backend="stax")(q, k, v, drop), finite_fill(q, k, v, drop),
+          F32)
     assert not any(ATTENTION_CALL in c for c in _calls()), _calls()
 
 

@@ -30,11 +30,22 @@ def _restride(t: torch.Tensor, shape, strides) -> torch.Tensor:
     return fresh_copy(t, shape, strides)
 
 
-def _attention(q, k, v, scale, strides) -> torch.Tensor:
-    """stax.attention: the library's scaled_dot_product_attention (its output follows
-    the query's dim order, which stax-assign-layouts predicts); a fresh copy with
-    `strides` where this build of torch laid it out otherwise."""
-    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale)
+def _attention(q, k, v, scale, strides, mask=None) -> torch.Tensor:
+    """stax.attention and stax.masked_attention: the library's
+    scaled_dot_product_attention (its output follows the query's dim order, which
+    stax-assign-layouts predicts); a fresh copy with `strides` where this build of
+    torch laid it out otherwise.
+
+    The library gives 0 where a query row has no score left above -inf (every key
+    masked); the explicit form, whose softmax divides 0 by 0 there, gives NaN, so
+    those rows are NaN here too."""
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                           scale=scale)
+    if mask is not None:
+        live = mask if mask.dtype == torch.bool else mask > float("-inf")
+        dead = ~live.any(-1, keepdim=True)
+        if dead.any():
+            out = out.masked_fill(dead, float("nan"))
     return out if out.stride() == tuple(strides) else _restride(out, out.shape, strides)
 
 
