@@ -3,7 +3,8 @@
     stax-fuzz --seed S --count N [--device cpu|cuda] [--backward] [--ptx-only] [--dynamic]
 
 Prints every failure (shrunk to a runnable repro script) and last
-`N passed, M failed[, K skipped]`; the exit status is 1 when anything failed.
+`N passed, M failed[, K skipped]`; the exit status is 1 when anything failed, 3 when a
+program ran past --program-timeout (it is printed; the process stops there).
 """
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ def main(argv=None) -> int:
     ap.add_argument("--shrink-budget", type=float, default=120.0,
                     help="seconds spent shrinking each failure (0: no shrinking)")
     ap.add_argument("--max-stmts", type=int, default=7, help="statements per program")
+    ap.add_argument("--program-timeout", type=float, default=600.0,
+                    help="seconds one program may take (compile, run, compare) before "
+                         "the fuzzer prints it as a hang and exits with status 3 "
+                         "(0: no limit)")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     import torch
@@ -48,7 +53,7 @@ def main(argv=None) -> int:
     from stax.fuzz import fuzz
     r = fuzz(a.seed, a.count, device=a.device, backward=a.backward, ptx_only=a.ptx_only,
              shrink_budget=a.shrink_budget, max_stmts=a.max_stmts, verbose=a.verbose,
-             dynamic=a.dynamic)
+             dynamic=a.dynamic, program_timeout=a.program_timeout)
     return 1 if r["failed"] else 0
 
 

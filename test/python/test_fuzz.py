@@ -511,3 +511,22 @@ def test_eager_overflow_of_an_f16_intermediate_is_not_a_mismatch():
     # a float32 program has no reduced-precision intermediates to excuse
     e32, s32 = eager.float(), stax.float()
     assert "NaN positions differ" in C.value_mismatch(s32, e32, exact, precision=torch.float32)
+
+
+def test_a_program_that_hangs_is_printed_and_ends_the_process(tmp_path):
+    """--program-timeout: a compile that never returns cannot be interrupted from Python;
+    the fuzzer prints the program and exits with status 3 instead of hanging silently."""
+    import subprocess
+    import sys
+    script = tmp_path / "hang.py"
+    script.write_text(
+        "import sys, time\n"
+        "import stax.fuzz.compare as C\n"
+        "C.check = lambda *a, **k: time.sleep(60)\n"
+        "from stax.tools.stax_fuzz import main\n"
+        "sys.exit(main(['--seed', '5', '--count', '3', '--program-timeout', '2']))\n")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=50)
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    assert "[1/3] program 5000015: FAILED timeout: no result after 2 s" in p.stdout, p.stdout
+    assert "def fn(" in p.stdout and "stopping this process" in p.stdout, p.stdout

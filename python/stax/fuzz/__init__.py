@@ -51,10 +51,45 @@ def _one_huge_program_at_a_time(prog):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+class _Watchdog:
+    """Ends the process when one program runs past `seconds`, after printing which
+    program hung and its source (a compile that never returns, such as LLVM's O3 on an
+    unrolled chain, cannot be interrupted from Python: it holds the interpreter in C
+    code). Exit status `EXIT_STATUS`."""
+
+    EXIT_STATUS = 3
+
+    def __init__(self, seconds: float, log):
+        self.seconds, self.log, self.timer = seconds, log, None
+
+    def arm(self, label: str, prog) -> None:
+        import threading
+        if self.seconds <= 0:
+            return
+        self.timer = threading.Timer(self.seconds, self._fire, (label, prog))
+        self.timer.daemon = True
+        self.timer.start()
+
+    def disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _fire(self, label, prog) -> None:
+        self.log(f"{label}: FAILED timeout: no result after {self.seconds:.0f} s "
+                 f"(--program-timeout); the program:")
+        self.log(prog.source())
+        self.log("stax-fuzz: stopping this process (a hung compile cannot be interrupted)")
+        os._exit(self.EXIT_STATUS)
+
+
 def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
          ptx_only: bool = False, shrink_budget: float = 120.0, max_stmts: int = 7,
-         out=None, verbose: bool = False, dynamic: bool = False) -> dict:
-    """Run `count` valid programs; returns the counts and the failures (shrunk)."""
+         out=None, verbose: bool = False, dynamic: bool = False,
+         program_timeout: float = 0.0) -> dict:
+    """Run `count` valid programs; returns the counts and the failures (shrunk).
+    `program_timeout` > 0: a program (compile and compare, before any shrinking) that
+    runs longer ends the process with a failure naming it (`_Watchdog`)."""
     from stax.fuzz.compare import check
     from stax.fuzz.generate import random_program
     from stax.fuzz.shrink import repro_script, shrink
@@ -70,6 +105,7 @@ def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
     failures = []
     stats: dict = {}
     t0 = time.monotonic()
+    watchdog = _Watchdog(program_timeout, log)
     i = 0
     attempt = 0
     while i < count:
@@ -79,6 +115,7 @@ def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
             log("stax-fuzz: too many invalid programs; stopping")
             break
         prog = random_program(pseed, backward=backward, device=device, max_stmts=max_stmts)
+        watchdog.arm(f"[{i + 1}/{count}] program {pseed}", prog)
         if ptx_only:
             from stax.fuzz.ptx import check_ptx
             o = check_ptx(prog, backward=backward, stats=stats)
@@ -105,6 +142,7 @@ def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
                 log("stax-fuzz: the CUDA context is lost; stopping this process")
                 i += 1
                 break
+        watchdog.disarm()
         if o.status == "invalid":
             counts["invalid"] += 1
             continue
@@ -155,6 +193,7 @@ def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
         log("-----")
         failures.append({"program_seed": pseed, "kind": so.kind, "message": so.message,
                          "repro": script})
+    watchdog.disarm()
     dt = time.monotonic() - t0
     mode = "ptx-only (sm_90)" if ptx_only else device
     if dynamic:
