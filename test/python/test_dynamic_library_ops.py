@@ -1,5 +1,6 @@
-"""Ops with no stax lowering that keep their operand's sizes (prefix scans, sorts,
-special functions; flip was one until it became a stax gather, `test_flip.py`), in a graph compiled once for every size: PyTorch runs them inside
+"""Ops with no stax lowering whose result sizes follow from their operand's (prefix scans,
+sorts, special functions, topk and order statistics; flip was one until it became a stax
+gather, `test_flip.py`), in a graph compiled once for every size: PyTorch runs them inside
 the dynamic graph, as it does inside a static one (`stax_graph.fallback`, each result's
 shape checked against its type at run time).
 
@@ -45,12 +46,24 @@ def running_product(x, mask):
     return (x * 0.01 + 1).cumprod(1).sum(1)
 
 
+def top2_routing(x, mask):
+    """MoE routing: the two largest gate probabilities, renormalized, and their experts."""
+    w, experts = x.softmax(-1).topk(2, dim=-1)
+    return w / w.sum(-1, keepdim=True) + experts * 3
+
+
+def order_statistics(x, mask):
+    return x.median(-1).values + x.kthvalue(1, -1).values * 2
+
+
 INFERENCE = {"position_ids": position_ids, "scan": scan, "sort_and_flip": sort_and_flip,
-             "special": special, "running_product": running_product}
+             "special": special, "running_product": running_product,
+             "top2_routing": top2_routing, "order_statistics": order_statistics}
 #: (sort_and_flip's indices have no gradient; cumprod's backward specializes the scanned
 #: dim in Dynamo's trace, so a new width is Dynamo's recompile: running_product trains
 #: at one width below)
-TRAINING = {"position_ids": position_ids, "scan": scan, "special": special}
+TRAINING = {"position_ids": position_ids, "scan": scan, "special": special,
+            "top2_routing": top2_routing}
 
 
 @pytest.mark.parametrize("case", sorted(INFERENCE))

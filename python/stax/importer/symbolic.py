@@ -166,6 +166,15 @@ _SHAPE_PRESERVING_LIBRARY_OPS = {getattr(getattr(aten, n), o) for n, o in (
     ("erfinv", "default")) if hasattr(aten, n) and hasattr(getattr(aten, n), o)}
 SYMBOLIC_OPS |= _SHAPE_PRESERVING_LIBRARY_OPS
 
+#: more ops the static importer hands to PyTorch, whose result sizes follow from their
+#: operands' and integer arguments (never a size): the k largest (MoE routing, top-k
+#: sampling) and order statistics along a dim. (native_group_norm takes N and H*W as
+#: arguments, sizes: per size.)
+_SELECTING_LIBRARY_OPS = {getattr(getattr(aten, n), o) for n, o in (
+    ("topk", "default"), ("kthvalue", "default"), ("median", "dim"), ("mode", "default"))
+    if hasattr(aten, n) and hasattr(getattr(aten, n), o)}
+SYMBOLIC_OPS |= _SELECTING_LIBRARY_OPS
+
 #: assertions on computed values (one_hot's class range): stax_graph.check (ops_checks)
 SYMBOLIC_OPS |= {aten._assert_async.msg, aten._assert_async.default}
 
@@ -180,7 +189,8 @@ SYMBOLIC_OPS |= INPLACE_WRITE_OPS
 SYMBOLIC_LIBRARY_OPS = {aten.convolution.default, aten.convolution_backward.default,
                         aten.index_put.default, *_SDPA_LIBRARY_OPS, *_POOL_LIBRARY_OPS,
                         *_SCATTER_LIBRARY_OPS, *_PAD_BACKWARD_LIBRARY_OPS,
-                        *_SHAPE_PRESERVING_LIBRARY_OPS, *INPLACE_WRITE_OPS}
+                        *_SHAPE_PRESERVING_LIBRARY_OPS, *_SELECTING_LIBRARY_OPS,
+                        *INPLACE_WRITE_OPS}
 
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
