@@ -240,10 +240,10 @@ def _is_minus_inf(v) -> bool:
 
 
 def _mask(x, dead):
-    """((mask, kind, the scores' rank), scores) when x = select(p, -inf, scores) ("drop": the mask is
-    where p is false), select(p, scores, -inf) ("keep") or scores + m ("add", either
-    order), with the scores read only there; ((None, None), None) otherwise. The
-    mask comes before the broadcast to the scores' shape."""
+    """((mask, kind, the scores' rank), scores) when x = select(p, -inf, scores)
+    ("drop": the scores stay where p is false), select(p, scores, -inf) ("keep") or
+    scores + m ("add", either order), with the scores read only there; (None, None)
+    otherwise. The mask is taken before its broadcast to the scores' shape."""
     o = _owner(x)
     a, b = o.operands[-2], o.operands[-1]
     if o.name == "stax.select":
