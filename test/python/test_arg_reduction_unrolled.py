@@ -49,3 +49,26 @@ def test_short_column(op, n, special):
         assert torch.equal(g, w) or (g.isnan() == w.isnan()).all() and torch.equal(
             g.nan_to_num(0), w.nan_to_num(0)), (g, w)
     assert B.last_report().route == ("stax-cpu" if x.device.type == "cpu" else "triton")
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_bool_input_raises_as_in_eager(op):
+    """Eager's argmax/argmin refuse bool input (Dynamo's fake tensors accept it, and
+    Inductor returns indices): PyTorch runs the op inside the compiled graph and raises
+    eager's error; max/min over a dim of bools keep their kernel."""
+    x = torch.rand(300, 17) > 0.5
+    fn = {"argmax": lambda x: x.argmax(-1) + 1, "argmin": lambda x: x.argmin(0) + 1}[op]
+    with pytest.raises(RuntimeError, match="does not support bool input") as eager:
+        fn(x)
+    with pytest.raises(RuntimeError, match="does not support bool input") as compiled:
+        torch.compile(fn, backend="stax")(x)
+    assert str(compiled.value) == str(eager.value)
+    assert any(f"aten.{op}" in f for f in B.last_report().fallback_ops)
+
+
+def test_max_over_a_dim_of_bools_keeps_its_kernel():
+    x = torch.rand(300, 17) > 0.5
+    fn = lambda x: torch.max(x, 0)   # noqa: E731
+    got, want = torch.compile(fn, backend="stax")(x), fn(x)
+    assert torch.equal(got.values, want.values) and torch.equal(got.indices, want.indices)
+    assert not B.last_report().fallback_ops, B.last_report().summary()

@@ -164,6 +164,27 @@ def test_fully_masked_rows_are_nan_as_in_eager():
     assert _masked_calls(), _calls()
 
 
+def bert_padding(x, w, attention_mask):
+    """BERT's self-attention: heads of one projection, an additive mask made in the graph
+    from the [B, S] padding mask (finfo.min where padded), broadcast over heads and
+    queries."""
+    b, t, c = x.shape
+    q, k, v = (x @ w).view(b, t, 3, 8, c // 8).permute(2, 0, 3, 1, 4)
+    ext = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+    att = (q @ k.transpose(-1, -2)) / math.sqrt(c // 8) + ext
+    return (att.softmax(-1) @ v).transpose(1, 2).reshape(b, t, c)
+
+
+def test_bert_padding_mask():
+    x, w = torch.randn(4, 128, 512), torch.randn(512, 1536) / 23
+    attention_mask = torch.ones(4, 128, dtype=torch.long)
+    attention_mask[1, 100:] = 0
+    attention_mask[3, 7:] = 0
+    _same(torch.compile(bert_padding, backend="stax")(x, w, attention_mask),
+          bert_padding(x, w, attention_mask), F32)
+    assert _masked_calls(), _calls()
+
+
 def test_finite_fill_is_left_alone():
     q, k, v = (torch.randn(2, 4, 64, 32) for _ in range(3))
     drop = torch.rand(64, 64) > 0.5

@@ -125,6 +125,10 @@ def _var_mean(b, node, a):
 def _arg_handler(name):
     def h(b: _Builder, node, a):
         shape, _ = _out(node)
+        if _val(a["self"]).dtype == torch.bool:
+            # eager raises "does not support bool input" (Dynamo's fake tensors do not):
+            # PyTorch runs the op, and raises it
+            return b.fallback(node)
         x = b.v(a["self"])
         s = _vshape(x)
         if a.get("dim") is None or len(s) == 0:
