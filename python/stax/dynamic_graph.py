@@ -703,11 +703,14 @@ def _check_length_guards(guards, env, where) -> None:
 # PyTorch, imported symbolically as stax_graph.fallback: importer.symbolic's
 # SYMBOLIC_LIBRARY_OPS)
 
-def _decode_call(obj, ins):
-    """A stax_graph.fallback's `call` JSON value with its operands (`ins`) put back."""
+def _decode_call(obj, ins, env):
+    """A stax_graph.fallback's `call` JSON value with its operands (`ins`) put back, and
+    its sizes (`{"$size": expr}`) evaluated at this call's symbol values (`env`)."""
     if isinstance(obj, dict):
         if "$operand" in obj:
             return ins[obj["$operand"]]
+        if "$size" in obj:
+            return _evaluate(obj["$size"], env)
         if "$dtype" in obj:
             return getattr(torch, obj["$dtype"])
         if "$device" in obj:
@@ -716,9 +719,9 @@ def _decode_call(obj, ins):
             return getattr(torch, obj["$layout"])
         if "$memory_format" in obj:
             return getattr(torch, obj["$memory_format"])
-        return {k: _decode_call(v, ins) for k, v in obj.items()}
+        return {k: _decode_call(v, ins, env) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_decode_call(x, ins) for x in obj]
+        return [_decode_call(x, ins, env) for x in obj]
     return obj
 
 
@@ -750,7 +753,8 @@ def _library_runner(op, out_dims):
     def run(ins, env):
         if in_views:
             ins = [t.view(in_views[i]) if i in in_views else t for i, t in enumerate(ins)]
-        got = fn(*_decode_call(call["args"], ins), **_decode_call(call["kwargs"], ins))
+        got = fn(*_decode_call(call["args"], ins, env),
+                 **_decode_call(call["kwargs"], ins, env))
         if positions is not None:
             got = [got[p] for p in positions]
         else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import stax.backend as B
 from grad_check import same_forward, same_forward_and_backward
 from test_dynamic_gpu import counts, interpreted_triton  # noqa: F401
 from test_dynamic_prefix_slices import _one_dynamic_report, _where
@@ -100,3 +101,43 @@ def test_running_product_trains_over_batches_with_one_compile(where, counts, req
         x = torch.randn(n, width, device=dev, requires_grad=True)
         same_forward_and_backward(cf, running_product, x, None, tol=TOL)
     _one_dynamic_report(len(sizes), route, counts)
+
+
+class _ResnetBlock(torch.nn.Module):
+    """A diffusion model's ResNet block: group norm, SiLU, conv, twice, and the skip."""
+
+    def __init__(self, c=32, groups=8):
+        super().__init__()
+        self.n1, self.n2 = torch.nn.GroupNorm(groups, c), torch.nn.GroupNorm(groups, c)
+        self.c1 = torch.nn.Conv2d(c, c, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x):
+        h = self.c1(torch.nn.functional.silu(self.n1(x)))
+        return x + self.c2(torch.nn.functional.silu(self.n2(h)))
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+@pytest.mark.parametrize("where", ["stax-cpu", "cuda"])
+def test_group_norm_takes_its_sizes_at_run_time(train, where, counts, request):
+    """native_group_norm (and its backward) take N and H*W as arguments: recorded as
+    size expressions and evaluated at each call, so batch and resolution change without a
+    compile (before: per size)."""
+    dev, _, route = _where(where, request)
+    torch.manual_seed(0)
+    block = _ResnetBlock().to(dev)
+    ref = _ResnetBlock().to(dev)
+    ref.load_state_dict(block.state_dict())
+    cf = torch.compile(block, backend="stax", dynamic=True)
+    sizes = [(2, 16, 16), (3, 8, 12), (1, 5, 7), (4, 16, 9)]
+    for n, h, w in sizes:
+        x = torch.randn(n, 32, h, w, device=dev)
+        if train:
+            same_forward_and_backward(cf, ref, x.requires_grad_(), tol=TOL)
+        else:
+            with torch.no_grad():
+                same_forward(cf, ref, x, tol=TOL)
+    reps = [r for r in B.reports()]
+    assert reps and all(r.route == route for r in reps), [r.summary() for r in reps]
+    assert counts["static"] == 0, (counts, [r.summary() for r in reps])
+    assert any("native_group_norm" in f for r in reps for f in r.fallback_ops)

@@ -298,6 +298,12 @@ class _Builder:
         substitute = substitute or {}
 
         def enc(x):
+            if isinstance(x, torch.fx.Node) and self.symbolic and \
+                    isinstance(x.meta.get("val"), (torch.SymInt, int)) and \
+                    not isinstance(x.meta.get("val"), bool):
+                d = isym.dim(x.meta["val"], f"argument {x.name} of node {node.name}")
+                return d if isinstance(d, int) else {"$size": d}   # (importer.symbolic's
+                # _SIZE_TAKING_LIBRARY_OPS: evaluated at the call's sizes)
             if isinstance(x, torch.fx.Node):
                 x = substitute.get(x, x)
                 if x not in index:

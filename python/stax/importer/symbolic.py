@@ -168,12 +168,20 @@ SYMBOLIC_OPS |= _SHAPE_PRESERVING_LIBRARY_OPS
 
 #: more ops the static importer hands to PyTorch, whose result sizes follow from their
 #: operands' and integer arguments (never a size): the k largest (MoE routing, top-k
-#: sampling) and order statistics along a dim. (native_group_norm takes N and H*W as
-#: arguments, sizes: per size.)
+#: sampling) and order statistics along a dim
 _SELECTING_LIBRARY_OPS = {getattr(getattr(aten, n), o) for n, o in (
     ("topk", "default"), ("kthvalue", "default"), ("median", "dim"), ("mode", "default"))
     if hasattr(aten, n) and hasattr(getattr(aten, n), o)}
 SYMBOLIC_OPS |= _SELECTING_LIBRARY_OPS
+
+#: ops the static importer hands to PyTorch that take sizes as arguments: group norm
+#: and its backward (diffusion models' ResNet blocks) take N and H*W. The fallback
+#: records each size as its expression (`{"$size": "s0*s1"}`), evaluated at the call's
+#: symbol values (dynamic_graph._decode_call)
+_SIZE_TAKING_LIBRARY_OPS = {getattr(getattr(aten, n), o) for n, o in (
+    ("native_group_norm", "default"), ("native_group_norm_backward", "default"))
+    if hasattr(aten, n) and hasattr(getattr(aten, n), o)}
+SYMBOLIC_OPS |= _SIZE_TAKING_LIBRARY_OPS
 
 #: assertions on computed values (one_hot's class range): stax_graph.check (ops_checks)
 SYMBOLIC_OPS |= {aten._assert_async.msg, aten._assert_async.default}
@@ -190,7 +198,7 @@ SYMBOLIC_LIBRARY_OPS = {aten.convolution.default, aten.convolution_backward.defa
                         aten.index_put.default, *_SDPA_LIBRARY_OPS, *_POOL_LIBRARY_OPS,
                         *_SCATTER_LIBRARY_OPS, *_PAD_BACKWARD_LIBRARY_OPS,
                         *_SHAPE_PRESERVING_LIBRARY_OPS, *_SELECTING_LIBRARY_OPS,
-                        *INPLACE_WRITE_OPS}
+                        *_SIZE_TAKING_LIBRARY_OPS, *INPLACE_WRITE_OPS}
 
 #: ops that may take sizes (SymInt nodes) in their size list
 _SIZE_ARGS = _names(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
@@ -492,6 +500,8 @@ def pre_node(b, node, dtypes):
                 and target not in _SIZE_ARGS:
             if target in _SIZE_VALUE_ARGS and isinstance(v, (torch.SymInt, int)):
                 continue   # the handler reads it as a stax.size_value (builder.size_scalar)
+            if target in _SIZE_TAKING_LIBRARY_OPS and isinstance(v, (torch.SymInt, int)):
+                continue   # an argument of PyTorch's op, {"$size": expr} (Builder.fallback)
             if target in _SIZE_VALUE_ARGS and isinstance(v, torch.SymFloat) and \
                     isinstance(b.values.get(n), SizeRatio) and target not in _NO_RATIO_ARGS:
                 continue   # ... or as a ratio of them (builder.ratio_scalar)
