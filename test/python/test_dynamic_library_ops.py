@@ -54,12 +54,19 @@ def top2_routing(x, mask):
 
 
 def order_statistics(x, mask):
-    return x.median(-1).values + x.kthvalue(1, -1).values * 2
+    return x.median(-1).values + x.kthvalue(1, -1).values * 2 + \
+        x.masked_fill(~mask, float("nan")).nanmedian(-1).values.nan_to_num(0) + x.median()
+
+
+def top_quarter(x, mask):
+    """k a size: the largest quarter of each row."""
+    return x.topk(x.shape[-1] // 4 + 1, dim=-1).values.sum(-1)
 
 
 INFERENCE = {"position_ids": position_ids, "scan": scan, "sort_and_flip": sort_and_flip,
              "special": special, "running_product": running_product,
-             "top2_routing": top2_routing, "order_statistics": order_statistics}
+             "top2_routing": top2_routing, "order_statistics": order_statistics,
+             "top_quarter": top_quarter}
 #: (sort_and_flip's indices have no gradient; cumprod's backward specializes the scanned
 #: dim in Dynamo's trace, so a new width is Dynamo's recompile: running_product trains
 #: at one width below)

@@ -167,20 +167,24 @@ _SHAPE_PRESERVING_LIBRARY_OPS = {getattr(getattr(aten, n), o) for n, o in (
 SYMBOLIC_OPS |= _SHAPE_PRESERVING_LIBRARY_OPS
 
 #: more ops the static importer hands to PyTorch, whose result sizes follow from their
-#: operands' and integer arguments (never a size): the k largest (MoE routing, top-k
-#: sampling) and order statistics along a dim
+#: operands' and integer arguments: the k largest (MoE routing, top-k sampling) and
+#: order statistics, along a dim or of all elements (k may be a size: see
+#: _SIZE_TAKING_LIBRARY_OPS)
 _SELECTING_LIBRARY_OPS = {getattr(getattr(aten, n), o) for n, o in (
-    ("topk", "default"), ("kthvalue", "default"), ("median", "dim"), ("mode", "default"))
+    ("topk", "default"), ("kthvalue", "default"), ("median", "dim"), ("median", "default"),
+    ("nanmedian", "dim"), ("nanmedian", "default"), ("mode", "default"))
     if hasattr(aten, n) and hasattr(getattr(aten, n), o)}
 SYMBOLIC_OPS |= _SELECTING_LIBRARY_OPS
 
 #: ops the static importer hands to PyTorch that take sizes as arguments: group norm
-#: and its backward (diffusion models' ResNet blocks) take N and H*W. The fallback
-#: records each size as its expression (`{"$size": "s0*s1"}`), evaluated at the call's
-#: symbol values (dynamic_graph._decode_call)
+#: and its backward (diffusion models' ResNet blocks) take N and H*W; topk's and
+#: kthvalue's k may be one. The fallback records each size as its expression
+#: (`{"$size": "s0*s1"}`), evaluated at the call's symbol values
+#: (dynamic_graph._decode_call)
 _SIZE_TAKING_LIBRARY_OPS = {getattr(getattr(aten, n), o) for n, o in (
     ("native_group_norm", "default"), ("native_group_norm_backward", "default"))
-    if hasattr(aten, n) and hasattr(getattr(aten, n), o)}
+    if hasattr(aten, n) and hasattr(getattr(aten, n), o)} | \
+    {aten.topk.default, aten.kthvalue.default}
 SYMBOLIC_OPS |= _SIZE_TAKING_LIBRARY_OPS
 
 #: assertions on computed values (one_hot's class range): stax_graph.check (ops_checks)
