@@ -185,6 +185,39 @@ def test_bert_padding_mask():
     assert _masked_calls(), _calls()
 
 
+@pytest.mark.parametrize("special", ["nan", "inf", "-inf"])
+def test_non_finite_scores_at_masked_positions(special):
+    """masked_fill removes a NaN or infinite score where the mask drops it; the library
+    adds -inf to it (NaN): with a non-finite q or k the explicit form runs (stax-fuzz
+    program 52360: a NaN key, masked)."""
+    q, k, v = (torch.randn(2, 4, 64, 32) for _ in range(3))
+    keep = torch.rand(64, 64) > 0.5
+    k[0, 1, 5, 3] = float(special)
+    q[1, 2, 9, 0] = float(special)
+    torch.testing.assert_close(torch.compile(where_keep, backend="stax")(q, k, v, keep),
+                               where_keep(q, k, v, keep), equal_nan=True, **F32)
+    assert _masked_calls(), _calls()
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["unmasked", "masked"])
+def test_half_precision_scores_that_overflow(masked):
+    """Eager rounds q @ k^T to f16: scores past 65504 are inf, their rows NaN; the
+    library keeps the scores in f32. Where max|q| max|k| D could pass the range, the
+    explicit form runs: eager's NaN rows."""
+    q, k, v = (torch.randn(1, 2, 64, 64, dtype=torch.float16) for _ in range(3))
+    q[0, 0, 3] = 40.0
+    k[0, 0, 7] = 40.0
+    keep = torch.rand(64, 64) > 0.3
+    keep[3, 7] = True   # the inf score takes part
+    fn = (lambda q, k, v: where_keep(q, k, v, keep)) if masked else \
+        (lambda q, k, v: torch.softmax(q @ k.transpose(-1, -2) * 0.125, -1) @ v)
+    want = fn(q, k, v)
+    assert want.isnan().any()
+    torch.testing.assert_close(torch.compile(fn, backend="stax")(q, k, v), want,
+                               equal_nan=True, rtol=2e-3, atol=2e-3)
+    assert any(ATTENTION_CALL in c for c in _calls()), _calls()
+
+
 def test_finite_fill_is_left_alone():
     q, k, v = (torch.randn(2, 4, 64, 32) for _ in range(3))
     drop = torch.rand(64, 64) > 0.5

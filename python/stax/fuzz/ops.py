@@ -806,3 +806,6 @@ def nll_loss(g: Gen, x):
     else:
         e = f"F.nll_loss(torch.log_softmax({x}, -1), {t}, reduction={red!r})"
     return g.add(e, [x, t], exact=False)
+
+
+from stax.fuzz import ops_attention  # noqa: E402,F401  (registers "attention" in OPS)

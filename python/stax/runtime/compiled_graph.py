@@ -13,6 +13,7 @@ import torch
 
 from stax.runtime.layout import RUNTIME_GLOBALS, fresh_copy, non_overlapping
 from stax.runtime.arena import BufferArena, slot_tensor
+from stax.runtime.attention import attention
 from stax.runtime.cpu_alloc import empty_huge_pages
 from stax.runtime.guards import FastTensorGuards, _stride_ok, guard_count, guard_failure
 from stax.runtime.script_objects import object_class_name
@@ -28,25 +29,6 @@ __all__ = ["CompiledGraph", "CPU_ROUTE", "TRITON_ROUTE", "kernel_launches", "Cop
 def _restride(t: torch.Tensor, shape, strides) -> torch.Tensor:
     """A fresh copy of `t` with these strides (a name saved wrappers call)."""
     return fresh_copy(t, shape, strides)
-
-
-def _attention(q, k, v, scale, strides, mask=None) -> torch.Tensor:
-    """stax.attention and stax.masked_attention: the library's
-    scaled_dot_product_attention (its output follows the query's dim order, which
-    stax-assign-layouts predicts); a fresh copy with `strides` where this build of
-    torch laid it out otherwise.
-
-    The library gives 0 where a query row has no score left above -inf (every key
-    masked); the explicit form, whose softmax divides 0 by 0 there, gives NaN, so
-    those rows are NaN here too."""
-    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                                           scale=scale)
-    if mask is not None:
-        live = mask if mask.dtype == torch.bool else mask > float("-inf")
-        dead = ~live.any(-1, keepdim=True)
-        if dead.any():
-            out = out.masked_fill(dead, float("nan"))
-    return out if out.stride() == tuple(strides) else _restride(out, out.shape, strides)
 
 
 def kernel_launches(kernel) -> int:
@@ -364,7 +346,7 @@ def _base_globals(guards, graph_id, device="cpu") -> dict:
             "_restride": _restride, "_guard_fail": _guard_fail, "_guard_count": _guard_count,
             "_dev": dev, **gpu, "_BufferArena": BufferArena, "_slot_tensor": slot_tensor,
             "_empty_huge_pages": empty_huge_pages,
-            "_linear": torch.nn.functional.linear, "_attention": _attention,
+            "_linear": torch.nn.functional.linear, "_attention": attention,
             "_FastTensorGuards": FastTensorGuards, "_object_class_name": object_class_name,
             **RUNTIME_GLOBALS,
             **_counting_helpers(CopyCounter())}

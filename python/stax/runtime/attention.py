@@ -1,0 +1,55 @@
+"""The wrapper's call of stax.attention and stax.masked_attention: the library's
+scaled_dot_product_attention where it gives the explicit form's answer, the explicit
+form itself where it would not. Runtime code: it imports no pass and no importer.
+
+Where the library and the explicit form `softmax(q @ k^T * scale (+) mask) @ v` differ
+(measured, torch 2.13's CPU flash kernel):
+- a query row with every key masked: the explicit softmax divides 0 by 0 (NaN), the
+  library gives 0. Those rows are NaN here.
+- a NaN or infinite score at a masked position: masked_fill removes it, the library
+  adds the mask to it (NaN). And scores that overflow in half precision: the explicit
+  form rounds q @ k^T to f16 (inf, then NaN rows), the library keeps them in f32.
+  Both need a q or k with a non-finite value or a bound `max|q| max|k| D` past the
+  score type's range; that bound is checked (two max reductions over q and k, one
+  host read) and the explicit form runs where it fails.
+"""
+from __future__ import annotations
+
+import torch
+
+from stax.runtime.layout import fresh_copy
+
+__all__ = ["attention"]
+
+
+def _scores_stay_finite(q, k, scale) -> bool:
+    """Whether every score q @ k^T * scale is finite in q's dtype: q and k finite and
+    their bound within the type's range (NaN and inf fail the comparison)."""
+    bound = q.abs().amax().float() * k.abs().amax().float() * (q.shape[-1] * max(1.0, abs(scale)))
+    return bool(bound <= torch.finfo(q.dtype).max)
+
+
+def _explicit(q, k, v, scale, mask):
+    """The pattern stax-fuse-attention matched, with eager's ops."""
+    s = (q @ k.transpose(-1, -2)) * scale
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
+    return torch.softmax(s, dim=-1) @ v
+
+
+def attention(q, k, v, scale, strides, mask=None) -> torch.Tensor:
+    """softmax(q @ k^T * scale (+) mask) @ v with `strides` (the library's output follows
+    the query's dim order, which stax-assign-layouts predicts; a fresh copy where this
+    build of torch laid it out otherwise). `mask`: i1 (true: the score takes part) or
+    added floats."""
+    if not _scores_stay_finite(q, k, scale):
+        out = _explicit(q, k, v, scale, mask)
+    else:
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                               scale=scale)
+        if mask is not None:   # rows with every key masked: NaN, as the explicit form
+            live = mask if mask.dtype == torch.bool else mask > float("-inf")
+            dead = ~live.any(-1, keepdim=True)
+            if dead.any():
+                out = out.masked_fill(dead, float("nan"))
+    return out if out.stride() == tuple(strides) else fresh_copy(out, out.shape, strides)
