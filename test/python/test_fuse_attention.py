@@ -218,6 +218,18 @@ def test_half_precision_scores_that_overflow(masked):
     assert any(ATTENTION_CALL in c for c in _calls()), _calls()
 
 
+@pytest.mark.parametrize("t,s,d", [(0, 16, 8), (16, 0, 8), (16, 16, 0)],
+                         ids=["no_query", "no_key", "no_head_dim"])
+def test_empty_dims(t, s, d):
+    """No key: eager's softmax over an empty dim and the matmul over it give 0 (not the
+    NaN of a row whose keys are all masked); no query, no head dim (uniform weights):
+    the explicit form runs (stax-fuzz: amax of an empty q raised)."""
+    q, k, v = torch.randn(2, 3, t, d), torch.randn(2, 3, s, d), torch.randn(2, 3, s, 5)
+    keep = torch.rand(t, s) > 0.5
+    torch.testing.assert_close(torch.compile(where_keep, backend="stax")(q, k, v, keep),
+                               where_keep(q, k, v, keep), equal_nan=True, **F32)
+
+
 def test_finite_fill_is_left_alone():
     q, k, v = (torch.randn(2, 4, 64, 32) for _ in range(3))
     drop = torch.rand(64, 64) > 0.5

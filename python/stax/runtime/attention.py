@@ -42,7 +42,9 @@ def attention(q, k, v, scale, strides, mask=None) -> torch.Tensor:
     the query's dim order, which stax-assign-layouts predicts; a fresh copy where this
     build of torch laid it out otherwise). `mask`: i1 (true: the score takes part) or
     added floats."""
-    if not _scores_stay_finite(q, k, scale):
+    if q.numel() == 0 or k.numel() == 0 or not _scores_stay_finite(q, k, scale):
+        # (no key: eager's softmax over an empty dim, then a matmul over it, gives 0,
+        # where the dead-row rule below would write NaN)
         out = _explicit(q, k, v, scale, mask)
     else:
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
