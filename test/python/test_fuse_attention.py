@@ -230,6 +230,66 @@ def test_empty_dims(t, s, d):
                                where_keep(q, k, v, keep), equal_nan=True, **F32)
 
 
+def llama_causal(q, k, v):   # an additive causal mask made in the graph, softmax in f32
+    t = q.shape[-2]
+    att = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + \
+        torch.full((t, t), float("-inf")).triu(1)
+    return torch.softmax(att.float(), -1).type_as(q) @ v
+
+
+def gqa_causal(q, k, v):   # grouped-query heads: k and v repeated over query groups
+    k, v = k.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1)
+    causal = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+    att = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    return att.masked_fill(~causal, float("-inf")).softmax(-1) @ v
+
+
+def alibi(q, k, v):   # per-head linear biases, causal by -inf in the bias itself
+    h, t = q.shape[1], q.shape[-2]
+    slopes = torch.tensor([2 ** (-8 * (i + 1) / h) for i in range(h)]).view(1, h, 1, 1)
+    pos = torch.arange(t)
+    bias = (slopes * (pos.view(1, 1, 1, t) - pos.view(1, 1, t, 1)).float()).masked_fill(
+        pos.view(1, 1, 1, t) > pos.view(1, 1, t, 1), float("-inf"))
+    return torch.softmax(q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5 + bias, -1) @ v
+
+
+def sliding_window(q, k, v):   # causal within 16 positions
+    i = torch.arange(q.shape[-2])
+    keep = (i.view(-1, 1) >= i.view(1, -1)) & (i.view(-1, 1) - i.view(1, -1) < 16)
+    return torch.softmax(torch.where(keep, q @ k.transpose(-1, -2) * 0.125, float("-inf")),
+                         -1) @ v
+
+
+def cross_padding(q, k, v, padded):   # [B, S] padding of the keys; a batch all padding
+    att = (q @ k.transpose(-1, -2) * 0.125).masked_fill(padded[:, None, None, :],
+                                                         float("-inf"))
+    return torch.softmax(att, -1) @ v
+
+
+IDIOMS = {
+    "llama_causal": (llama_causal, lambda: [torch.randn(2, 8, 256, 64) for _ in range(3)]),
+    "gqa_causal": (gqa_causal, lambda: [torch.randn(2, 8, 128, 64), torch.randn(2, 2, 128, 64),
+                                        torch.randn(2, 2, 128, 64)]),
+    "alibi": (alibi, lambda: [torch.randn(2, 8, 200, 32) for _ in range(3)]),
+    "sliding_window": (sliding_window, lambda: [torch.randn(4, 300, 64) for _ in range(3)]),
+    "cross_padding": (cross_padding, lambda: [
+        torch.randn(3, 4, 50, 32), torch.randn(3, 4, 77, 32), torch.randn(3, 4, 77, 32),
+        torch.arange(77).expand(3, 77) >= torch.tensor([[77], [30], [0]])]),
+}
+
+
+@pytest.mark.parametrize("idiom", sorted(IDIOMS))
+def test_model_masks(idiom):
+    """Masks of real models, made in the graph: values (NaN where eager's are, a batch
+    whose keys are all padding), shape, strides, one masked_attention call."""
+    fn, make = IDIOMS[idiom]
+    args = make()
+    got, want = torch.compile(fn, backend="stax")(*args), fn(*args)
+    assert (got.shape, got.dtype, got.stride()) == (want.shape, want.dtype, want.stride())
+    torch.testing.assert_close(got, want, equal_nan=True, **F32)
+    assert _masked_calls(), _calls()
+
+
 def test_finite_fill_is_left_alone():
     q, k, v = (torch.randn(2, 4, 64, 32) for _ in range(3))
     drop = torch.rand(64, 64) > 0.5
