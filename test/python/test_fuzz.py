@@ -530,3 +530,20 @@ def test_a_program_that_hangs_is_printed_and_ends_the_process(tmp_path):
     assert p.returncode == 3, (p.stdout, p.stderr)
     assert "[1/3] program 5000015: FAILED timeout: no result after 2 s" in p.stdout, p.stdout
     assert "def fn(" in p.stdout and "stopping this process" in p.stdout, p.stdout
+
+
+def test_the_float64_reference_keeps_a_programs_casts_but_not_its_arithmetic():
+    """run_ref64 of a program that casts to bf16 itself (`x.to(torch.bfloat16)`, an int
+    input too) rounds there and goes on in float64: before, everything after the cast
+    ran in bf16 as eager does, so a more accurate stax result (attention's scores kept
+    in f32 by the library; stax-fuzz program 76996) had no reference to be judged by."""
+    x = torch.randn(1000, dtype=torch.float64)
+    n = torch.arange(-500, 500)
+    with C._CastsRoundInFloat64():
+        y, m = x.to(torch.bfloat16), n.to(torch.bfloat16)
+        h = x.half()
+        z = (y * 1.001).sum()
+    assert y.dtype == m.dtype == h.dtype == z.dtype == torch.float64
+    assert torch.equal(y, x.to(torch.bfloat16).double()) and torch.equal(h, x.half().double())
+    assert torch.equal(m, n.to(torch.bfloat16).double())
+    assert z.item() == (x.to(torch.bfloat16).double() * 1.001).sum().item()

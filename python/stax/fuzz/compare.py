@@ -299,15 +299,36 @@ def _loss_weights(outs, seed, device):
             if isinstance(o, torch.Tensor) and o.requires_grad else None for o in outs]
 
 
+_REDUCED_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class _CastsRoundInFloat64(torch.overrides.TorchFunctionMode):
+    """The float64 reference of a program that casts to a reduced float type itself
+    (`x.to(torch.bfloat16)`, `.half()`, `type_as`): the cast rounds the value to that
+    type, and the program goes on in float64, so the reference keeps the program's own
+    roundings but none of the arithmetic's (without it everything after the cast ran in
+    bf16, as eager does, and judged nothing)."""
+
+    _CASTS = {torch.Tensor.to, torch.Tensor.type, torch.Tensor.type_as,
+              torch.Tensor.bfloat16, torch.Tensor.half, torch.Tensor.float}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in self._CASTS and isinstance(out, torch.Tensor) and \
+                out.dtype in _REDUCED_FLOATS:
+            return out.double()
+        return out
+
+
 def _run(fn, prog: Program, device, backward, dtype64=False, seed=None, host=False) -> Result:
     inputs = make_inputs(prog, device, requires_grad=backward, seed=seed)
     if host:   # the same values (drawn on `device`), run on the CPU
         inputs = [t.detach().cpu().requires_grad_(t.requires_grad) for t in inputs]
     if dtype64:
         inputs = [t.detach().double().requires_grad_(t.requires_grad)
-                  if t.dtype in (torch.float32, torch.float16, torch.bfloat16) else t
-                  for t in inputs]
-    outs = list(fn(*inputs))
+                  if t.dtype in _REDUCED_FLOATS else t for t in inputs]
+    with _CastsRoundInFloat64() if dtype64 else contextlib.nullcontext():
+        outs = list(fn(*inputs))
     grads = None
     if backward:
         ws = _loss_weights(outs, prog.seed, device)
