@@ -227,11 +227,16 @@ def placed_devices(gm) -> dict[str, list[str]]:
     `device=` argument: factories such as `full`, `arange`, `empty`, and `_to_copy` to
     another device). A graph without tensor inputs gets its device from these; one that
     moves tensors to a device its inputs are not on is refused (stax compiles a graph
-    for one device)."""
+    for one device). A 0-d tensor made on the CPU does not count: PyTorch takes a CPU
+    scalar in any device's ops (`y[mask] = 0` on CUDA indexes with a CPU `full([], 0)`),
+    and stax makes it a constant of the graph's own device."""
     out: dict[str, list[str]] = {}
     if gm is None:
         return out
     for n in gm.graph.nodes:
+        val = n.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dim() == 0 and val.device.type == "cpu":
+            continue
         if n.op == "call_function" and n.kwargs.get("device") is not None:
             try:
                 key = _device_key(n.kwargs["device"])

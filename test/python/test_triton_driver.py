@@ -94,6 +94,24 @@ def test_select_target_refuses_a_graph_that_moves_tensors_to_another_device():
     assert select_target([a], ["x"], gm=_graph_placing("cuda:0", True)) == ("triton", "cuda:0")
 
 
+def test_select_target_takes_a_cpu_scalar_made_in_a_cuda_graph():
+    """`y[mask] = 0` on CUDA: aot's graph indexes with `full([], 0, device=cpu)`, a CPU
+    scalar PyTorch takes in any device's op; the graph compiles for the GPU (H100,
+    test_model_idioms' masked_assign fell back)."""
+    (a,) = fake_cuda((3,))
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    z = g.call_function(torch.ops.aten.full.default, ([], 0.0),
+                        {"dtype": F32, "device": torch.device("cpu")})
+    z.meta["val"] = torch.empty(())
+    g.output((g.call_function(torch.ops.aten.add.Tensor, (x, z)),))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    assert select_target([a], ["x"], gm=gm) == ("triton", "cuda:0")
+    z.meta["val"] = torch.empty((1,))   # not a scalar: still refused
+    with pytest.raises(StaxUnsupportedError, match="cpu: full"):
+        select_target([a], ["x"], gm=gm)
+
+
 def test_select_target_mixed_devices_names_the_inputs():
     # CPU tensors beside CUDA tensors are allowed (torch allows a CPU 0-dim tensor beside
     # CUDA tensors everywhere): the graph compiles for the GPU

@@ -33,6 +33,10 @@ def _route(device):
     return "stax-cpu" if device == "cpu" else "triton"
 
 
+def _default_device():   # STAX_TEST_DEVICE=cuda makes CUDA the factories' default
+    return torch.empty(0).device.type
+
+
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_one_hot_matches_eager_and_raises_as_eager(dynamic):
     cf = torch.compile(weighted_one_hot, backend="stax", dynamic=dynamic)
@@ -40,8 +44,10 @@ def test_one_hot_matches_eager_and_raises_as_eager(dynamic):
         labels, w = torch.randint(0, 1000, (n,)), torch.randn(n, 1000)
         got, want = cf(labels, w), weighted_one_hot(labels, w)
         assert got.stride() == want.stride() and torch.equal(got, want)
-    assert {g.route for r in B.reports() for g in r.graphs} == {"stax-cpu"}
+    assert {g.route for r in B.reports() for g in r.graphs} == {_route(_default_device())}
     assert not B.last_report().fallback_ops
+    if _default_device() != "cpu":   # on CUDA eager's failure is a device-side assert
+        return
     for bad, message in ((1000, TOO_BIG), (-1, NEGATIVE)):
         labels[0] = bad
         with pytest.raises(RuntimeError, match=message):
@@ -70,11 +76,12 @@ def test_one_hot_trains():
     torch.compile(weighted_one_hot, backend="stax")(labels, w2).square().sum().backward()
     weighted_one_hot(labels, w).square().sum().backward()
     assert torch.equal(w2.grad, w.grad)
-    assert {g.route for r in B.reports() for g in r.graphs} == {"stax-cpu"}
+    assert {g.route for r in B.reports() for g in r.graphs} == {_route(_default_device())}
 
 
 def test_check_kernels_compile_to_ptx():
     w = torch.randn(512, 1000)
     out, stats = training_kernels_to_ptx(lambda w, labels: weighted_one_hot(labels, w), w,
                                          torch.randint(0, 1000, (512,)))
-    assert out.status == "pass" and stats["kernels"] >= 3, (out, stats)
+    # (3 kernels where the CPU's decompositions are used, 2 with a GPU's)
+    assert out.status == "pass" and stats["kernels"] >= 2, (out, stats)
