@@ -227,15 +227,16 @@ def placed_devices(gm) -> dict[str, list[str]]:
     `device=` argument: factories such as `full`, `arange`, `empty`, and `_to_copy` to
     another device). A graph without tensor inputs gets its device from these; one that
     moves tensors to a device its inputs are not on is refused (stax compiles a graph
-    for one device). A 0-d tensor made on the CPU does not count: PyTorch takes a CPU
-    scalar in any device's ops (`y[mask] = 0` on CUDA indexes with a CPU `full([], 0)`),
-    and stax makes it a constant of the graph's own device."""
+    for one device). A 0-d `full` or `scalar_tensor` made on the CPU that only other ops
+    read does not count: PyTorch takes a CPU scalar in any device's ops (`y[mask] = 0`
+    on CUDA indexes with a CPU `full([], 0)`), and stax makes it a constant of the
+    graph's own device. (A CPU scalar the graph returns, or one moved there by
+    `_to_copy`, counts: eager returns it on the CPU.)"""
     out: dict[str, list[str]] = {}
     if gm is None:
         return out
     for n in gm.graph.nodes:
-        val = n.meta.get("val")
-        if isinstance(val, torch.Tensor) and val.dim() == 0 and val.device.type == "cpu":
+        if _cpu_scalar_operand(n):
             continue
         if n.op == "call_function" and n.kwargs.get("device") is not None:
             try:
@@ -244,6 +245,14 @@ def placed_devices(gm) -> dict[str, list[str]]:
                 continue
             out.setdefault(key, []).append(n.name)
     return out
+
+
+def _cpu_scalar_operand(n) -> bool:
+    val = n.meta.get("val")
+    return n.op == "call_function" and \
+        n.target in (torch.ops.aten.full.default, torch.ops.aten.scalar_tensor.default) and \
+        isinstance(val, torch.Tensor) and val.dim() == 0 and val.device.type == "cpu" and \
+        all(u.op != "output" for u in n.users)
 
 
 def select_target(example_inputs, names=None, gm=None) -> tuple[str, str]:

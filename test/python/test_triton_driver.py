@@ -110,6 +110,11 @@ def test_select_target_takes_a_cpu_scalar_made_in_a_cuda_graph():
     z.meta["val"] = torch.empty((1,))   # not a scalar: still refused
     with pytest.raises(StaxUnsupportedError, match="cpu: full"):
         select_target([a], ["x"], gm=gm)
+    z.meta["val"] = torch.empty(())   # a CPU scalar the graph returns: eager's is on the CPU
+    out = next(n for n in g.nodes if n.op == "output")
+    out.args = ((out.args[0][0], z),)
+    with pytest.raises(StaxUnsupportedError, match="cpu: full"):
+        select_target([a], ["x"], gm=torch.fx.GraphModule(torch.nn.Module(), g))
 
 
 def test_select_target_mixed_devices_names_the_inputs():
