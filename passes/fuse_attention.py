@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from stax._mlir import ir
 from stax.passes._per_function import ops_named, run_per_function
-from stax.dialects.symbolic import dims_of
+from stax.dialects.symbolic import dims_of, sizes_type
 
 __all__ = ["PASS_NAME", "run", "fuse_attention"]
 
@@ -150,7 +150,7 @@ def _transpose_source(v):
 
 def _create(name, operands, shape_like, shape, attrs, ip):
     et = ir.RankedTensorType(shape_like.type).element_type
-    return ir.Operation.create(name, results=[ir.RankedTensorType.get(shape, et)],
+    return ir.Operation.create(name, results=[sizes_type(shape, et)],
                                operands=list(operands), attributes=attrs,
                                ip=ip).results[0]
 
@@ -212,7 +212,7 @@ def _match(out_mm):
     q3, kt3 = mm.operands
     values = (q3, kt3, v3, x, out_mm.results[0])
     if len({_elem(v) for v in values}) != 1 or _elem(q3) not in _FLOATS or \
-            not all(isinstance(d, int) for v in values for d in _dims(v)):
+            any(d is None for v in values for d in _dims(v)):
         return None
     return q3, kt3, v3, scale, mask, dead
 

@@ -129,7 +129,7 @@ def fused_pipeline(config=None, route=None) -> list:
     1.20 at 256-455, on the H100 0.39 against 0.49 (session 38's opposite finding came
     from the loop's checks between steps).
 
-    With a `route` (the static compile; the dynamic graph passes none), explicit
+    With a `route` (the static compile and the dynamic graph), explicit
     attention becomes one library call after that (stax-fuse-attention): on the CPU
     route unless `stax.fuse_attention="off"`, on the triton route only with "on" (its
     Triton kernels measured at 0.91x Inductor on the H100's layout.py attention)."""

@@ -106,6 +106,18 @@ def _constant_runner(op, device):
     return with_form(lambda ins, env: t, "constant")
 
 
+def _attention_runner(op):
+    """stax.attention / stax.masked_attention at run time: runtime.attention's call (the
+    library's SDPA, or the explicit form where it would differ), its output laid out as
+    the library lays it (top-level views read it as it is; kernels read a contiguous
+    copy)."""
+    from stax._mlir import ir
+    from stax.runtime.attention import attention
+    scale = ir.FloatAttr(op.attributes["scale"]).value
+    return lambda ins, env: attention(ins[0], ins[1], ins[2], scale, None,
+                                      ins[3] if len(ins) > 3 else None)
+
+
 def _check_runner(op):
     """A top-level stax_graph.check: raises eager's RuntimeError where its condition (a
     0-d bool a kernel computed) is false; no results."""
@@ -239,7 +251,7 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
     `permute` of a weight."""
     from stax._mlir import ir, new_context
     from stax.dialects import symbolic
-    from stax.dialects.stax_dialect import CHECK, FALLBACK
+    from stax.dialects.stax_dialect import ATTENTION_OPS, CHECK, FALLBACK
     from stax.driver import (_FP8, KERNEL_OPS, UNFUSED_PIPELINE, VIEW_OPS,
                              _block, _main_func, _run_passes, _wrap_stray_ops, fused_pipeline,
                              fp8_legalization, name_kernels)
@@ -296,7 +308,7 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
         fp8_notes: list = []
         pre = fp8_legalization(module, config.target, dynamic_kernels.DEVICES[config.target],
                                config, example_inputs, fp8_notes)
-        _run_passes(module, pre + (fused_pipeline(config) if config.fusion
+        _run_passes(module, pre + (fused_pipeline(config, config.target) if config.fusion
                                    else UNFUSED_PIPELINE), dump)
         if fold_view_copies:   # the copies torch's reshape would make, by their producer
             _run_passes(module, ["stax-fold-view-copies"], dump)
@@ -359,6 +371,11 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
                                      "sizes read at run time)")
                 steps.append(_Step("matmul", ins, outs, with_form(
                     lambda ins, env: torch.matmul(ins[0], ins[1]), "matmul")))
+            elif name in ATTENTION_OPS:   # stax-fuse-attention's library call
+                shapes = [symbolic.fmt_dims(symbolic.dims_of(v.type)) for v in op.operands]
+                library_calls.append(f"scaled_dot_product_attention {shapes[0]} ({name}, "
+                                     "sizes read at run time)")
+                steps.append(_Step("matmul", ins, outs, _attention_runner(op)))
             elif name in VIEW_OPS:
                 steps.append(_Step("view", ins, outs, _view_runner(name, op, res_dims[0])))
                 if TORCH_COPY_ATTR in op.attributes:

@@ -3,9 +3,9 @@ runs as one library call of scaled_dot_product_attention (`stax.attention`), whi
 reads q, k and v where they lie; with a mask (masked_fill or where with -inf, or an
 added float mask), `stax.masked_attention`. Checked against eager: values (to rounding:
 the library sums the scores in blocks), NaN rows where every key is masked, shape,
-strides, route, and that the call is in the report; and what it leaves alone: a finite
-fill value, a training graph (the probabilities are saved), a dynamic graph,
-`stax.fuse_attention="off"`."""
+strides, route, and that the call is in the report, in static and dynamic graphs; and
+what it leaves alone: a finite fill value, a training graph (the probabilities are
+saved), `stax.fuse_attention="off"`."""
 from __future__ import annotations
 
 import math
@@ -312,12 +312,28 @@ def test_training_is_left_alone():
     assert not any(ATTENTION_CALL in c for c in _calls()), _calls()
 
 
-def test_dynamic_graph_is_left_alone():
-    cf = torch.compile(qkv_heads, backend="stax", dynamic=True)
-    for b in (2, 3, 5):
-        x = torch.randn(b, 64, 3, 4, 32)
+def test_dynamic_graphs_fuse_too():
+    """A graph compiled once for every batch and sequence length calls the library with
+    the sizes it meets (the heads read where they lie; GPT-2's mask buffer sliced to T).
+    The head dim stays static (a model's weights fix it): a symbolic one makes the scale
+    `1/sqrt(s)`, no constant, and the explicit form stays."""
+    cf = torch.compile(qkv_heads, backend="stax")
+    for b, t in ((2, 64), (3, 17), (5, 100), (4, 256)):
+        x = torch.randn(b, t, 3, 4, 32)
+        torch._dynamo.mark_dynamic(x, 0)
+        torch._dynamo.mark_dynamic(x, 1)
         _same(cf(x), qkv_heads(x), F32)
-    assert not any(ATTENTION_CALL in c for c in _calls()), _calls()
+    cm = torch.compile(causal_fill, backend="stax")
+    bias = torch.tril(torch.ones(300, 300)).view(1, 1, 300, 300)
+    for b, t in ((2, 64), (3, 17), (1, 200), (4, 129)):
+        q, k, v = (torch.randn(b, t, 4, 32).transpose(1, 2) for _ in range(3))
+        for z in (q, k, v):
+            torch._dynamo.mark_dynamic(z, 0)
+            torch._dynamo.mark_dynamic(z, 2)
+        _same(cm(q, k, v, bias), causal_fill(q, k, v, bias), F32)
+    dynamic = [c for c in _calls() if "sizes read at run time" in c]
+    assert any("(stax.attention," in c for c in dynamic), _calls()
+    assert any("(stax.masked_attention," in c for c in dynamic), _calls()
 
 
 def test_option_off():

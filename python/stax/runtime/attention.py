@@ -40,8 +40,8 @@ def _explicit(q, k, v, scale, mask):
 def attention(q, k, v, scale, strides, mask=None) -> torch.Tensor:
     """softmax(q @ k^T * scale (+) mask) @ v with `strides` (the library's output follows
     the query's dim order, which stax-assign-layouts predicts; a fresh copy where this
-    build of torch laid it out otherwise). `mask`: i1 (true: the score takes part) or
-    added floats."""
+    build of torch laid it out otherwise; None: as the library lays it out, for the
+    dynamic graph). `mask`: i1 (true: the score takes part) or added floats."""
     if q.numel() == 0 or k.numel() == 0 or not _scores_stay_finite(q, k, scale):
         # (no key: eager's softmax over an empty dim, then a matmul over it, gives 0,
         # where the dead-row rule below would write NaN)
@@ -54,4 +54,6 @@ def attention(q, k, v, scale, strides, mask=None) -> torch.Tensor:
             dead = ~live.any(-1, keepdim=True)
             if dead.any():
                 out = out.masked_fill(dead, float("nan"))
-    return out if out.stride() == tuple(strides) else fresh_copy(out, out.shape, strides)
+    if strides is None or out.stride() == tuple(strides):
+        return out
+    return fresh_copy(out, out.shape, strides)
