@@ -185,18 +185,24 @@ def test_bert_padding_mask():
     assert _masked_calls(), _calls()
 
 
+@pytest.mark.parametrize("mask", ["where", "added", "none"])
 @pytest.mark.parametrize("special", ["nan", "inf", "-inf"])
-def test_non_finite_scores_at_masked_positions(special):
-    """masked_fill removes a NaN or infinite score where the mask drops it; the library
-    adds -inf to it (NaN): with a non-finite q or k the explicit form runs (stax-fuzz
-    program 52360: a NaN key, masked)."""
+def test_non_finite_scores(special, mask):
+    """where/masked_fill removes a NaN or infinite score where the mask drops it; the
+    library adds -inf to it (NaN): with a non-finite q or k and an i1 mask the explicit
+    form runs (stax-fuzz program 52360: a NaN key, masked). With an added mask or none
+    the library's NaN rows are eager's (no check runs)."""
     q, k, v = (torch.randn(2, 4, 64, 32) for _ in range(3))
     keep = torch.rand(64, 64) > 0.5
     k[0, 1, 5, 3] = float(special)
     q[1, 2, 9, 0] = float(special)
-    torch.testing.assert_close(torch.compile(where_keep, backend="stax")(q, k, v, keep),
-                               where_keep(q, k, v, keep), equal_nan=True, **F32)
-    assert _masked_calls(), _calls()
+    v[1, 3, 7, 1] = float(special)
+    added = torch.randn(64, 64).masked_fill(~keep, float("-inf"))
+    fn, args = {"where": (where_keep, (q, k, v, keep)), "added": (masked, (q, k, v, added)),
+                "none": (divided, (q, k, v))}[mask]
+    torch.testing.assert_close(torch.compile(fn, backend="stax")(*args), fn(*args),
+                               equal_nan=True, **F32)
+    assert any(ATTENTION_CALL in c for c in _calls()), _calls()
 
 
 @pytest.mark.parametrize("masked", [False, True], ids=["unmasked", "masked"])
