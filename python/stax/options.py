@@ -55,9 +55,10 @@ row, one column or K = 1 (a decode step's attention) into kernels ("auto" and "o
 benchmarks/decode.py measured the loop faster with it on the CPU and the H100;
 stax.driver.fused_pipeline). And `stax.fuse_attention`, "auto" (default), "on", "off"
 (or `STAX_FUSE_ATTENTION`): whether `stax-fuse-attention` turns explicit attention,
-`softmax(q @ k^T * c) @ v`, into one library call of scaled_dot_product_attention
-("auto": on the CPU target with static shapes, where Inductor does the same; "on": on
-the triton target too; values agree with eager's to rounding, not bit for bit).
+`softmax(q @ k^T * c) @ v`, also masked, into one library call of
+scaled_dot_product_attention ("auto": on the CPU target, static and dynamic graphs,
+where Inductor does the same; "on": on the triton target too; values agree with
+eager's to rounding, not bit for bit).
 """
 from __future__ import annotations
 
