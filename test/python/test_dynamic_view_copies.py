@@ -81,12 +81,23 @@ def _run_block(dtype, device, tol, bound_calls):
     return g, seen
 
 
-def test_head_copies_fold_on_the_cpu(counts, bound_calls):  # noqa: F811
+def test_head_copies_fold_on_the_cpu(counts, bound_calls, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("STAX_FUSE_ATTENTION", "off")   # the explicit form's bmm
     g, seen = _run_block(torch.float32, "cpu", dict(rtol=1e-4, atol=1e-4), bound_calls)
     assert counts["dynamic"] == 1 and counts["static"] == 0
     assert g.route == "stax-cpu"
     assert seen.clones == 1, f"{seen.clones} copies per call (the heads' merge is the one)"
     assert ".permute((0, 2, 1))" in g.runner_source   # K^T read by the matmul as a view
+
+
+def test_fused_attention_copies_no_head(counts, bound_calls):  # noqa: F811
+    """stax-fuse-attention (the default on the CPU): the library reads the heads where
+    the QKV projection wrote them and writes the output in the query's order, so the
+    head merge for the output projection is a view: no copy at all."""
+    g, seen = _run_block(torch.float32, "cpu", dict(rtol=1e-4, atol=1e-4), bound_calls)
+    assert counts["dynamic"] == 1 and counts["static"] == 0 and g.route == "stax-cpu"
+    assert seen.clones == 0, f"{seen.clones} copies per call"
+    assert any("scaled_dot_product_attention" in c for c in g.library_calls), g.library_calls
 
 
 def test_head_copies_fold_on_triton_interpreted(counts, interpreted_triton, bound_calls,  # noqa: F811
@@ -135,6 +146,7 @@ def test_a_folded_kernel_without_a_runtime_size_lowering_builds_unfolded(
             raise KernelLoweringError("refused by the test")
         return real(op, name, target)
     monkeypatch.setattr(dynamic_kernels, "compile_kernel", refusing)
+    monkeypatch.setenv("STAX_FUSE_ATTENTION", "off")   # the explicit form's copies
     g, seen = _run_block(torch.float32, "cpu", dict(rtol=1e-4, atol=1e-4), bound_calls)
     assert refused and counts["dynamic"] == 1 and g.route == "stax-cpu"
     assert seen.clones == 4
