@@ -47,6 +47,8 @@ Guarantees, for every `func.func` of the module:
 """
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from stax._mlir import ir
 from stax.passes._per_function import ops_named, run_per_function
 from stax.dialects.symbolic import dims_of, sizes_type
@@ -217,6 +219,14 @@ def _match(out_mm):
     return q3, kt3, v3, scale, mask, dead
 
 
+class _Mask(NamedTuple):
+    """A mask `_mask` found: the value before its broadcast, "drop" / "keep" / "add",
+    and the rank of the scores it was applied to."""
+    value: Any
+    kind: str
+    scores_rank: int
+
+
 def _unbroadcast(v):
     """(the value `v` broadcasts, padded with leading 1s to v's rank by a new reshape
     later) when v = broadcast_in_dim(x) of x's dims aligned right, each 1 or v's; else
@@ -240,10 +250,10 @@ def _is_minus_inf(v) -> bool:
 
 
 def _mask(x, dead):
-    """((mask, kind, the scores' rank), scores) when x = select(p, -inf, scores)
-    ("drop": the scores stay where p is false), select(p, scores, -inf) ("keep") or
-    scores + m ("add", either order), with the scores read only there; (None, None)
-    otherwise. The mask is taken before its broadcast to the scores' shape."""
+    """(_Mask, scores) when x = select(p, -inf, scores) ("drop": the scores stay where p
+    is false), select(p, scores, -inf) ("keep") or scores + m ("add", either order),
+    with the scores read only there; (None, None) otherwise. The mask is taken before
+    its broadcast to the scores' shape."""
     o = _owner(x)
     a, b = o.operands[-2], o.operands[-1]
     if o.name == "stax.select":
@@ -273,7 +283,7 @@ def _mask(x, dead):
         if f is not scores and f is not m:
             inner, fb = _unbroadcast(f)
             dead += [op for op in (fb, _owner(inner)) if op is not None]
-    return (src, kind, len(_dims(x))), scores
+    return _Mask(src, kind, len(_dims(x))), scores
 
 
 def _rewrite(out_mm) -> bool:
@@ -285,7 +295,7 @@ def _rewrite(out_mm) -> bool:
     q, kt, v = _unmerged(q3), _unmerged(kt3), _unmerged(v3)
     if not _dims(q)[:-2] == _dims(kt)[:-2] == _dims(v)[:-2]:
         q, kt, v = q3, kt3, v3
-    if mask is not None and mask[2] != len(_dims(q)):
+    if mask is not None and mask.scores_rank != len(_dims(q)):
         return False   # masked in a shape other than the library's
     k = _transpose_source(kt)
     with out_mm.location:
@@ -298,7 +308,7 @@ def _rewrite(out_mm) -> bool:
         shape = _dims(q)[:-1] + [_dims(v)[-1]]
         operands, name = [q, k, v], "stax.attention"
         if mask is not None:
-            operands.append(_library_mask(*mask, len(shape), ip))
+            operands.append(_library_mask(mask, len(shape), ip))
             name = "stax.masked_attention"
         att = _create(name, operands, q, shape,
                       {"scale": ir.FloatAttr.get(ir.F64Type.get(), scale)}, ip)
@@ -321,9 +331,10 @@ def _rewrite(out_mm) -> bool:
     return True
 
 
-def _library_mask(mask, kind, _, rank, ip):
+def _library_mask(m: _Mask, rank, ip):
     """The masked_attention operand: true where a score takes part (`not` of a "drop"
     mask), or the added floats; padded with leading 1s to `rank`."""
+    mask, kind = m.value, m.kind
     dm = _dims(mask)
     if len(dm) < rank:
         mask = _create("stax.reshape", [mask], mask, [1] * (rank - len(dm)) + dm, {}, ip)
