@@ -256,11 +256,12 @@ def _mask(x, dead):
     its broadcast to the scores' shape."""
     o = _owner(x)
     a, b = o.operands[-2], o.operands[-1]
+    fill = None   # select's -inf operand
     if o.name == "stax.select":
         if _is_minus_inf(a):
-            kind, scores = "drop", b
+            kind, scores, fill = "drop", b, a
         elif _is_minus_inf(b):
-            kind, scores = "keep", a
+            kind, scores, fill = "keep", a, b
         else:
             return None, None
         m = o.operands[0]
@@ -279,10 +280,9 @@ def _mask(x, dead):
     src, bcast = _unbroadcast(m)
     if bcast is not None:
         dead.append(bcast)
-    for f in (a, b):   # the -inf and its broadcast
-        if f is not scores and f is not m:
-            inner, fb = _unbroadcast(f)
-            dead += [op for op in (fb, _owner(inner)) if op is not None]
+    if fill is not None:   # the -inf and its broadcast
+        inner, fb = _unbroadcast(fill)
+        dead += [op for op in (fb, _owner(inner)) if op is not None]
     return _Mask(src, kind, len(_dims(x))), scores
 
 

@@ -128,6 +128,7 @@ def fuzz(seed: int, count: int, device: str = "cpu", backward: bool = False,
                     else:
                         o = check(prog, device, backward, stats=stats)
             except Exception as e:  # noqa: BLE001
+                watchdog.disarm()   # (an error raised here must not become a "hang")
                 from stax.fuzz.compare import CudaContextLost, cuda_fault
                 if not isinstance(e, CudaContextLost) and not cuda_fault(e):
                     raise
