@@ -1,0 +1,71 @@
+"""Batch norm where a weight, a bias, a running stat or an input is not finite: NaN and
+infinity land exactly where eager's kernel puts them.
+
+Eager's CPU kernel folds the stats into a per-channel scale and shift
+(`x * alpha + beta`, `alpha = rstd * w`, `beta = bias - mean * alpha`); CUDA's computes
+`(x - mean) * rstd * w + bias`. The two differ where a value is infinite (an infinite
+weight gives NaN through the CPU's form wherever `x * alpha` and `beta` are infinities
+of opposite signs, and +-inf through CUDA's), so stax follows the device's form (the
+stax-fuzz `--dynamic` program 400599 found the CPU's). Under STAX_TEST_DEVICE=cuda the
+same tests check the CUDA form.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import stax.backend as B
+
+pytestmark = pytest.mark.usefixtures("stax_strict")
+
+INF, NAN = float("inf"), float("nan")
+
+
+def _bn(x, rm, rv, w, b, training):
+    return F.batch_norm(x, rm, rv, w, b, training=training, momentum=0.1, eps=1e-5)
+
+
+def _special(c: int, where: str, device) -> tuple:
+    g = torch.Generator().manual_seed(c)
+    w, b = torch.rand(c, generator=g) + 0.5, torch.randn(c, generator=g)
+    rm, rv = torch.randn(c, generator=g), torch.rand(c, generator=g) + 0.5
+    if where == "weight":
+        w[0], w[1], w[2] = INF, -INF, NAN
+    elif where == "bias":
+        b[0], b[1], b[2] = INF, -INF, NAN
+    elif where == "running_mean":
+        rm[0], rm[1] = INF, NAN
+    elif where == "running_var":
+        rv[0], rv[1] = INF, 0.0
+    return tuple(t.to(device) for t in (rm, rv, w, b))
+
+
+@pytest.mark.parametrize("where", ["weight", "bias", "running_mean", "running_var", "input"])
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+def test_non_finite_values_land_where_eager_puts_them(where, training, channels_last):
+    device = torch.empty(0).device
+    c = 64
+    x = torch.randn(256, c, 4, 4, generator=torch.Generator().manual_seed(1)) * 3 + 1
+    if where == "input":
+        x[0, 0, 0, 0], x[1, 1, 1, 1], x[2, 2] = INF, NAN, -INF
+    x = x.to(device)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    stats = _special(c, where, device)
+    torch._dynamo.reset()
+    B.clear()
+    got_stats = [t.clone() for t in stats[:2]]
+    got = torch.compile(_bn, backend="stax", fullgraph=True)(x, *got_stats, *stats[2:], training)
+    want_stats = [t.clone() for t in stats[:2]]
+    want = _bn(x, *want_stats, *stats[2:], training)
+    assert all(r.route in ("stax-cpu", "triton") for r in B.reports())
+    assert got.shape == want.shape and got.stride() == want.stride()
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.isposinf(), want.isposinf())
+    assert torch.equal(got.isneginf(), want.isneginf())
+    finite = want.isfinite()
+    torch.testing.assert_close(got[finite], want[finite], rtol=1e-4, atol=1e-4)
+    for g, e in zip(got_stats, want_stats):   # the running stats updated in place
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5, equal_nan=True)
