@@ -15,7 +15,7 @@ from stax._mlir import func, ir
 from stax.dialects.collective import is_collective_target
 from stax.dialects.stax_dialect import StaxVerificationError, verify_module
 from stax.importer import symbolic as isym
-from stax.importer import size_asserts
+from stax.importer import equal_sizes, size_asserts
 from stax.importer.builder import _Builder
 from stax.importer.common import (_DTYPE_NAMES, _FP8_DTYPES, _bind, _check_static,
                                   _read_positions, _val, _vdtype, _vshape)
@@ -82,6 +82,20 @@ def import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context, *,
     `symbolic=True` (tests and tools only, never the compile path) imports symbolic
     shapes as symbolic IR: `?` dims with #stax.sizes, SymInt inputs as `stax.symbol`
     index arguments (importer_symbolic); what it cannot say raises UnsupportedGraph."""
+    if not symbolic:
+        return _import_graph(gm, example_inputs, ctx, symbolic=False)
+    with equal_sizes.recording() as used:
+        imported = _import_graph(gm, example_inputs, ctx, symbolic=True)
+    for guard in used:   # the graph's dims rely on them: checked at every call too
+        if all(a.expr != guard for a in imported.size_asserts):
+            imported.size_asserts.append(size_asserts.SizeAssert(
+                guard, f"the sizes {guard.args[0]} and {guard.args[1]}, which Dynamo "
+                "guarded equal (a chunk or split of a symbolic dim), differ", kind="equal"))
+    return imported
+
+
+def _import_graph(gm: torch.fx.GraphModule, example_inputs, ctx: ir.Context, *,
+                  symbolic: bool) -> ImportedGraph:
     graph = gm.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     example_inputs = list(example_inputs) if example_inputs is not None else []
@@ -310,6 +324,25 @@ def _check_result(node, r):
     for i, (t, v) in enumerate(zip(vals, rs)):
         if t is None:
             continue
-        if _vshape(v) != isym.dims(t.shape) or _vdtype(v) != t.dtype:
+        got, want = _vshape(v), isym.dims(t.shape)
+        if got != want and _vdtype(v) == t.dtype and len(got) == len(want) and \
+                all(equal_sizes.same(g, w) for g, w in zip(got, want)):
+            # `2*(s//2)` where eager writes `s` (F.glu's backward): equal under Dynamo's
+            # guards, but the IR's types cannot show it to the ops that read the value
+            raise UnsupportedGraph(
+                f"node {node.name} ({node.target}): result {i} has the sizes "
+                f"{isym.symbolic.fmt_dims(got)}, equal to eager's "
+                f"{isym.symbolic.fmt_dims(want)} only under Dynamo's guards "
+                f"({'; '.join(str(g) for g in _guards_of(t))}), which the IR's types "
+                "cannot carry")
+        if got != want or _vdtype(v) != t.dtype:
             raise ImporterError(f"node {node.name} ({node.target}): result {i} imported as "
                                 f"{v.type} but eager gives {tuple(t.shape)} {t.dtype}")
+
+
+def _guards_of(t) -> list:
+    """The equality guards of the shape env a fake tensor's sizes come from."""
+    import sympy
+    env = next((d.node.shape_env for d in t.shape if isinstance(d, torch.SymInt)), None)
+    return [g.expr for g in getattr(env, "guards", None) or ()
+            if isinstance(getattr(g, "expr", None), sympy.Eq)]

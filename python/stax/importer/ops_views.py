@@ -10,6 +10,7 @@ from stax.aliasing import storage_source
 from stax.dialects.stax_dialect import NO_NEGATIVE_WRAP
 from stax.dialects.symbolic import dim_sum, fixed_slice_length
 from stax.dialects.symbolic import fmt_dims as dim_list
+from stax.importer import equal_sizes
 from stax.importer.builder import _INT64_MAX
 from stax.importer.common import _norm_dim, _out, _val, _vdtype, _vshape
 from stax.importer.specs import UnsupportedGraph, _Fallback
@@ -247,9 +248,11 @@ def _window_from_a_size(b, node, x, shape, dim, start, end):
     if isinstance(end, int) and end < 0:   # k before the end (`_from_the_end` made it so)
         end = dim_sum([n, end])
     length = _difference(end, start) if isinstance(end, (int, str)) else None
-    if length is None or dims(_val(node).shape, f"node {node.name}")[dim] != length:
+    eager = dims(_val(node).shape, f"node {node.name}")[dim]
+    # equal as written, or under Dynamo's guards (a chunk's second half: equal_sizes)
+    if length is None or not equal_sizes.same(eager, length):
         return None
-    return _window(b, x, shape, dim, start, length)
+    return _window(b, x, shape, dim, start, eager)
 
 
 def _slice_symbolic(b, node, a, x, shape, dim):

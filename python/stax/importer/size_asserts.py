@@ -103,6 +103,7 @@ class SizeAssert:
     expr: Any
     message: str
     #: "dynamo" (an assertion of Dynamo's graph), or a bound the importer relies on:
+    #: "equal" (two sizes Dynamo guarded equal, written as one dim: importer.equal_sizes),
     #: "window" (a slice read by a gather, ops_views._guard_window), "bound" (a pad by a
     #: size is not a crop, ops_views._pad_by_sizes), "gather" (no index is gathered from
     #: a dim of an unbacked size that is 0: IndexError, ops_indexing._refuse_empty_source);

@@ -21,6 +21,7 @@ import torch
 
 from stax._mlir import ir
 from stax.dialects import symbolic
+from stax.importer import equal_sizes
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -256,6 +257,8 @@ def _expr_dim(expr, shape_env, what):
     original = expr
     if expr.is_Integer:
         return int(expr)
+    # sizes Dynamo's guards make equal are one dim (a chunk of a symbolic dim)
+    expr = equal_sizes.rewrite(expr, shape_env)
     try:
         d = symbolic.normalize(str(expr))
     except symbolic.ExprError:
