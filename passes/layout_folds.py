@@ -1,6 +1,6 @@
 """The rewrites of stax-assign-layouts that turn view copies into views or fold them away.
 
-A reshape that is no view of its source's layout needs a copy kernel. Three rewrites,
+A reshape that is no view of its source's layout needs a copy kernel. Four rewrites,
 run by `stax-assign-layouts` (`assign_layouts.assign_layouts`), keep those copies
 to the layouts that truly change, and make each one as cheap as it can be:
 
@@ -10,6 +10,10 @@ to the layouts that truly change, and make each one as cheap as it can be:
   The matmul reads the transposed view as it is (cuBLAS / MKL / the Triton matmul take a
   transposed last-two-dims operand); the reshape is then often a view (no copy), else a
   copy of the untransposed tensor, which has the same domain as its sibling copies.
+- `batch_transposed_matmuls` (before, the CPU only): a 2-D matmul whose lhs flattens
+  the batch dims of a transposed [B..., M, K] (`exp(x).transpose(1, 2).reshape(-1, m)
+  @ w`) becomes a batched matmul of the transposed view and the weight broadcast over
+  the batch, flattened after: no transposing copy (MKL reads the view).
 - `fold_copies_into_producers` (after): copies whose sources are views of one pointwise
   kernel's result that nothing else reads are computed by the producer itself: its body
   is rewritten on each copy's domain, the view chain applied to its inputs (a pointwise
@@ -39,7 +43,7 @@ from stax.dialects.layout import COPY_ATTR, RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATT
 from stax.dialects.stax_dialect import KERNEL, YIELD
 from stax.passes.layout_algebra import VIEW_OPS
 
-__all__ = ["chain_key", "hoist_matmul_transposes", "fold_copies_into_producers",
+__all__ = ["chain_key", "hoist_matmul_transposes", "batch_transposed_matmuls", "fold_copies_into_producers",
            "merge_argument_copies", "kernel_kind", "sample_sizes", "sample_dims"]
 
 _KERNEL_OPS = (KERNEL, "stax.kernel")
@@ -208,6 +212,58 @@ def hoist_matmul_transposes(block) -> bool:
         op.results[0].replace_all_uses_with(new)
         op.erase()
         _erase_dead([perm_op])
+        changed = True
+    return changed
+
+
+#: rows per batch below which a batched matmul of a transposed view is left a copy and
+#: one GEMM: many small GEMMs cost more than the transpose's copy
+BATCHED_MATMUL_LEAST_ROWS = 32
+
+
+def batch_transposed_matmuls(block) -> bool:
+    """matmul(reshape(permute(x)), w), a 2-D matmul whose lhs flattens the batch dims of
+    a [B..., M, K] that reads the last two dims of x transposed, with `w` [K, N] ->
+    reshape(matmul(permute(x), broadcast(w) to [B..., K, N])) to [B*M, N]. The flatten
+    of a transposed tensor is no view of any layout the transpose's source can have
+    without a transposing copy; a batched matmul reads the transposed view where it lies
+    (MKL's batched GEMM takes a transposed operand and a weight repeated with stride 0),
+    and its [B..., M, N] result flattens as a view. Static shapes only, M >=
+    BATCHED_MATMUL_LEAST_ROWS, the flatten read by this matmul only (the CPU route:
+    assign_layouts)."""
+    changed = False
+    for op in list(block.operations):
+        op = op.operation
+        if op.name != "stax.matmul":
+            continue
+        lhs, rhs = op.operands
+        if not (_static(lhs) and _static(rhs)) or len(_shape(lhs)) != 2 or \
+                len(_users(lhs)) != 1:
+            continue
+        flat = _owner(lhs)
+        if flat is None or flat.name != "stax.reshape":
+            continue
+        src = flat.operands[0]
+        perm_op = _owner(src)
+        if perm_op is None or perm_op.name != "stax.permute" or not _static(src) or \
+                not _reads_transposed(_perm(perm_op)):
+            continue
+        mid = _shape(src)
+        if len(mid) < 3 or mid[-1] != _shape(lhs)[-1] or mid[-2] < BATCHED_MATMUL_LEAST_ROWS:
+            continue   # (equal K and element counts: the reshape merges B... and M)
+        k, n = _shape(rhs)
+        et = _type(lhs).element_type
+        batch = len(mid) - 2
+        with op.location:
+            ip = ir.InsertionPoint(op)
+            w = _create("stax.broadcast_in_dim", _tensor_type(mid[:-2] + [k, n], et), [rhs],
+                        {"dims": ir.DenseI64ArrayAttr.get([batch, batch + 1])}, ip)
+            mm = _create("stax.matmul", _tensor_type(mid[:-1] + [n], et), [src, w],
+                         _attrs(op), ip)
+            out = _create("stax.reshape", op.results[0].type, [mm], {}, ip)
+        op.results[0].replace_all_uses_with(out)
+        op.erase()
+        _erase_dead([flat])
         changed = True
     return changed
 

@@ -238,6 +238,31 @@ def test_reshape_of_transposed_kernel_result_is_written_by_the_kernel(tmp_path, 
     assert "reshape of a non-viewable layout" not in ir
 
 
+@pytest.mark.parametrize("batch", [1, 8])
+def test_flattened_transpose_is_a_batched_matmul(batch, tmp_path, monkeypatch):
+    """`exp(x).transpose(1, 2).reshape(-1, m) @ w` (benchmarks/layout.py's
+    exp_transpose_mm): on the CPU a batched matmul reads the transposed exp where it lies,
+    the weight broadcast over the batch (layout_folds.batch_transposed_matmuls), and the
+    exp kernel writes row-major for its row sum; before, the kernel wrote exp transposed
+    (column stores) for one GEMM of the flattened rows (2.3x Inductor's time on this
+    case's kernel). The GPU keeps the flattened GEMM."""
+    m = 256
+    x = torch.randn(batch, m, m) * 0.1
+    w = torch.randn(m, 64)
+
+    def fn(x, w):
+        y = torch.exp(x)
+        return y.transpose(1, 2).reshape(-1, m) @ w + y.sum(-1).reshape(-1, 1)
+
+    ir = check(fn, x, w, tmp_path=tmp_path, monkeypatch=monkeypatch, copies=0)
+    batched = f"(tensor<{batch}x{m}x{m}xf32>, tensor<{batch}x{m}x64xf32>) -> " \
+              f"tensor<{batch}x{m}x64xf32>"
+    # (one batch: the flatten of a transposed matrix is a view, one GEMM reads it)
+    assert (batched in ir) == (DEVICE == "cpu" and batch > 1), ir
+    if DEVICE == "cpu":   # the exp kernel's result is row-major, read transposed
+        assert f"stax.result_layouts = [array<i64: {m * m}, {m}, 1>" in ir, ir
+
+
 def test_transposed_weight_matmul(tmp_path, monkeypatch):
     x = torch.randn(16, 512)
     w = torch.randn(768, 512)

@@ -201,7 +201,11 @@ def test_plain_attention_unchanged(tmp_path, monkeypatch):
 
 
 def test_exp_transpose_matmul(tmp_path, monkeypatch):
-    (c_off, b_off), (c_on, b_on) = _both(ExpTransposeMatmul, [torch.randn(4, 32, 64)], False,
+    # 16 rows per batch: below layout_folds.BATCHED_MATMUL_LEAST_ROWS, so one GEMM reads
+    # the flattened rows (with more, on the CPU a batched matmul reads the transposed exp
+    # where it lies: test_layouts.py::test_flattened_transpose_is_a_batched_matmul)
+    (c_off, b_off), (c_on, b_on) = _both(lambda: ExpTransposeMatmul(64),
+                                         [torch.randn(4, 64, 16)], False,
                                          tmp_path, monkeypatch)
     assert len(c_off["inference"]) == 1 and not c_on["inference"], (c_off, c_on)
     assert b_on["inference"][0] == 0 < b_off["inference"][0]
