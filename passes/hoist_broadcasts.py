@@ -28,12 +28,9 @@ Guarantees, for every `func.func` of the module:
   A value computed by a reduction, a matmul or a library call is never moved (a
   reduction's per-row value would be recomputed per element, and the work it saves is
   not a launch).
-- Only when every reader of the op is a broadcast whose one reader is a fusible op (it
-  joins that op's kernel). An op read by several such broadcasts is copied into each
-  (BatchNorm's CPU scale `rstd * w` is broadcast itself and read by its shift
-  `bias - mean * rstd * w`, broadcast too): a few elementwise ops per element are
-  recomputed instead of a kernel launched. An op with any other reader stays: moved, it
-  would become a full-size result of one kernel, written and read again.
+- Only when the op's one reader is that broadcast and the broadcast's one reader is a
+  fusible op (it joins that op's kernel). A moved op read by two kernels would become a
+  full-size result of one of them, written and read again; such ops stay.
 - The moved ops keep their locations and attributes; the new broadcasts take the
   original broadcast's location. Ops left without users are erased. Running the pass
   twice changes nothing more.
@@ -120,23 +117,14 @@ def _one_fusible_reader(broadcast) -> bool:
     return len(readers) == 1 and readers[0].name in FUSIBLE_OPS
 
 
-def _elementwise_on_parameters(value, memo) -> bool:
-    """`value` is the one result of an elementwise op on parameters that keeps its value
-    inside a kernel (module docstring)."""
+def _movable(value, memo) -> bool:
+    """`value` is the one result of an elementwise op on parameters, read once, that
+    keeps its value inside a kernel (module docstring)."""
     if not isinstance(value, ir.OpResult):
         return False
     op = value.owner
-    return (op.name in _MOVABLE and len(op.results) == 1
+    return (op.name in _MOVABLE and len(op.results) == 1 and len(list(value.uses)) == 1
             and not _rounds_at_kernel_boundary(op) and _from_parameters(value, memo))
-
-
-def _movable(value, memo) -> bool:
-    """`value` is an elementwise op on parameters read only by broadcasts into fusible
-    ops (module docstring)."""
-    readers = [use.owner for use in value.uses]
-    return (bool(readers) and all(r.name == _BROADCAST and _one_fusible_reader(r)
-                                  for r in readers)
-            and _elementwise_on_parameters(value, memo))
 
 
 def _unit_reshape_dims(src, reshaped, dims: list[int]) -> list[int] | None:
@@ -166,8 +154,8 @@ def _composed(broadcast, memo, pending: dict):
     first = inner.owner
     src = first.operands[0]
     # composed only where the op then moves (nothing changes where it stays)
-    if len(list(inner.uses)) != 1 or len(list(src.uses)) != 1 or \
-            not _one_fusible_reader(broadcast) or not _elementwise_on_parameters(src, memo):
+    if len(list(inner.uses)) != 1 or not _one_fusible_reader(broadcast) or \
+            not _movable(src, memo):
         return broadcast
     if first.name == _BROADCAST:
         dims = [_dims(broadcast)[d] for d in _dims(first)]
@@ -214,19 +202,11 @@ def _rewrite(broadcast, memo, pending: dict) -> bool:
     pending.pop(_key(broadcast), None)  # before erasing: a freed op's address is reused
     memo.pop(_key(broadcast), None)
     broadcast.erase()
-    operands = list(op.operands)
-    if not list(op.results[0].uses):   # else its other broadcasts get copies in turn
-        memo.pop(_key(op), None)
-        op.erase()
+    memo.pop(_key(op), None)
+    op.erase()
     for r in created:
         if r.name == _BROADCAST:
             pending[_key(r)] = r
-    # an operand whose readers are now all broadcasts may move too: its broadcasts
-    # tried before this one left them come back to the worklist
-    for x in operands:
-        for use in x.uses:
-            if use.owner.name == _BROADCAST and _one_fusible_reader(use.owner):
-                pending[_key(use.owner)] = use.owner
     return True
 
 

@@ -49,48 +49,6 @@ func.func @mask_compare(%x: tensor<2x4x8x8xf32>, %buf: tensor<16x16xf32>) -> ten
   return %r : tensor<2x4x8x8xf32>
 }
 
-// An op read only through broadcasts into kernels is copied into each: two broadcasts
-// of one op to different shapes, and BatchNorm's CPU form (eager's CPU kernel), where the
-// scale `rstd * w` is broadcast itself and read by the shift `bias - mean * scale`.
-// CHECK-LABEL: func.func @copied_per_broadcast
-// CHECK-NOT: tensor<64xf32>) -> tensor<64xf32>
-// CHECK: return
-// FUSED-LABEL: func.func @copied_per_broadcast
-// FUSED-COUNT-2: "stax_graph.kernel"
-// FUSED-NOT: "stax_graph.kernel"
-// FUSED: return
-func.func @copied_per_broadcast(%x: tensor<4x64xf32>, %w: tensor<64xf32>) -> (tensor<4x64xf32>, tensor<2x64xf32>) {
-  %b = "stax.exp"(%w) : (tensor<64xf32>) -> tensor<64xf32>
-  %b1 = "stax.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<64xf32>) -> tensor<4x64xf32>
-  %b2 = "stax.broadcast_in_dim"(%b) {dims = array<i64: 1>} : (tensor<64xf32>) -> tensor<2x64xf32>
-  %y1 = "stax.mul"(%x, %b1) : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
-  %y2 = "stax.neg"(%b2) : (tensor<2x64xf32>) -> tensor<2x64xf32>
-  return %y1, %y2 : tensor<4x64xf32>, tensor<2x64xf32>
-}
-
-// CHECK-LABEL: func.func @batch_norm_cpu_scale_shift
-// CHECK-NOT: tensor<32xf32>) -> tensor<32xf32>
-// CHECK-COUNT-2: "stax.rsqrt"
-// CHECK-NOT: "stax.rsqrt"
-// CHECK: return
-// FUSED-LABEL: func.func @batch_norm_cpu_scale_shift
-// FUSED-COUNT-1: "stax_graph.kernel"
-// FUSED-NOT: "stax_graph.kernel"
-// FUSED: return
-func.func @batch_norm_cpu_scale_shift(%x: tensor<4x32x14x14xf32>, %mean: tensor<32xf32>, %var: tensor<32xf32>, %w: tensor<32xf32>, %bias: tensor<32xf32>) -> tensor<4x32x14x14xf32> {
-  %eps = "stax.full"() {value = 9.99999974E-6 : f32} : () -> tensor<32xf32>
-  %ve = "stax.add"(%var, %eps) : (tensor<32xf32>, tensor<32xf32>) -> tensor<32xf32>
-  %rstd = "stax.rsqrt"(%ve) : (tensor<32xf32>) -> tensor<32xf32>
-  %scale = "stax.mul"(%rstd, %w) : (tensor<32xf32>, tensor<32xf32>) -> tensor<32xf32>
-  %ms = "stax.mul"(%mean, %scale) : (tensor<32xf32>, tensor<32xf32>) -> tensor<32xf32>
-  %shift = "stax.sub"(%bias, %ms) : (tensor<32xf32>, tensor<32xf32>) -> tensor<32xf32>
-  %sb = "stax.broadcast_in_dim"(%scale) {dims = array<i64: 1>} : (tensor<32xf32>) -> tensor<4x32x14x14xf32>
-  %y = "stax.mul"(%x, %sb) : (tensor<4x32x14x14xf32>, tensor<4x32x14x14xf32>) -> tensor<4x32x14x14xf32>
-  %hb = "stax.broadcast_in_dim"(%shift) {dims = array<i64: 1>} : (tensor<32xf32>) -> tensor<4x32x14x14xf32>
-  %z = "stax.add"(%y, %hb) : (tensor<4x32x14x14xf32>, tensor<4x32x14x14xf32>) -> tensor<4x32x14x14xf32>
-  return %z : tensor<4x32x14x14xf32>
-}
-
 // Symbolic sizes keep their encoding.
 // CHECK-LABEL: func.func @symbolic
 // FUSED-LABEL: func.func @symbolic

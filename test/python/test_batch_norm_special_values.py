@@ -1,15 +1,22 @@
 """Batch norm where a weight, a bias, a running stat or an input is not finite: NaN and
-infinity land exactly where eager's kernel puts them.
+infinity land where eager's kernel puts them, with one known difference.
 
-Eager's CPU kernel folds the stats into a per-channel scale and shift
-(`x * alpha + beta`, `alpha = rstd * w`, `beta = bias - mean * alpha`); CUDA's computes
-`(x - mean) * rstd * w + bias`. The two differ where a value is infinite (an infinite
-weight gives NaN through the CPU's form wherever `x * alpha` and `beta` are infinities
-of opposite signs, and +-inf through CUDA's), so stax follows the device's form (the
-stax-fuzz `--dynamic` program 400599 found the CPU's). Under STAX_TEST_DEVICE=cuda the
-same tests check the CUDA form.
+stax computes `(x - mean) * rstd * w + bias`, as eager's CUDA kernel does. Eager's CPU
+kernel folds the stats into a per-channel scale and shift, `x * alpha + beta` (`alpha =
+rstd * w`, `beta = bias - mean * alpha`, one fused multiply-add). With an infinite weight
+the two differ: `inf - inf` is NaN through the CPU's form wherever `x` has the sign of
+the mean, and +-inf through the other (stax-fuzz --dynamic program 400599). stax keeps
+its form on the CPU: without a fused multiply-add, the folded form loses accuracy on data
+shifted far from 0 (`x * alpha` and `beta` large and cancelling: test_fuzz.py's
+ill-conditioned norm, 4x eager's error), and computing both forms to choose one per
+channel made a BatchNorm + ReLU kernel 38 % slower on the CPU (session 45, [32, 64, 56,
+56] at inference). That case is an
+expected failure here (strict: it fails the day the forms agree). Under
+STAX_TEST_DEVICE=cuda the same tests check the CUDA kernel, whose form stax's is.
 """
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -41,7 +48,14 @@ def _special(c: int, where: str, device) -> tuple:
     return tuple(t.to(device) for t in (rm, rv, w, b))
 
 
-@pytest.mark.parametrize("where", ["weight", "bias", "running_mean", "running_var", "input"])
+_CPU_INFINITE_WEIGHT = pytest.mark.xfail(
+    os.environ.get("STAX_TEST_DEVICE", "cpu") == "cpu", strict=True,
+    reason="eager's CPU kernel gives NaN where x has the mean's sign (x * alpha + beta); "
+           "stax gives +-inf, as eager's CUDA kernel does (module docstring)")
+
+
+@pytest.mark.parametrize("where", [pytest.param("weight", marks=_CPU_INFINITE_WEIGHT),
+                                   "bias", "running_mean", "running_var", "input"])
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
 def test_non_finite_values_land_where_eager_puts_them(where, training, channels_last):

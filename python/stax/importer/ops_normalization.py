@@ -40,19 +40,7 @@ def _per_channel(b, v, shape, dtype):
     return b.broadcast(b.convert(v, dtype), shape, [1])
 
 
-def _bn_apply(b, x, mean_c, rstd_c, w, bias, shape, cd, device):
-    """y = (x - mean) * rstd * w + bias, in the order eager's kernel for `device`
-    rounds it. The CPU kernel folds the stats into a per-channel scale and shift,
-    x * alpha + beta with alpha = rstd * w and beta = bias - mean * alpha; the two
-    orders differ where w or the stats are not finite (an infinite w gives NaN through
-    the CPU's, +-inf through CUDA's), and the CPU's moves fewer values per element."""
-    if device.type == "cpu":
-        alpha = rstd_c if w is None else b.binary("mul", rstd_c, b.convert(b.v(w), cd))
-        shift = b.binary("mul", mean_c, alpha)
-        beta = (b.binary("sub", b.scalar_like(shift, 0), shift) if bias is None
-                else b.binary("sub", b.convert(b.v(bias), cd), shift))
-        return b.binary("add", b.binary("mul", x, _per_channel(b, alpha, shape, cd)),
-                        _per_channel(b, beta, shape, cd))
+def _bn_apply(b, x, mean_c, rstd_c, w, bias, shape, cd):
     y = b.binary("mul", b.binary("sub", x, _per_channel(b, mean_c, shape, cd)),
                  _per_channel(b, rstd_c, shape, cd))
     if w is not None:
@@ -72,8 +60,7 @@ def _bn_eval(b, node, a):
     rm = b.convert(b.v(a["running_mean"]), cd)
     rv = b.convert(b.v(a["running_var"]), cd)
     rstd = b.unary("rsqrt", b.binary("add", rv, b.scalar_like(rv, a["eps"])))
-    y = b.convert(_bn_apply(b, x, rm, rstd, a.get("weight"), a.get("bias"), shape, cd,
-                             vals[0].device), dtype)
+    y = b.convert(_bn_apply(b, x, rm, rstd, a.get("weight"), a.get("bias"), shape, cd), dtype)
     # save_mean / save_invstd: CUDA's kernel returns the running mean and the running
     # invstd (checked on the H200), the CPU's returns 0-element tensors
     rest = [b.reshape(b.convert(v, t.dtype), list(t.shape)) if _numel(list(t.shape))
@@ -91,8 +78,7 @@ def _bn_train(b, node, a):
     mean = b.reshape(mean_k, [shape[1]])                            # [C]
     var = b.reshape(var_k, [shape[1]])                              # biased, [C]
     rstd = b.unary("rsqrt", b.binary("add", var, b.scalar_like(var, a["eps"])))
-    y = b.convert(_bn_apply(b, x, mean, rstd, a.get("weight"), a.get("bias"), shape, cd,
-                             vals[0].device), dtype)
+    y = b.convert(_bn_apply(b, x, mean, rstd, a.get("weight"), a.get("bias"), shape, cd), dtype)
     outs = [y, b.reshape(b.convert(mean, vals[1].dtype), list(vals[1].shape)),
             b.reshape(b.convert(rstd, vals[2].dtype), list(vals[2].shape))]
     if len(vals) == 5:  # _native_batch_norm_legit_functional: updated running stats

@@ -85,8 +85,12 @@ def guard_failure(guards: list[ArgGuard], graph_id: str, position: int, value) -
                 f"specialized for an aligned pointer (the example input was); pass an "
                 f"aligned copy: x.clone() (or x.contiguous() when x is not contiguous: on a "
                 f"contiguous tensor it returns x itself), or {_ADVICE_RECOMPILE}.")
-        return StaxGuardError(f"{head}: guard failed for an unknown reason "
-                              f"(expected shape {g.shape}, dtype {g.dtype}, strides {g.strides}).")
+        # (the per-call check and these explanations disagree: say everything both see)
+        return StaxGuardError(
+            f"{head}: guard failed for an unknown reason (expected shape {g.shape}, dtype "
+            f"{g.dtype}, device {g.device}, strides {g.strides}{', aligned' if g.aligned else ''}"
+            f"; got shape {tuple(value.shape)}, dtype {value.dtype}, device {value.device}, "
+            f"strides {tuple(value.stride())}, data pointer {value.data_ptr():#x}).")
     if g.kind == "int":
         return StaxGuardError(
             f"{head} was the integer {g.value} when the graph was compiled, but {value!r} "
