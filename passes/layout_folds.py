@@ -43,8 +43,9 @@ from stax.dialects.layout import COPY_ATTR, RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATT
 from stax.dialects.stax_dialect import KERNEL, YIELD
 from stax.passes.layout_algebra import VIEW_OPS
 
-__all__ = ["chain_key", "hoist_matmul_transposes", "batch_transposed_matmuls", "fold_copies_into_producers",
-           "merge_argument_copies", "kernel_kind", "sample_sizes", "sample_dims"]
+__all__ = ["chain_key", "hoist_matmul_transposes", "batch_transposed_matmuls",
+           "fold_copies_into_producers", "merge_argument_copies", "kernel_kind",
+           "sample_sizes", "sample_dims"]
 
 _KERNEL_OPS = (KERNEL, "stax.kernel")
 _LAYOUT_ONLY = (RESULT_LAYOUTS_ATTR, VIEW_OFFSET_ATTR)

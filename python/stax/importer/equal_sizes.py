@@ -66,8 +66,8 @@ def _rewrites(shape_env) -> list:
         if not isinstance(e, sympy.Eq) or len(e.args) != 2:
             continue
         a, b = e.args
-        if not (a.free_symbols and b.free_symbols) or (a.is_Symbol and b.is_Symbol):
-            continue   # a constant side, or two symbols (Dynamo replaces those itself)
+        if not (a.free_symbols and b.free_symbols):
+            continue   # a constant side
         big, small = sorted((a, b), key=lambda x: (sympy.count_ops(x), len(str(x)), str(x)),
                             reverse=True)
         if not (_divides(big) and _divides(small)):
@@ -149,8 +149,10 @@ def _sympy(d):
 def same(a, b) -> bool:
     """Whether two dims (ints or normal-form size expressions) are equal at every call
     that meets Dynamo's guards: the same expression, or their difference is in the ideal
-    of the guards' equalities (`s0 - (s0 + 1)//2` and `(s0 + 1)//2` under `Eq(s0, 2*(s0
-    + 1)//2)`). The guards it needs are recorded for the import in progress."""
+    of the guards' equalities (`s0 - (s0 + 1)//2` and `(s0 + 1)//2` under `Eq((s0 +
+    1)//2, s0 - (s0 + 1)//2)`, F.glu's `s0 - s0//2` and `s0//2` under `Eq(s0, 2*(s0//2))`).
+    Every equality guard over the same base symbols is recorded for the import in
+    progress (which of them the membership used is not tracked)."""
     if a == b:
         return True
     state = _IMPORT.get()

@@ -241,7 +241,8 @@ def _require(b, cond, message, kind) -> bool:
 
 def _window_from_a_size(b, node, x, shape, dim, start, end):
     """`x[..., start:end]` from a size expression, as `_window` where eager's length is
-    `end - start`; None otherwise."""
+    `end - start`, as written or under Dynamo's guards (equal_sizes.same: the window then
+    takes eager's length); None otherwise."""
     from stax.importer.symbolic import dims
     n = shape[dim]
     end = n if end is None or (isinstance(end, int) and end >= 1 << 62) else end
