@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from stax._mlir import ir
 
-__all__ = ["ATTR", "VERSION", "CPU_MODES", "CPU_TAILS", "Read", "Result", "GpuTiling", "CpuTiling", "KernelSchedule",
+__all__ = ["ATTR", "VERSION", "CPU_MODES", "CPU_TAILS", "Read", "Result", "GpuTiling", "CpuTiling", "merged_extent", "KernelSchedule",
            "read_schedule", "has_schedule", "schedule_errors", "to_attr", "dims_used",
            "gpu_mode", "with_gpu_tiling", "set_schedule",
            "stride_along", "split_loop", "split_candidates"]
@@ -110,7 +110,10 @@ class CpuTiling:
     - `tail`: "scalar" (a 1-lane loop after the last full vector) or "none";
     - `split_dim`: the dim whose loop threads split, -1 for none;
     - `tile`: (TP, TQ) of mode "tiled" (the tile's extents along loop_order[-2] and
-      loop_order[-1]), else ()."""
+      loop_order[-1]), else ();
+    - `merged`: how many of the innermost loops are walked as one vector loop (mode
+      "pointwise"; 1: none): their dims are one contiguous run of every read and result
+      (`merged_extent`), so an odd row (56 of NCHW's 56x56) leaves no tail per row."""
     vector_width: int
     parallel_min_elements: int
     work: int
@@ -120,6 +123,18 @@ class CpuTiling:
     tail: str = "none"
     split_dim: int = -1
     tile: tuple = ()
+    merged: int = 1
+
+
+def merged_extent(c: CpuTiling, domain) -> int:
+    """The element count of the vector loop: the vector dim's extent, or with `merged`
+    dims, the product of the innermost `merged` loops' extents."""
+    if c.vector_dim < 0:
+        return 1
+    n = 1
+    for d in (c.loop_order[-c.merged:] if c.merged > 1 else (c.vector_dim,)):
+        n *= domain[d]
+    return n
 
 
 @dataclass(frozen=True)
@@ -288,6 +303,8 @@ def to_attr(s: KernelSchedule) -> "ir.DictAttr":
                "split_dim": _i64(c.split_dim)}
         if c.tile:
             cpu["tile"] = _dense(c.tile)
+        if c.merged > 1:
+            cpu["merged"] = _i64(c.merged)
         tiling["cpu"] = ir.DictAttr.get(cpu)
     fields["tiling"] = ir.DictAttr.get(tiling)
     return ir.DictAttr.get(fields)
@@ -328,7 +345,8 @@ def read_schedule(kernel_op) -> KernelSchedule:
                         _int(c["work"]), mode=_str(c["mode"]), loop_order=_ints(c["loop_order"]),
                         vector_dim=_int(c["vector_dim"]), tail=_str(c["tail"]),
                         split_dim=_int(c["split_dim"]),
-                        tile=_ints(c["tile"]) if "tile" in c else ())
+                        tile=_ints(c["tile"]) if "tile" in c else (),
+                        merged=_int(c["merged"]) if "merged" in c else 1)
     return KernelSchedule(
         kind=_str(d["kind"]), domain=_ints(d["domain"]),
         parallel_dims=_ints(d["parallel_dims"]), reduced_dims=_ints(d["reduced_dims"]),
@@ -622,6 +640,12 @@ def _check_cpu(c, kind, rank, reduced, domain):
                        f"{order[-1] if order else None}")
     elif mode == "tiled":
         raise _Bad("field 'tiling.cpu.tile' is missing in mode \"tiled\"")
+    if "merged" in c:
+        k = _int(c["merged"])
+        if mode != "pointwise" or not 2 <= k <= rank or vd != order[-1]:
+            raise _Bad(f"field 'tiling.cpu.merged' = {k} must be 2..{rank} innermost loops "
+                       f"of mode \"pointwise\" whose last is the vector dim (mode \"{mode}\", "
+                       f"loop order {order}, vector dim {vd})")
 
 
 _FIELDS = {
@@ -634,7 +658,7 @@ _FIELDS = {
     "tiling.gpu": {"mode", "block", "rblock", "num_warps", "num_stages", "split",
                    "tile_dims", "tile_blocks", "loop_order"},
     "tiling.cpu": {"vector_width", "parallel_min_elements", "work", "mode", "loop_order",
-                   "vector_dim", "tail", "split_dim", "tile"},
+                   "vector_dim", "tail", "split_dim", "tile", "merged"},
 }
 
 

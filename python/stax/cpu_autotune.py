@@ -68,8 +68,9 @@ def variants(sched, threads: int = 1) -> list:
     c = sched.cpu
     if c is None or c.mode == "scalar":
         return [c]
+    from stax.dialects.schedule import merged_extent
     S, vd = list(sched.domain), c.vector_dim
-    n = S[vd] if vd >= 0 else 1
+    n = merged_extent(c, S)
     rank = len(S)
     out = [c]
 

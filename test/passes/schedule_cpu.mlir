@@ -71,9 +71,10 @@ func.func @full_sum(%x: tensor<1000xf32>) -> tensor<f32> {
 
 // -----
 
-// A contiguous reshape reads at the plain linear index: vectorized.
+// A contiguous reshape reads at the plain linear index: vectorized, and its rows of 30
+// (a tail of 14 per row) are one run of 240 (`merged = 2`, no tail).
 // CHECK-LABEL: func.func @reshape_divmod
-// CHECK: cpu = {loop_order = array<i64: 0, 1>, mode = "pointwise", parallel_min_elements = 65536 : i64, split_dim = 0 : i64, tail = "scalar", vector_dim = 1 : i64, vector_width = 16 : i64, work = 240 : i64}
+// CHECK: cpu = {loop_order = array<i64: 0, 1>, merged = 2 : i64, mode = "pointwise", parallel_min_elements = 65536 : i64, split_dim = 0 : i64, tail = "none", vector_dim = 1 : i64, vector_width = 16 : i64, work = 240 : i64}
 func.func @reshape_divmod(%x: tensor<6x40xf32>) -> tensor<8x30xf32> {
   %r = "stax.reshape"(%x) : (tensor<6x40xf32>) -> tensor<8x30xf32>
   %e = "stax.exp"(%r) : (tensor<8x30xf32>) -> tensor<8x30xf32>
@@ -139,4 +140,40 @@ func.func @batch_one_softmax_split(%x: tensor<1x12x256x256xf32>) -> tensor<1x12x
   %s = "stax.sub"(%x, %mb) : (tensor<1x12x256x256xf32>, tensor<1x12x256x256xf32>) -> tensor<1x12x256x256xf32>
   %e = "stax.exp"(%s) : (tensor<1x12x256x256xf32>) -> tensor<1x12x256x256xf32>
   return %e : tensor<1x12x256x256xf32>
+}
+
+// -----
+
+// BatchNorm's per-channel scale of NCHW with rows of 7: the rows of a channel are one run
+// of 49 (`merged = 2`: a tail per channel, not per row); the channel dim does not join
+// (the scale moves along it, where the run would need the vector dim's stride 0).
+// CHECK-LABEL: func.func @channel_scale_rows_merged
+// CHECK: cpu = {loop_order = array<i64: 0, 1, 2, 3>, merged = 2 : i64, mode = "pointwise", parallel_min_elements = 65536 : i64, split_dim = 0 : i64, tail = "scalar", vector_dim = 3 : i64, vector_width = 16 : i64, work = 392 : i64}
+func.func @channel_scale_rows_merged(%x: tensor<2x4x7x7xf32>, %w: tensor<4xf32>) -> tensor<2x4x7x7xf32> {
+  %b = "stax.broadcast_in_dim"(%w) {dims = array<i64: 1>} : (tensor<4xf32>) -> tensor<2x4x7x7xf32>
+  %y = "stax.mul"(%x, %b) : (tensor<2x4x7x7xf32>, tensor<2x4x7x7xf32>) -> tensor<2x4x7x7xf32>
+  return %y : tensor<2x4x7x7xf32>
+}
+
+// -----
+
+// Not merged: a read that moves along the rows but not along the lanes (a per-row bias
+// broadcast along the last dim), an iota (its value is the position along each dim), a
+// row that holds whole vectors (no tail to save).
+// CHECK-LABEL: func.func @not_merged
+// CHECK: cpu = {loop_order = array<i64: 0, 1>, mode = "pointwise"
+// CHECK-NOT: merged
+// CHECK: cpu = {loop_order = array<i64: 0, 1>, mode = "pointwise"
+// CHECK-NOT: merged
+// CHECK: cpu = {loop_order = array<i64: 0, 1>, mode = "pointwise"
+// CHECK-NOT: merged
+// CHECK: return
+func.func @not_merged(%x: tensor<9x7xf32>, %r: tensor<9xf32>, %z: tensor<4x32xf32>) -> (tensor<9x7xf32>, tensor<9x7xf32>, tensor<4x32xf32>) {
+  %b = "stax.broadcast_in_dim"(%r) {dims = array<i64: 0>} : (tensor<9xf32>) -> tensor<9x7xf32>
+  %y = "stax.add"(%x, %b) : (tensor<9x7xf32>, tensor<9x7xf32>) -> tensor<9x7xf32>
+  %i = "stax.iota"() {dim = 1 : i64} : () -> tensor<9x7xf32>
+  %e = "stax.exp"(%x) : (tensor<9x7xf32>) -> tensor<9x7xf32>
+  %t = "stax.mul"(%e, %i) : (tensor<9x7xf32>, tensor<9x7xf32>) -> tensor<9x7xf32>
+  %s = "stax.sin"(%z) : (tensor<4x32xf32>) -> tensor<4x32xf32>
+  return %y, %t, %s : tensor<9x7xf32>, tensor<9x7xf32>, tensor<4x32xf32>
 }

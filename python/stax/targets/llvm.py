@@ -417,14 +417,29 @@ class _KernelLowering(TiledMixin, ReductionMixin, OpsMixin):
             else:
                 order = kernel_schedule.loop_order(shape, self.outputs[outs[0]].strides)
 
-            def body(loop_idx, outs=outs, order=order):
-                idx = [None] * len(order)
-                for k, d in enumerate(order):
+            # the innermost `merged` loops walked as one (tiling.cpu.merged): every access
+            # is addressed by the vector dim's stride alone, the group's other dims at 0
+            merged = self.tiling.merged if self.on_domain else 1
+            outer, group = order[:len(order) - merged + 1][:-1], order[len(order) - merged:]
+            # the run's variable goes to the group's innermost dim of more than one
+            # element (a size-1 dim's variable is 0: _at_domain), whose stride is the
+            # vector dim's (cpu_tiling._merged_loops: the dims inside it hold one element)
+            run_dim = next((d for d in reversed(group) if shape[d] > 1),
+                           group[-1] if group else None)
+
+            def body(loop_idx, outs=outs, outer=outer, run_dim=run_dim):
+                idx = [Aff()] * len(shape)
+                for k, d in enumerate(outer):
                     idx[d] = loop_idx[k]
+                if run_dim is not None:   # (none in a rank-0 kernel)
+                    idx[run_dim] = loop_idx[-1]
                 point = self._at_domain(idx)
                 for i in outs:
                     self._store(i, self._eval(self.yielded[i], point), point)
-            self._loop_nest([shape[d] for d in order], body)
+            run = 1
+            for d in group:
+                run *= shape[d]
+            self._loop_nest([shape[d] for d in outer] + ([run] if group else []), body)
 
     def _domain_shape(self):
         """The schedule's domain (the tiling's loops run over it)."""
