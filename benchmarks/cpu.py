@@ -64,6 +64,17 @@ def cases(quick: bool) -> list[common.Case]:
                     (torch.randn(rows, cols), torch.randint(0, cols, (rows,))),
                     kind="reduction"),
     ]
+    # a ResNet stage's BatchNorm + ReLU at inference: NCHW rows of 56 (no whole vector of
+    # 16 lanes: stax's rows are merged into runs, tiling.cpu.merged)
+    bn = torch.nn.Sequential(torch.nn.BatchNorm2d(64), torch.nn.ReLU()).eval()
+    common.randomize_norms(bn)
+    with torch.no_grad():
+        bn[0].running_mean.uniform_(-0.5, 0.5)
+        bn[0].running_var.uniform_(0.5, 1.5)
+    n_img = 2 if quick else 32
+    out.append(common.Case("bn_relu_nchw", f"BatchNorm2d(64) + ReLU at inference, [{n_img}, "
+                           "64, 56, 56] f32 NCHW, random stats", bn,
+                           (torch.randn(n_img, 64, 56, 56),), kind="pointwise"))
     block, src = common.gpt2_block(hidden, heads, seq)
     common.randomize_norms(block)
     out.append(common.Case(
