@@ -172,14 +172,15 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
             not any(o.name == "stax.iota" for o in body) and \
             one_lane_reason(vdim, S, reads, results) is None:
         merged = _merged_loops(S, order, reads, results, W)
+    # the vector loop's extent: the vector dim's, or the merged loops' product
+    n = (S[vdim] if merged == 1 else _numel([S[d] for d in order[-merged:]])) \
+        if vdim >= 0 else 1
     if split is None:   # pointwise: the vector loop may be split (schedule.split_candidates)
         # (merged loops are one loop: the group's outermost dim stands for it)
         loops = list(order)[:len(order) - merged + 1]
-        extents = [S[d] for d in loops[:-1]] + [_numel([S[d] for d in order[-merged:]])]
+        extents = [S[d] for d in loops[:-1]] + [n]
         n_cands = len(split_candidates(extents, W)) if loops else 0
         split = loops[split_loop(extents[:n_cands])] if n_cands else -1
-    n = (S[vdim] if merged == 1 else _numel([S[d] for d in order[-merged:]])) \
-        if vdim >= 0 else 1
     tail = "scalar" if W == 1 or n % W else "none"
     return CpuTiling(W, PARALLEL_MIN_ELEMENTS, work, mode=mode, loop_order=tuple(order),
                      vector_dim=vdim, tail=tail, split_dim=split, tile=tile, merged=merged)

@@ -49,22 +49,27 @@ class _Import:
             self.used.append(guard)
 
 
+def equality_guards(shape_env) -> list:
+    """The shape env's guards that are equalities (sympy Eq), in order."""
+    import sympy
+    return [e for e in (getattr(g, "expr", None)
+                        for g in getattr(shape_env, "guards", None) or ())
+            if isinstance(e, sympy.Eq) and len(e.args) == 2]
+
+
 def _rewrites(shape_env) -> list:
     """The shape env's equality guards as (from, to, guard) rewrites, made once per set
     of guards."""
     import sympy
-    guards = list(getattr(shape_env, "guards", None) or ())
+    n_guards = len(getattr(shape_env, "guards", None) or ())
     try:
         hit = _REWRITES.get(shape_env)
     except TypeError:   # not weakly referable: no memo
         hit = None
-    if hit is not None and hit[0] == len(guards):
+    if hit is not None and hit[0] == n_guards:
         return hit[1]
     out = []
-    for g in guards:
-        e = getattr(g, "expr", None)
-        if not isinstance(e, sympy.Eq) or len(e.args) != 2:
-            continue
+    for e in equality_guards(shape_env):
         a, b = e.args
         if not (a.free_symbols and b.free_symbols):
             continue   # a constant side
@@ -78,7 +83,7 @@ def _rewrites(shape_env) -> list:
             continue
         out.append((big, small, e))
     with contextlib.suppress(TypeError):
-        _REWRITES[shape_env] = (len(guards), out)
+        _REWRITES[shape_env] = (n_guards, out)
     return out
 
 
@@ -119,10 +124,8 @@ def _ideal(state, symbols: frozenset):
     from stax.importer.symbolic import _expr_dim
     if symbols not in state.ideal:
         polys, guards = [], []
-        for g in getattr(state.shape_env, "guards", None) or ():
-            e = getattr(g, "expr", None)
-            if not isinstance(e, sympy.Eq) or not e.free_symbols or \
-                    not {x.name for x in e.free_symbols} <= symbols:
+        for e in equality_guards(state.shape_env):
+            if not e.free_symbols or not {x.name for x in e.free_symbols} <= symbols:
                 continue
             try:
                 a, b = (_expr_dim(x, None, "a guard") for x in e.args)

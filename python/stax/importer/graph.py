@@ -333,16 +333,14 @@ def _check_result(node, r):
                 f"node {node.name} ({node.target}): result {i} has the sizes "
                 f"{isym.symbolic.fmt_dims(got)}, equal to eager's "
                 f"{isym.symbolic.fmt_dims(want)} only under Dynamo's guards "
-                f"({'; '.join(str(g) for g in _guards_of(t))}), which the IR's types "
+                f"({'; '.join(str(g) for g in equal_sizes.equality_guards(_shape_env(t)))}"
+                "), which the IR's types "
                 "cannot carry")
         if got != want or _vdtype(v) != t.dtype:
             raise ImporterError(f"node {node.name} ({node.target}): result {i} imported as "
                                 f"{v.type} but eager gives {tuple(t.shape)} {t.dtype}")
 
 
-def _guards_of(t) -> list:
-    """The equality guards of the shape env a fake tensor's sizes come from."""
-    import sympy
-    env = next((d.node.shape_env for d in t.shape if isinstance(d, torch.SymInt)), None)
-    return [g.expr for g in getattr(env, "guards", None) or ()
-            if isinstance(getattr(g, "expr", None), sympy.Eq)]
+def _shape_env(t):
+    """The shape env a fake tensor's symbolic sizes come from (None: all static)."""
+    return next((d.node.shape_env for d in t.shape if isinstance(d, torch.SymInt)), None)

@@ -90,7 +90,9 @@ def guard_failure(guards: list[ArgGuard], graph_id: str, position: int, value) -
             f"{head}: guard failed for an unknown reason (expected shape {g.shape}, dtype "
             f"{g.dtype}, device {g.device}, strides {g.strides}{', aligned' if g.aligned else ''}"
             f"; got shape {tuple(value.shape)}, dtype {value.dtype}, device {value.device}, "
-            f"strides {tuple(value.stride())}, data pointer {value.data_ptr():#x}).")
+            f"strides {tuple(value.stride())}, data pointer {value.data_ptr():#x}). This "
+            "is a stax bug: please report it with this message; meanwhile pass "
+            "x.contiguous().clone() or compile again for these inputs.")
     if g.kind == "int":
         return StaxGuardError(
             f"{head} was the integer {g.value} when the graph was compiled, but {value!r} "

@@ -41,8 +41,8 @@ loads and stores, and the JIT compile; it re-exports the names callers read here
 from dataclasses import dataclass
 
 from stax._mlir import ExecutionEngine, PassManager, ir
-from stax.dialects.schedule import (dims_used, has_schedule, read_schedule, split_candidates,
-                                    split_loop)
+from stax.dialects.schedule import (dims_used, has_schedule, merged_extent, read_schedule,
+                                    split_candidates, split_loop)
 # the one shared index analysis (not a pass): used when the kernel has no schedule for
 # these strides, and to compose an index through a view
 from stax.passes import cpu_tiling, kernel_schedule
@@ -419,8 +419,8 @@ class _KernelLowering(TiledMixin, ReductionMixin, OpsMixin):
 
             # the innermost `merged` loops walked as one (tiling.cpu.merged): every access
             # is addressed by the vector dim's stride alone, the group's other dims at 0
-            merged = self.tiling.merged if self.on_domain else 1
-            outer, group = order[:len(order) - merged + 1][:-1], order[len(order) - merged:]
+            cut = len(order) - (self.tiling.merged if self.on_domain else 1)
+            outer, group = order[:cut], order[cut:]
             # the run's variable goes to the group's innermost dim of more than one
             # element (a size-1 dim's variable is 0: _at_domain), whose stride is the
             # vector dim's (cpu_tiling._merged_loops: the dims inside it hold one element)
@@ -436,10 +436,9 @@ class _KernelLowering(TiledMixin, ReductionMixin, OpsMixin):
                 point = self._at_domain(idx)
                 for i in outs:
                     self._store(i, self._eval(self.yielded[i], point), point)
-            run = 1
-            for d in group:
-                run *= shape[d]
-            self._loop_nest([shape[d] for d in outer] + ([run] if group else []), body)
+            run = [merged_extent(self.tiling, shape)] if cut < len(order) - 1 else \
+                [shape[d] for d in group]   # (one loop, or none at rank 0)
+            self._loop_nest([shape[d] for d in outer] + run, body)
 
     def _domain_shape(self):
         """The schedule's domain (the tiling's loops run over it)."""
