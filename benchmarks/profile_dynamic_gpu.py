@@ -1,8 +1,11 @@
 """Where a dynamic GPT-2 block's time goes against the same block compiled per size
-(STAX_DYNAMIC=0), on CUDA: per-kernel CUDA time from torch.profiler (CUDA graphs off, so
-each kernel shows), and the latency of one synchronized call with CUDA graphs on.
+(STAX_DYNAMIC=0) and against Inductor's dynamic code, on CUDA: per-kernel CUDA time from
+torch.profiler (CUDA graphs off, so each kernel shows), and the latency of one
+synchronized call with CUDA graphs on (stax's automatic capture; Inductor's default,
+which captures nothing).
 
     python benchmarks/profile_dynamic_gpu.py [--shapes 1x512,4x256] [--top 15]
+        [--backends dynamic,per-size,inductor]
 
 Numbers are for finding a gap, not for claims (benchmarks/dynamic.py makes those).
 """
@@ -47,17 +50,25 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="1x512,4x256,1x32")
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--backends", default="dynamic,per-size,inductor",
+                    help="any of dynamic (stax, one compile), per-size (stax, "
+                         "STAX_DYNAMIC=0), inductor (dynamic=True)")
     args = ap.parse_args(argv)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     model = make_model("gpt2", torch.float32, dim=768, n_heads=12, max_seq=1024).eval().cuda()
     warm = [(b, t) for b in (2, 3) for t in (48, 80)]   # sizes that make the graph dynamic
-    for label, dynamic_env in (("dynamic", "1"), ("per-size", "0")):
-        os.environ["STAX_DYNAMIC"] = dynamic_env
-        for cudagraphs in (False, True):
+    dynamic_env = {"dynamic": "1", "per-size": "0", "inductor": None}
+    for label in args.backends.split(","):
+        if dynamic_env[label] is not None:
+            os.environ["STAX_DYNAMIC"] = dynamic_env[label]
+        for cudagraphs in ((False,) if label == "inductor" else (False, True)):
             torch._dynamo.reset()
             with fx_config.patch(backed_size_oblivious=True), torch.no_grad():
-                fn = torch.compile(model, backend="stax", dynamic=True,
-                                   options={"stax.auto_cudagraphs": cudagraphs})
+                if label == "inductor":
+                    fn = torch.compile(model, backend="inductor", dynamic=True)
+                else:
+                    fn = torch.compile(model, backend="stax", dynamic=True,
+                                       options={"stax.auto_cudagraphs": cudagraphs})
                 for b, t in warm:
                     fn(torch.randn(b, t, 768, device="cuda"))
                 for b, t in shapes:
