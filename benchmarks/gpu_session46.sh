@@ -1,0 +1,27 @@
+# Session 46 on the GPU (phases of benchmarks/gpu_session42.sh cover bench, dyn, numerics).
+#   all:     the whole pytest suite in ONE pytest run over 16 workers (-n 16): every file's
+#            CUDA cases and its CPU ones. Session 45's file-by-file run paid ~30 s of start
+#            per file and reached 27 of 126 files in two 9-minute calls. Tests that end
+#            in a device-side assert on purpose run it in a subprocess (test_gather_bounds,
+#            test_fuzz), so one pytest run is safe. The log is written as it goes, so a
+#            run cut by the time limit still says how far it got (-rfE lists failures).
+#   profile: benchmarks/profile_dynamic_gpu.py, stax (dynamic, per-size) against
+#            Inductor's dynamic code, per kernel, at the shapes where stax was slower.
+#   bash benchmarks/gpu_session46.sh all|profile
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r
+phase=${1:-all}
+nvidia-smi --query-gpu=name --format=csv > $OUT/r/machine.txt; cat COMMIT >> $OUT/r/machine.txt
+if [[ $phase == all ]]; then
+  timeout ${SUITE_S:-560} python3 -m pytest -q -rfE --tb=line -p no:cacheprovider -n ${WORKERS:-16} \
+      --durations=25 test/python ${PYTEST_EXTRA:-} \
+      --deselect "test/python/test_dynamic_library_ops.py::test_running_product_trains_over_batches_with_one_compile[cuda]" \
+      > $OUT/r/suite-all.log 2>&1; echo "suite rc=$?"
+  tail -n 60 $OUT/r/suite-all.log
+  gzip -k $OUT/r/suite-all.log
+fi
+if [[ $phase == profile ]]; then
+  timeout ${PROF_S:-300} python3 benchmarks/profile_dynamic_gpu.py --shapes ${SHAPES:-8x256,16x1024,1x512} \
+      --top 14 > $OUT/r/profile-dynamic.log 2>&1; echo "profile rc=$?"
+  grep -v "Warning\|warn" $OUT/r/profile-dynamic.log | tail -n 150
+fi
