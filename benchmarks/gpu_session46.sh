@@ -7,6 +7,7 @@
 #            run cut by the time limit still says how far it got (-rfE lists failures).
 #   profile: benchmarks/profile_dynamic_gpu.py, stax (dynamic, per-size) against
 #            Inductor's dynamic code, per kernel, at the shapes where stax was slower.
+#            Then benchmarks/probe_compile_time.py: where each backend's cold compile goes.
 #   bash benchmarks/gpu_session46.sh all|profile
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r
@@ -24,4 +25,9 @@ if [[ $phase == profile ]]; then
   timeout ${PROF_S:-300} python3 benchmarks/profile_dynamic_gpu.py --shapes ${SHAPES:-8x256,16x1024,1x512} \
       --top 14 > $OUT/r/profile-dynamic.log 2>&1; echo "profile rc=$?"
   grep -v "Warning\|warn" $OUT/r/profile-dynamic.log | tail -n 150
+  for b in stax inductor; do
+    timeout 150 python3 benchmarks/probe_compile_time.py --device cuda --backend $b \
+        --shapes 1x32,4x32,1x64,4x64,1x128 > $OUT/r/compile-time-$b.log 2>&1; echo "compile-time $b rc=$?"
+    grep "first call" $OUT/r/compile-time-$b.log
+  done
 fi
