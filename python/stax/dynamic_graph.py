@@ -113,17 +113,35 @@ class _ArgCheck:
     pass_through: bool = False
 
 
-def _symbol_ranges(example_inputs) -> dict[str, tuple[int, int | None]]:
-    """symbol -> (lowest, highest or None) as Dynamo's shape environment assumed it."""
-    env = None
+def _shape_env_of(example_inputs):
+    """The shape environment of the example inputs' symbolic sizes (None: none)."""
     for x in example_inputs:
         for s in ([x] if isinstance(x, torch.SymInt) else
                   list(x.shape) if isinstance(x, torch.Tensor) else []):
             if isinstance(s, torch.SymInt):
-                env = s.node.shape_env
-                break
-        if env is not None:
-            break
+                return s.node.shape_env
+    return None
+
+
+def symbol_hints(example_inputs) -> dict[str, int]:
+    """symbol -> the value it has in the example inputs (Dynamo's hint; none for an
+    unbacked symbol)."""
+    env = _shape_env_of(example_inputs)
+    if env is None:
+        return {}
+    out = {}
+    values = env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val
+    for sym, val in values.items():
+        try:
+            out[str(sym)] = int(val)
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+def _symbol_ranges(example_inputs) -> dict[str, tuple[int, int | None]]:
+    """symbol -> (lowest, highest or None) as Dynamo's shape environment assumed it."""
+    env = _shape_env_of(example_inputs)
     out = {}
     if env is None:
         return out

@@ -11,6 +11,9 @@ symbol values `env`:
   with static types a static Triton kernel for contiguous strides and no alignment
   promise (a dynamic graph's inputs can be views at any offset).
 
+`finish_compiles(kernels, hints, target)` compiles a graph's Triton kernels side by side
+before its first call (see there).
+
 Kernels read contiguous tensors: an input that is a non-contiguous view is copied first.
 A kernel the target cannot take raises KernelLoweringError (the caller then compiles the
 graph per size).
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["DEVICES", "compile_kernel"]
+__all__ = ["DEVICES", "compile_kernel", "finish_compiles"]
 
 #: the torch device type of each target's tensors
 DEVICES = {"stax-cpu": "cpu", "triton": "cuda"}
@@ -51,9 +54,9 @@ def compile_kernel(op, name: str, target: str):
         arch = _gpu_arch()
         if sized:
             k = triton.compile_kernel(op, None, None, name, arch=arch)
-        else:
-            k = triton.compile_kernel(op, _contiguous(op.operands), _contiguous(op.results),
-                                      name, arch=arch)
+        else:   # compiled in the thread pool; finish_compiles waits for it
+            k = triton.compile_kernel_async(op, _contiguous(op.operands),
+                                            _contiguous(op.results), name, arch=arch)
     elif target == "stax-cpu":
         from stax.targets import cpu_symbolic, llvm
         sized = cpu_symbolic.has_runtime_sizes(op)
@@ -65,6 +68,33 @@ def compile_kernel(op, name: str, target: str):
     else:
         raise ValueError(f"no kernels with runtime sizes for target {target!r}")
     return k, _runner(k, sized, target)
+
+
+def _gpu_present() -> bool:
+    return torch.cuda.is_available()
+
+
+def finish_compiles(kernels, hints: dict, target: str) -> None:
+    """Before a graph's first call: on the triton target, with a GPU present, start
+    compiling each runtime-size kernel's variant for the example sizes `hints` (symbol
+    -> value) in the thread pool, then wait for every kernel's compile, so they compile
+    side by side and a failed compile (KernelLoweringError) is raised now, at compile
+    time. Without a GPU (compile-only use, the TTIR interpreter's tests) variants still
+    compile at their first launch."""
+    if target != "triton":
+        return
+    from stax.runtime.triton_sized import SizedTritonKernel
+    from stax.targets import triton_symbolic
+    sized = [k for k in kernels if isinstance(k, SizedTritonKernel)]
+    if _gpu_present():
+        for k in sized:
+            if all(s in hints for s in k.symbols):
+                triton_symbolic.prefetch_variant(k, [hints[s] for s in k.symbols])
+    for k in kernels:
+        if isinstance(k, SizedTritonKernel):
+            k.wait_prefetched()
+        else:
+            k.resolve()
 
 
 def _runner(k, sized: bool, target: str):

@@ -181,6 +181,32 @@ def test_block_batch_and_sequence_interpreted(counts, interpreted_triton):
     assert len(v.sizes) == 2   # batch and sequence
 
 
+def test_first_call_variants_compiled_at_compile_time_interpreted(monkeypatch,
+                                                                   interpreted_triton):
+    """As on a GPU (dynamic_kernels.finish_compiles, made to think one is present): each
+    runtime-size kernel's variant for the example sizes is compiled to PTX in the thread
+    pool before the first call, and it is the variant that call plans."""
+    from stax import dynamic_kernels
+    from stax.runtime.triton_sized import SizedTritonKernel
+    monkeypatch.setattr(dynamic_kernels, "_gpu_present", lambda: True)
+    planned = []
+    plan = SizedTritonKernel.plan
+
+    def recording_plan(self, *tensors, **kw):
+        p = plan(self, *tensors, **kw)
+        planned.append((self, p.variant))
+        return p
+    monkeypatch.setattr(SizedTritonKernel, "plan", recording_plan)
+    model = Block(64).eval()
+    cf = torch.compile(model, backend="stax", dynamic=True)
+    with torch.no_grad(), fx_config.patch(backed_size_oblivious=True):
+        x = torch.randn(3, 40, 64)
+        _close(cf(x), model(x))
+    assert planned
+    for k, var in planned:
+        assert var in k.compiled and k.prefetched >= 1, (k.name, var)
+
+
 def test_mlp_training_interpreted(counts, interpreted_triton):
     _training(MLP(), [8, 1, 17, 257, 3, 40], 64, "cpu")
     assert counts == {"static": 0, "dynamic": 2}   # the forward and the backward, once
@@ -241,6 +267,37 @@ def test_mlp_inference_cuda_real_sizes(counts, dtype):
     torch.manual_seed(0)
     _inference(MLP(512, 2048, 512), [(256,), (1,), (257,), (1000,), (17,), (4096,)], 512,
                "cuda", dtype)
+    assert counts == {"static": 0, "dynamic": 1}
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_first_call_variants_compiled_before_it_cuda(counts):
+    """The graph's runtime-size kernels start compiling their variants for the example
+    sizes in the thread pool at compile time (dynamic_kernels.finish_compiles), so the
+    first call compiles nothing one kernel after another; a later size's variant is still
+    compiled at its first launch."""
+    from stax.runtime.triton_sized import SizedTritonKernel
+    class Scores(torch.nn.Module):   # a softmax over rows of the sequence's length
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(768)
+
+        def forward(self, x):
+            h = self.norm(x)
+            return torch.softmax(h @ h.transpose(1, 2) * 0.03, dim=-1)
+    torch.manual_seed(0)
+    model = Scores().cuda().eval()
+    cf = torch.compile(model, backend="stax", dynamic=True)
+    with torch.no_grad(), fx_config.patch(backed_size_oblivious=True):
+        x = torch.randn(8, 128, 768, device="cuda")
+        _close(cf(x), model(x))
+        sized = [k for g in _dynamic_report().graphs for k in g.kernels
+                 if isinstance(k, SizedTritonKernel)]
+        assert sized and all(k.compiles == k.prefetched >= 1 for k in sized), \
+            [(k.name, k.compiles, k.prefetched) for k in sized]
+        x = torch.randn(2, 5000, 768, device="cuda")   # rows past one persistent block
+        _close(cf(x), model(x))
+    assert any(k.compiles > k.prefetched for k in sized)
     assert counts == {"static": 0, "dynamic": 1}
 
 

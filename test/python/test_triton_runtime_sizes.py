@@ -684,3 +684,48 @@ def test_gpu_sum_amax_columns_rms_norm():
     g = symbolic_graph(_rms_bf16, torch.randn(2, 3, 768).bfloat16(), device="cuda")
     check(g, _rms_bf16, lambda a, b: (torch.randn(a, b, 768).bfloat16(),),
           [(1, 1), (1, 17), (1, 257), (4, 128), (16, 1024)], device="cuda")
+
+
+# ----------------------------------------------------------------------------- prefetch
+
+def _done(value=None, error=None):
+    import concurrent.futures
+    f = concurrent.futures.Future()
+    f.set_exception(error) if error is not None else f.set_result(value)
+    return f
+
+
+def test_prefetch_starts_the_variant_a_call_at_those_sizes_chooses():
+    """A graph compiled once for every size starts compiling each kernel's variant for
+    its example sizes before the first call (dynamic_kernels.finish_compiles): the
+    variant prefetched is the one that call plans, its compile is used, not repeated."""
+    g = symbolic_graph(lambda x: torch.softmax(x, -1), torch.randn(4, 6))
+    k = g.sized[0]
+    x = torch.randn(300, 700)
+    out = torch.empty_like(x)
+    sizes = k.sizes_of([x, out])
+    submitted = []
+
+    def submit(tk):
+        submitted.append(tk)
+        return _done(("compiled", tk.text))
+    var = k.prefetch(sizes, submit)
+    assert var is not None and (var.strategy, var.rblock) == ("persistent", 1024)
+    assert k.prefetch(sizes, submit) is None and len(submitted) == 1   # once per variant
+    p = k.plan(x, out)
+    assert p.variant == var and p.ttir.text == submitted[0].text
+    assert k.compiled_for(var) == ("compiled", submitted[0].text)
+    assert (k.prefetched, k.compiles) == (1, 1)
+    # another size's variant is not prefetched: compiled at its first launch, as before
+    wide = torch.randn(3, 5000)
+    other = k.plan(wide, torch.empty_like(wide)).variant
+    assert other != var and other.strategy == "looped"
+
+
+def test_a_prefetched_compile_that_fails_raises_when_waited_for():
+    g = symbolic_graph(lambda x: torch.softmax(x, -1), torch.randn(4, 6))
+    k = g.sized[0]
+    k.prefetch([8, 48] if len(k.symbols) == 2 else [8 * 48],
+               lambda tk: _done(error=KernelLoweringError("ptxas failed")))
+    with pytest.raises(KernelLoweringError, match="ptxas failed"):
+        k.wait_prefetched()

@@ -17,6 +17,10 @@ exactly once; `compiles` counts them), as Triton's JIT specializes on argument v
   than 256 rows: looped 16 x 64 tiles, 8 warps, as the static generator's rule but
   unsplit).
 
+`prefetch(sizes, submit)` starts compiling, in the compiler's thread pool, the variant a
+call at those sizes will choose (the graph's example sizes, at compile time), so a graph's
+first call does not compile its kernels one after another.
+
 `plan(*tensors, sizes=None)` returns the LaunchPlan (variant, its TTIR, grid, the scalar
 arguments) without launching, which is how the tests run the chosen variant through the
 TTIR interpreter. This module imports no compiler code: the compiler hands it `emit`
@@ -158,8 +162,10 @@ class SizedTritonKernel:
         self.variants = {}     # SizedVariant -> specialized TTIR kernel object
         self.compiled = {}     # SizedVariant -> launchable CompiledKernel
         self._plans = {}       # (sizes, alignments) -> (LaunchPlan, shapes)
+        self._pending = {}     # SizedVariant -> Future of its CompiledKernel (prefetch)
         self.emits = 0
         self.compiles = 0
+        self.prefetched = 0    # compiles that `prefetch` started before a call needed them
 
     # --------------------------------------------------------------- sizes
     def sizes_of(self, tensors) -> list:
@@ -188,8 +194,10 @@ class SizedTritonKernel:
                                 f"{shape}")
 
     # --------------------------------------------------------------- variants
-    def choose(self, tensors, sizes) -> tuple:
-        """(SizedVariant, grid) for this call: every promise checked on its values."""
+    def choose(self, tensors, sizes, aligned=None) -> tuple:
+        """(SizedVariant, grid) for this call: every promise checked on its values
+        (`aligned`, per pointer, stands for the tensors' alignment where no tensors are
+        given)."""
         env = dict(zip(self.symbols, (int(s) for s in sizes)))
         numels = []
         for shape in self.shapes_for(sizes):   # the extents the sizes say, not the tensors'
@@ -200,7 +208,8 @@ class SizedTritonKernel:
         big = max(numels + [abs(v) for v in env.values()] + [0])
         index = "i64" if big + _SLACK > _I32_MAX else "i32"
         div16 = tuple(s for s in self.div16_candidates if env[s] % 16 == 0)
-        aligned = tuple(t.data_ptr() % 16 == 0 for t in tensors)
+        if aligned is None:
+            aligned = tuple(t.data_ptr() % 16 == 0 for t in tensors)
         if self.kind == "pointwise":
             n = max([_value(d, env) for d in self.meta["numels"]] + [0])
             grid = (-(-n // POINTWISE_BLOCK), 1, 1)
@@ -257,14 +266,39 @@ class SizedTritonKernel:
                     self.check_args(tensors, sizes)   # raises, naming the tensor
         return plan
 
+    def prefetch(self, sizes, submit) -> SizedVariant | None:
+        """Start compiling, with `submit(ttir) -> Future of a CompiledKernel` (the
+        compiler's thread pool), the variant a call at `sizes` with 16-byte aligned
+        tensors will choose (the allocator's tensors are; a call that differs compiles its
+        own variant at its first launch, as before). A graph's kernels then compile side
+        by side before its first call instead of one after another within it. The TTIR is
+        emitted here, in the caller's thread. Returns the variant (None when it is already
+        compiled or on its way)."""
+        sizes = tuple(int(v) for v in sizes)
+        var, _ = self.choose(None, sizes, aligned=(True,) * self.n_args)
+        if var in self.compiled or var in self._pending:
+            return None
+        self._pending[var] = submit(self.variant_ttir(var))
+        return var
+
     def compiled_for(self, var: SizedVariant):
         got = self.compiled.get(var)
         if got is None:
-            if self._compile is None:
+            pending = self._pending.pop(var, None)
+            if pending is not None:
+                got = self.compiled[var] = pending.result()
+                self.prefetched += 1
+            elif self._compile is None:
                 raise RuntimeError(f"kernel {self.name}: built without a compiler (emit only)")
-            got = self.compiled[var] = self._compile(self.variant_ttir(var))
+            else:
+                got = self.compiled[var] = self._compile(self.variant_ttir(var))
             self.compiles += 1
         return got
+
+    def wait_prefetched(self) -> None:
+        """Wait for every variant `prefetch` started; a failed compile raises here."""
+        for var in list(self._pending):
+            self.compiled_for(var)
 
     def __call__(self, *tensors, sizes=None, check=True):
         p = self.plan(*tensors, sizes=sizes, check=check)

@@ -7,6 +7,11 @@
   thread pool (`STAX_COMPILE_THREADS`, default min(8, cores)); the kernel resolves on
   `resolve()` or its first launch. triton.compile spends most of its time outside the
   GIL (MLIR passes, ptxas), so a graph's kernels compile in parallel.
+  `compile_ttir_async(tk, arch)`: one TTIR kernel in the pool (a runtime-size kernel's
+  variant, SizedTritonKernel.prefetch).
+* Where a GPU is present each compile also builds Triton's C launcher for the kernel's
+  signature (`prebuild_launcher`: gcc, once per signature), which Triton would otherwise
+  build at the kernel's first launch, serially.
 
 Cache: in memory and on disk under `<cache root>/triton/` (`$STAX_CACHE_DIR`, else
 `$XDG_CACHE_HOME/stax`, else `~/.cache/stax`), keyed by sha256 of (TTIR text, num_warps,
@@ -221,6 +226,7 @@ def compile_ttir(ttir: TTIRKernel, arch: int = 90):
             STATS["rebuilt"] += 1
         got = None
     if got is not None:
+        prebuild_launcher(got)
         with _LOCK:
             _MEM[key] = got
             STATS["hits"] += 1
@@ -250,10 +256,35 @@ def compile_ttir(ttir: TTIRKernel, arch: int = 90):
     # Launch through a CompiledKernel whose src carries the signature only (same object
     # kind a disk hit gives), so hits and misses behave identically.
     compiled.src = SimpleNamespace(signature=signature, constants={}, name=compiled.name)
+    prebuild_launcher(compiled)
     with _LOCK:
         _MEM[key] = compiled
         STATS["misses"] += 1
     return compiled, False
+
+
+# Triton builds a C launcher per kernel signature with gcc (0.2-0.5 s each, cached in
+# Triton's own cache folder) when a kernel is first launched: serially, in the first
+# call. Built here instead, in the compile thread, they overlap with the other compiles.
+_LAUNCHER_SIGNATURES: set = set()
+
+
+def prebuild_launcher(compiled) -> None:
+    """Build (or find in Triton's cache) the C launcher of `compiled`'s signature now,
+    once per signature per process, where a GPU is present (Triton's CUDA driver needs
+    one). A failure is left to the first launch, which builds it again and raises."""
+    signature = tuple(sorted(compiled.src.signature.items()))
+    with _LOCK:
+        if signature in _LAUNCHER_SIGNATURES:
+            return
+        _LAUNCHER_SIGNATURES.add(signature)
+    if not torch.cuda.is_available():
+        return
+    try:
+        from triton.runtime.driver import driver
+        driver.active.launcher_cls(compiled.src, compiled.metadata)
+    except Exception:  # noqa: BLE001 - the first launch reports it
+        pass
 
 
 _WORKSPACE_DTYPES = WORKSPACE_DTYPES
@@ -382,11 +413,29 @@ def compile_kernel(kernel_op, input_strides, output_strides, name="kernel", *, a
     return build_kernel(name, tk, arch)
 
 
+def _make_driver() -> None:
+    """Triton's CUDA driver, made in this thread before the compile threads use it (they
+    build the C launchers, prebuild_launcher), where a GPU is present."""
+    if torch.cuda.is_available():
+        try:
+            from triton.runtime.driver import driver
+            driver.active   # noqa: B018 - made on first access
+        except Exception:  # noqa: BLE001 - the first launch reports it
+            pass
+
+
+def compile_ttir_async(tk: TTIRKernel, arch: int = 90):
+    """A Future of compile_ttir(tk, arch)'s CompiledKernel, compiled in the thread pool."""
+    _make_driver()
+    return _pool().submit(lambda: compile_ttir(tk, arch)[0])
+
+
 def compile_kernel_async(kernel_op, input_strides, output_strides, name="kernel", *, arch=90,
                          config: TritonConfig | None = None, aligned=None) -> TritonKernel:
     """compile_kernel with triton.compile in the background: the TTIR is emitted here (the
     MLIR context is not shared across threads), the compile is submitted to the pool."""
     tk = emit_ttir(kernel_op, input_strides, output_strides, name, config=config, aligned=aligned)
+    _make_driver()
     futs = [_pool().submit(compile_ttir, tk, arch)]
     if tk.stage2 is not None:
         futs.append(_pool().submit(compile_ttir, tk.stage2, arch))

@@ -535,3 +535,10 @@ def compile_sized_kernel(kernel_op, name="kernel", arch=90, input_strides=None,
         def comp(tk):
             return compile_ttir(tk, arch)[0]
     return SizedTritonKernel(name, meta, emit, comp, arch)
+
+
+def prefetch_variant(kernel, sizes) -> None:
+    """Start compiling, in the compile thread pool, the variant `kernel` (a
+    SizedTritonKernel) will use at `sizes` (SizedTritonKernel.prefetch)."""
+    from stax.targets.triton import compile_ttir_async
+    kernel.prefetch(sizes, lambda tk: compile_ttir_async(tk, kernel.arch))
