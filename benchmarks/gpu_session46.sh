@@ -8,7 +8,8 @@
 #   profile: benchmarks/profile_dynamic_gpu.py, stax (dynamic, per-size) against
 #            Inductor's dynamic code, per kernel, at the shapes where stax was slower.
 #            Then benchmarks/probe_compile_time.py: where each backend's cold compile goes.
-#   bash benchmarks/gpu_session46.sh all|profile
+#   dynprofile: benchmarks/dynamic.py, then the profile phase.
+#   bash benchmarks/gpu_session46.sh all|profile|dynprofile
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r
 phase=${1:-all}
@@ -21,8 +22,14 @@ if [[ $phase == all ]]; then
   tail -n 60 $OUT/r/suite-all.log
   gzip -k $OUT/r/suite-all.log
 fi
+if [[ $phase == dynprofile ]]; then   # issue 10's dynamic.py first, then the profile below
+  timeout ${DYN_S:-240} python3 benchmarks/dynamic.py --device cuda --out $OUT/r/dynamic-cuda.md \
+      > $OUT/r/dynamic-cuda.log 2>&1; echo "dynamic rc=$?"
+  grep -E "^\| (eager|inductor|stax|stax-static) \||compile time at most|per-shape time" $OUT/r/dynamic-cuda.md
+  phase=profile
+fi
 if [[ $phase == profile ]]; then
-  timeout ${PROF_S:-300} python3 benchmarks/profile_dynamic_gpu.py --shapes ${SHAPES:-8x256,16x1024,1x512} \
+  timeout ${PROF_S:-200} python3 benchmarks/profile_dynamic_gpu.py --shapes ${SHAPES:-8x256,16x1024,1x512} \
       --top 14 > $OUT/r/profile-dynamic.log 2>&1; echo "profile rc=$?"
   grep -v "Warning\|warn" $OUT/r/profile-dynamic.log | tail -n 150
   for b in stax inductor; do
