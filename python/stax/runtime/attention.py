@@ -11,12 +11,12 @@ Where the library and the explicit form `softmax(q @ k^T * scale (+) mask) @ v` 
   makes that row of its output NaN, so with an i1 mask the library's output is checked
   for NaN (one pass over the output, one host read) and the explicit form runs where it
   has one. Before session 46 q and k were checked instead (|q| and |k| materialized and
-  reduced: four passes over strided views, about a quarter of a GPT-2 block's time on
-  the CPU).
+  reduced over strided views: 9 ms against 3.5 ms for the output's check at batch 8,
+  sequence 1024, 12 heads of 64 on this 2-core VM).
 - scores that overflow in half precision: the explicit form rounds q @ k^T to f16 (inf,
   then NaN rows), the library keeps them in f32, so its output shows nothing. For f16
-  the bound `max|q| max|k| D` is checked against f16's range (two min-max reductions,
-  one host read) and the explicit form runs where it fails.
+  the bound `max|q| max|k| D` is checked against f16's range (two max reductions of
+  |q| and |k|, one host read) and the explicit form runs where it fails.
 Unmasked, or with an added mask, a non-finite score gives the same NaN rows both ways
 (measured over NaN, inf and -inf in q, k and v), and f32/bf16 scores keep f32's range.
 """
@@ -29,16 +29,10 @@ from stax.runtime.layout import fresh_copy
 __all__ = ["attention"]
 
 
-def _largest_magnitude(t) -> torch.Tensor:
-    """max |t| as a 0-d float32 tensor (NaN where t has one), in one pass."""
-    lo, hi = torch.aminmax(t)
-    return torch.maximum(hi.float(), -lo.float())
-
-
 def _scores_stay_finite(q, k, scale) -> bool:
     """Whether every score q @ k^T * scale is finite in q's dtype: q and k finite and
     their bound within the type's range (NaN and inf fail the comparison)."""
-    bound = _largest_magnitude(q) * _largest_magnitude(k) * (q.shape[-1] * max(1.0, abs(scale)))
+    bound = q.abs().amax().float() * k.abs().amax().float() * (q.shape[-1] * max(1.0, abs(scale)))
     return bool(bound <= torch.finfo(q.dtype).max)
 
 
