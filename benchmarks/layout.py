@@ -28,7 +28,10 @@ Per case and backend: the median time after warm-up, the kernels launched per ca
 the bytes moved per call, measured the same way for every backend where it can be:
 
 - eager: every ATen op the call dispatches (a TorchDispatchMode), its tensor inputs and
-  outputs, each counted once per op by storage extent; views and allocations move nothing;
+  outputs, each counted once per op by the 64-byte lines its elements lie in (a strided
+  view's runs, or its span where runs are closer than a line; before session 46 always
+  the span, which counted q, k and v read as views of one projection three times over);
+  views and allocations move nothing;
 - stax: every kernel launch (each kernel of every compiled graph is wrapped for the
   count: the bytes of its tensor arguments) plus the ATen ops the wrapper itself calls
   (library matmuls, convolutions, copies), counted as eager's;
@@ -65,11 +68,29 @@ _NO_BYTES = ("empty", "empty_strided", "empty_like", "zeros", "view", "_unsafe_v
              "set_")
 
 
+_LINE = 64   # bytes of a cache line: what memory moves at once
+
+
 def _extent_bytes(t) -> int:
+    """The bytes reading (or writing) `t` moves: the 64-byte lines its elements lie in.
+    A contiguous tensor is its size; a strided view of runs of at least a line (q, k and
+    v as views of one QKV projection: runs of a head's 64 floats) is its runs' lines, not
+    the storage span between its first and last element, which counted each of the three
+    views as the whole projection; a view whose runs are shorter than a line apart
+    (every other element, a transposed read) moves its span, as before."""
     if t.numel() == 0:
         return 0
-    span = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
-    return span * t.element_size()
+    size = t.element_size()
+    span = (1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))) * size
+    dims = sorted((abs(s), n) for n, s in zip(t.shape, t.stride()) if n > 1)
+    run = 1   # elements of the innermost contiguous run (dims merged while they are dense)
+    for stride, n in dims:
+        if stride != run:
+            break
+        run *= n
+    runs = t.numel() // run
+    lines = runs * -(-run * size // _LINE) * _LINE
+    return min(span, lines)
 
 
 class _OpBytes:
