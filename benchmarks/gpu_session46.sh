@@ -9,7 +9,9 @@
 #            Inductor's dynamic code, per kernel, at the shapes where stax was slower.
 #            Then benchmarks/probe_compile_time.py: where each backend's cold compile goes.
 #   dynprofile: benchmarks/dynamic.py, then the profile phase.
-#   bash benchmarks/gpu_session46.sh all|profile|dynprofile
+#   files:   FILES="test_a test_b" with -v, so a failure is named when it happens even if the
+#            time limit cuts the run.
+#   bash benchmarks/gpu_session46.sh all|profile|dynprofile|files
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT/r
 phase=${1:-all}
@@ -21,6 +23,12 @@ if [[ $phase == all ]]; then
       > $OUT/r/suite-all.log 2>&1; echo "suite rc=$?"
   tail -n 60 $OUT/r/suite-all.log
   gzip -k $OUT/r/suite-all.log
+fi
+if [[ $phase == files ]]; then   # named files, -v: each failure is named as it happens
+  timeout ${SUITE_S:-230} python3 -m pytest -v -rfE --tb=short -p no:cacheprovider -n ${WORKERS:-16} \
+      $(for f in $FILES; do echo test/python/$f.py; done) \
+      > $OUT/r/suite-files.log 2>&1; echo "files rc=$?"
+  grep -E "FAILED|ERROR|passed|failed" $OUT/r/suite-files.log | grep -v "^\[gw[0-9]*\] .*PASSED" | tail -n 60
 fi
 if [[ $phase == dynprofile ]]; then   # issue 10's dynamic.py first, then the profile below
   timeout ${DYN_S:-240} python3 benchmarks/dynamic.py --device cuda --out $OUT/r/dynamic-cuda.md \
