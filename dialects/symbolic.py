@@ -369,6 +369,13 @@ def _compute_dims(t):
     return tuple(out)
 
 
+#: a symbolic type's text -> its dims (or the DimError it raises). The verifier reads
+#: every operand and result type after every pass; parsing and re-printing each symbol
+#: expression each time was most of a dynamic graph's verification time.
+_DIMS_OF_TEXT: dict[str, tuple | DimError] = {}
+_DIMS_CACHE_MAX = 1 << 16
+
+
 def dims_of(t) -> tuple | None:
     """The dims of a ranked tensor type: ints for static dims, the normal-form
     expression string for a `?` dim; None for a non-tensor. Raises DimError."""
@@ -377,7 +384,19 @@ def dims_of(t) -> tuple | None:
     t = ir.RankedTensorType(t)
     if t.encoding is None and t.has_static_shape:
         return tuple(t.shape)  # the common case, no symbol work
-    return _compute_dims(t)
+    key = str(t)
+    got = _DIMS_OF_TEXT.get(key)
+    if got is None:
+        try:
+            got = _compute_dims(t)
+        except DimError as e:
+            got = e
+        if len(_DIMS_OF_TEXT) >= _DIMS_CACHE_MAX:
+            _DIMS_OF_TEXT.clear()
+        _DIMS_OF_TEXT[key] = got
+    if isinstance(got, DimError):
+        raise DimError(str(got))
+    return got
 
 
 def type_error(t) -> str | None:
