@@ -205,6 +205,45 @@ def test_non_finite_scores(special, mask):
     assert any(ATTENTION_CALL in c for c in _calls()), _calls()
 
 
+def _sdpa_spy(monkeypatch):
+    """The keyword arguments of each library call runtime.attention makes."""
+    import stax.runtime.attention as runtime_attention
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kw):
+        calls.append(kw)
+        return real(*args, **kw)
+    monkeypatch.setattr(runtime_attention.torch.nn.functional,
+                        "scaled_dot_product_attention", spy)
+    return calls
+
+
+@pytest.mark.parametrize("special", ["nan", "inf", "-inf", "finite"])
+def test_causal_mask_runs_the_library_causal_form(special, monkeypatch):
+    """GPT-2's tril buffer, equal at the call to the causal mask: the library's causal
+    form (no mask tensor, no check); a non-finite key past a query is dropped for that
+    query, as masked_fill drops it. A buffer that is no longer causal takes the mask."""
+    calls = _sdpa_spy(monkeypatch)
+    b, h, t, d = 2, 12, 512, 64
+    q, k, v = (torch.randn(b, t, h, d).transpose(1, 2) for _ in range(3))
+    if special != "finite":
+        k[0, 1, 300, 5] = float(special)   # a key past queries 0..299: masked for them
+        q[1, 3, 17, 2] = float(special)
+    bias = torch.tril(torch.ones(t + 8, t + 8)).view(1, 1, t + 8, t + 8)
+    cf = torch.compile(causal_fill, backend="stax")
+    want = causal_fill(q, k, v, bias)
+    torch.testing.assert_close(cf(q, k, v, bias), want, equal_nan=True, **F32)
+    assert calls and calls[-1].get("is_causal") is True and "attn_mask" not in calls[-1]
+    if special == "nan":
+        assert want[0, 1, :300].isfinite().all() and want[0, 1, 300:].isnan().all()
+    bias[0, 0, 5, 6] = 1.0   # the buffer changed: no longer the causal mask
+    torch.testing.assert_close(cf(q, k, v, bias), causal_fill(q, k, v, bias),
+                               equal_nan=True, **F32)
+    assert calls[-1].get("attn_mask") is not None and not calls[-1].get("is_causal")
+    assert B.last_report().route == "stax-cpu" and _masked_calls(), _calls()
+
+
 @pytest.mark.parametrize("masked", [False, True], ids=["unmasked", "masked"])
 def test_half_precision_scores_that_overflow(masked):
     """Eager rounds q @ k^T to f16: scores past 65504 are inf, their rows NaN; the

@@ -17,6 +17,9 @@ Where the library and the explicit form `softmax(q @ k^T * scale (+) mask) @ v` 
   then NaN rows), the library keeps them in f32, so its output shows nothing. For f16
   the bound `max|q| max|k| D` is checked against f16's range (two max reductions of
   |q| and |k|, one host read) and the explicit form runs where it fails.
+- a causal i1 mask (equal, at the call, to the lower triangle of as many queries as keys:
+  GPT-2's tril buffer) runs the library's causal form, which reads no key past its
+  query: neither difference arises, and no check is needed.
 Unmasked, or with an added mask, a non-finite score gives the same NaN rows both ways
 (measured over NaN, inf and -inf in q, k and v), and f32/bf16 scores keep f32's range.
 """
@@ -54,6 +57,13 @@ def attention(q, k, v, scale, strides, mask=None) -> torch.Tensor:
         # (no key: eager's softmax over an empty dim, then a matmul over it, gives 0,
         # where the dead-row rule below would write NaN)
         out = _explicit(q, k, v, scale, mask)
+    elif mask is not None and _is_causal(mask, q, k):
+        # a causal mask (GPT-2's tril buffer): the library's own causal form reads no key
+        # past the query, so a masked NaN score is dropped as masked_fill drops it, and
+        # no row is dead; faster than the mask (15.7 against 22.2 ms at [1, 12, 1024,
+        # 64] on 2 cores)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                               scale=scale)
     else:
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                                                scale=scale)
@@ -66,6 +76,28 @@ def attention(q, k, v, scale, strides, mask=None) -> torch.Tensor:
             if dead.any():
                 out = out.masked_fill(dead, float("nan"))
     return _strided(out, strides)
+
+
+#: (rows, device) -> the lower-triangular i1 mask of that many rows (a causal mask)
+_CAUSAL: dict = {}
+
+
+def _is_causal(mask, q, k) -> bool:
+    """Whether the i1 `mask` is exactly the causal mask of as many queries as keys, the
+    same for every batch and head (compared at each call: the mask is a tensor the model
+    may change)."""
+    rows = q.shape[-2]
+    if mask.dtype != torch.bool or k.shape[-2] != rows or rows < 2 or \
+            tuple(mask.shape[-2:]) != (rows, rows) or any(d != 1 for d in mask.shape[:-2]):
+        return False
+    key = (rows, mask.device)
+    tril = _CAUSAL.get(key)
+    if tril is None:
+        if len(_CAUSAL) >= 64:
+            _CAUSAL.clear()
+        tril = _CAUSAL[key] = torch.ones(rows, rows, dtype=torch.bool,
+                                         device=mask.device).tril()
+    return torch.equal(mask.reshape(rows, rows), tril)
 
 
 def _strided(out, strides):
