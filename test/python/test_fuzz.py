@@ -481,6 +481,19 @@ def test_dynamic_check_passes_stax_and_fails_a_wrong_answer_at_a_later_size(monk
     assert o.message.startswith("call 2 ("), o.message
 
 
+def test_dynamic_frontend_wrong_gradient_is_a_skip_naming_aot_eager():
+    """stax-fuzz --dynamic --backward 46907140804: `x.reshape(-1)` of an expanded
+    (stride-0) x. Under dynamic=True, aot_autograd forces the tangent to the output's
+    stride 0, so x's gradient repeats one element with backend="aot_eager" too; stax
+    matches aot_eager. The judge replays the calls through aot_eager: a frontend skip."""
+    from stax.fuzz import dynamic as D
+    prog = Program([InputSpec("x1", (1,), "float32", "expand", "randn", 1, (True,))],
+                   [Stmt("v8", "x1.reshape(-1)", ["x1"])], ["v8"], seed=46907)
+    o = D.check_dynamic(prog, backward=True)
+    assert (o.status, o.kind) == ("skip", "frontend-wrong"), o
+    assert "aot_eager" in o.message and o.message.startswith("call 2 ("), o.message
+
+
 def test_dynamic_check_fails_a_size_that_ran_as_written(monkeypatch):
     # past the variant cap a size runs as written: under STAX_STRICT that raises, so a
     # size that was not compiled can never pass as a stax result
