@@ -71,7 +71,7 @@ _NO_BYTES = ("empty", "empty_strided", "empty_like", "zeros", "view", "_unsafe_v
 _LINE = 64   # bytes of a cache line: what memory moves at once
 
 
-def _extent_bytes(t) -> int:
+def _bytes_touched(t) -> int:
     """The bytes reading (or writing) `t` moves: the 64-byte lines its elements lie in.
     A contiguous tensor is its size; a strided view of runs of at least a line (q, k and
     v as views of one QKV projection: runs of a head's 64 floats) is its runs' lines, not
@@ -114,7 +114,7 @@ class _OpBytes:
                     for t in flat:
                         if isinstance(t, torch.Tensor) and id(t) not in seen:
                             seen.add(id(t))
-                            nbytes += _extent_bytes(t)
+                            nbytes += _bytes_touched(t)
                     outer.bytes += nbytes
                     outer.by_op.append((f"aten.{name}", nbytes))
                 return out
@@ -128,7 +128,7 @@ def _count_launch(counter, args, read_and_written, label):
     """One kernel launch into `counter`: its tensor arguments' bytes, those at the
     positions `read_and_written` twice."""
     import torch
-    nbytes = sum(_extent_bytes(a) * (2 if i in read_and_written else 1)
+    nbytes = sum(_bytes_touched(a) * (2 if i in read_and_written else 1)
                  for i, a in enumerate(args) if isinstance(a, torch.Tensor))
     counter["launches"] += 1
     counter["bytes"] += nbytes

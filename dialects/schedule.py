@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from stax._mlir import ir
 
-__all__ = ["ATTR", "VERSION", "CPU_MODES", "CPU_TAILS", "Read", "Result", "GpuTiling", "CpuTiling", "merged_extent", "KernelSchedule",
+__all__ = ["ATTR", "VERSION", "CPU_MODES", "CPU_TAILS", "Read", "Result", "GpuTiling", "CpuTiling", "merged_extent", "run_extent", "KernelSchedule",
            "read_schedule", "has_schedule", "schedule_errors", "to_attr", "dims_used",
            "gpu_mode", "with_gpu_tiling", "set_schedule",
            "stride_along", "split_loop", "split_candidates"]
@@ -127,12 +127,17 @@ class CpuTiling:
 
 
 def merged_extent(c: CpuTiling, domain) -> int:
-    """The element count of the vector loop: the vector dim's extent, or with `merged`
-    dims, the product of the innermost `merged` loops' extents."""
-    if c.vector_dim < 0:
+    """The element count of the vector loop of tiling `c` (run_extent)."""
+    return run_extent(domain, c.loop_order, c.vector_dim, c.merged)
+
+
+def run_extent(domain, loop_order, vector_dim, merged=1) -> int:
+    """The element count of a vector loop: the vector dim's extent, or with `merged`
+    dims, the product of the innermost `merged` loops' extents (1 without a vector dim)."""
+    if vector_dim < 0:
         return 1
     n = 1
-    for d in (c.loop_order[-c.merged:] if c.merged > 1 else (c.vector_dim,)):
+    for d in (loop_order[-merged:] if merged > 1 else (vector_dim,)):
         n *= domain[d]
     return n
 

@@ -369,10 +369,11 @@ def _compute_dims(t):
     return tuple(out)
 
 
-#: a symbolic type's text -> its dims (or the DimError it raises). The verifier reads
-#: every operand and result type after every pass; parsing and re-printing each symbol
-#: expression each time was most of a dynamic graph's verification time.
-_DIMS_OF_TEXT: dict[str, tuple | DimError] = {}
+#: a symbolic type's text -> its dims (a tuple), or the message of the DimError it raises
+#: (a str: the exception itself would keep its traceback's frames alive). The verifier
+#: reads every operand and result type after every pass; parsing and re-printing each
+#: symbol expression each time was most of a dynamic graph's verification time.
+_DIMS_OF_TEXT: dict[str, tuple | str] = {}
 _DIMS_CACHE_MAX = 1 << 16
 
 
@@ -390,12 +391,12 @@ def dims_of(t) -> tuple | None:
         try:
             got = _compute_dims(t)
         except DimError as e:
-            got = e
+            got = str(e)
         if len(_DIMS_OF_TEXT) >= _DIMS_CACHE_MAX:
             _DIMS_OF_TEXT.clear()
         _DIMS_OF_TEXT[key] = got
-    if isinstance(got, DimError):
-        raise DimError(str(got))
+    if isinstance(got, str):
+        raise DimError(got)
     return got
 
 

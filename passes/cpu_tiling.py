@@ -41,8 +41,8 @@ off, the thread split off) that the generator honours the same way.
 from __future__ import annotations
 
 from stax._mlir import ir
-from stax.dialects.schedule import (CpuTiling, dims_used, split_candidates, split_loop,
-                                    stride_along)
+from stax.dialects.schedule import (CpuTiling, dims_used, run_extent, split_candidates,
+                                    split_loop, stride_along)
 from stax.passes import kernel_schedule
 from stax.runtime.cpu_parallel import PARALLEL_MIN_ELEMENTS
 
@@ -173,8 +173,7 @@ def cpu_tiling(kernel_op, kind, domain, reduced_dims, reads, results, shapes,
             one_lane_reason(vdim, S, reads, results) is None:
         merged = _merged_loops(S, order, reads, results, W)
     # the vector loop's extent: the vector dim's, or the merged loops' product
-    n = (S[vdim] if merged == 1 else _numel([S[d] for d in order[-merged:]])) \
-        if vdim >= 0 else 1
+    n = run_extent(S, order, vdim, merged)
     if split is None:   # pointwise: the vector loop may be split (schedule.split_candidates)
         # (merged loops are one loop: the group's outermost dim stands for it)
         loops = list(order)[:len(order) - merged + 1]

@@ -62,8 +62,7 @@ from stax import debug
 from stax.recompiles import announce
 from stax.dynamic_graph import (CannotStayDynamic, DynamicGraph, OutputPlan, _ArgCheck, _Step,
                                  _contiguous_strides, _library_runner, _slice_length_guards,
-                                 _symbol_ranges, _torch_dtype, _view_runner, symbol_hints,
-                                 with_form)
+                                 _symbol_ranges, _torch_dtype, _view_runner, with_form)
 from stax.dynamic_graph import _evaluate  # noqa: F401 - the tests evaluate sizes through here
 from stax.dialects.layout import TORCH_COPY_ATTR
 
@@ -501,14 +500,8 @@ def _build_once(gm, example_inputs, config, graph_id, *, kind: str = "inference"
         # fp8 outputs ride as uint8 bytes once legalized: returned as fp8 views
         views = [sp.dtype if pre and not isinstance(sp, tuple) and
                  getattr(sp, "dtype", None) in _FP8 else None for sp in specs]
-        hints = symbol_hints(example_inputs)
-        for name in derived:   # floor divisions of the symbols, at the example sizes
-            try:
-                hints[name] = symbolic.derived_value(name, hints)
-            except KeyError:   # an unbacked symbol in it: no example value
-                pass
         try:
-            dynamic_kernels.finish_compiles(kernels, hints, config.target)
+            dynamic_kernels.finish_compiles(kernels, example_inputs, derived, config.target)
         except KernelLoweringError as e:
             raise CannotStayDynamic(f"a kernel did not compile: {e}") from None
         g = DynamicGraph(graph_id, checks, constants, steps, results, symbols,

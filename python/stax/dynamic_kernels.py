@@ -11,7 +11,7 @@ symbol values `env`:
   with static types a static Triton kernel for contiguous strides and no alignment
   promise (a dynamic graph's inputs can be views at any offset).
 
-`finish_compiles(kernels, hints, target)` compiles a graph's Triton kernels side by side
+`finish_compiles(kernels, example_inputs, derived, target)` compiles a graph's Triton kernels side by side
 before its first call (see there).
 
 Kernels read contiguous tensors: an input that is a non-contiguous view is copied first.
@@ -70,23 +70,38 @@ def compile_kernel(op, name: str, target: str):
     return k, _runner(k, sized, target)
 
 
+def _example_sizes(example_inputs, derived) -> dict:
+    """symbol -> its value in the example inputs, derived symbols included (none for an
+    unbacked symbol or a derived one built on it)."""
+    from stax.dialects import symbolic
+    from stax.dynamic_graph import symbol_hints
+    hints = symbol_hints(example_inputs)
+    for name in derived:   # floor divisions of the symbols
+        try:
+            hints[name] = symbolic.derived_value(name, hints)
+        except KeyError:
+            pass
+    return hints
+
+
 def _gpu_present() -> bool:
     return torch.cuda.is_available()
 
 
-def finish_compiles(kernels, hints: dict, target: str) -> None:
+def finish_compiles(kernels, example_inputs, derived, target: str) -> None:
     """Before a graph's first call: on the triton target, with a GPU present, start
-    compiling each runtime-size kernel's variant for the example sizes `hints` (symbol
-    -> value) in the thread pool, then wait for every kernel's compile, so they compile
-    side by side and a failed compile (KernelLoweringError) is raised now, at compile
-    time. Without a GPU (compile-only use, the TTIR interpreter's tests) variants still
-    compile at their first launch."""
+    compiling each runtime-size kernel's variant for the sizes of `example_inputs`
+    (Dynamo's hints; the `derived` symbols computed from them) in the thread pool, then
+    wait for every kernel's compile, so they compile side by side and a failed compile
+    (KernelLoweringError) is raised now, at compile time. Without a GPU (compile-only
+    use, the TTIR interpreter's tests) variants still compile at their first launch."""
     if target != "triton":
         return
     from stax.runtime.triton_sized import SizedTritonKernel
     from stax.targets import triton_symbolic
     sized = [k for k in kernels if isinstance(k, SizedTritonKernel)]
-    if _gpu_present():
+    if sized and _gpu_present():
+        hints = _example_sizes(example_inputs, derived)
         for k in sized:
             if all(s in hints for s in k.symbols):
                 triton_symbolic.prefetch_variant(k, [hints[s] for s in k.symbols])

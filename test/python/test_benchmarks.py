@@ -453,3 +453,19 @@ def test_lzma_wheelhouse_recompresses_and_reads_back(tmp_path):
         assert all(i.compress_type == zipfile.ZIP_LZMA for i in z.infolist())
         assert {i.filename: z.read(i.filename) for i in z.infolist()} == files
     assert lzma_wheelhouse.main([str(tmp_path)]) == 0   # already LZMA: left as is
+
+
+def test_layout_counts_the_lines_a_strided_view_touches():
+    """benchmarks/layout.py's bytes: a view's runs of at least a 64-byte line count their
+    lines (q of a [B, T, 3, H, D] projection is a third of it, not its span); runs closer
+    than a line, a transposed read and a stride-0 broadcast count their span."""
+    import layout
+    qkv = torch.randn(4, 256, 3, 8, 64)
+    q = qkv[:, :, 0].transpose(1, 2)
+    assert layout._bytes_touched(q) == q.numel() * 4 == layout._bytes_touched(qkv) // 3
+    y = torch.randn(1000, 1000)
+    assert layout._bytes_touched(y.t()) == 4_000_000
+    assert layout._bytes_touched(y[:, ::2]) == 1000 * 1000 * 4 - 4   # its span
+    assert layout._bytes_touched(y[:, :8]) == 1000 * 64               # a line per row
+    assert layout._bytes_touched(torch.randn(5).expand(100, 5)) == 20
+    assert layout._bytes_touched(torch.empty(0, 3)) == 0

@@ -147,19 +147,28 @@ def _at(o: Outcome, p: Program, k: int) -> Outcome:
     return Outcome(o.status, o.kind, f"call {k + 1} ({shapes}): {o.message}")
 
 
-def _aot_eager_dynamic_error(eager, device, backward) -> str | None:
-    """The error Dynamo + aot_autograd raise with dynamic=True on these sizes (no stax)."""
+def _aot_eager_dynamic(eager, device, backward):
+    """Dynamo + aot_autograd with dynamic=True (no stax) called at the sizes of `eager`'s
+    programs in order, through compare's _run as eager's runs; the last call's Result.
+    Raises what they raise."""
     torch._dynamo.reset()
     try:
         fn = torch.compile(eager[0][0].function(), backend="aot_eager", fullgraph=True,
                            dynamic=True)
         for p, _ in eager:
-            _run(fn, p, device, backward)
+            out = fuzz_compare._run(fn, p, device, backward)
+        return out
+    finally:
+        torch._dynamo.reset()
+
+
+def _aot_eager_dynamic_error(eager, device, backward) -> str | None:
+    """The error Dynamo + aot_autograd raise with dynamic=True on these sizes (no stax)."""
+    try:
+        _aot_eager_dynamic(eager, device, backward)
         return None
     except Exception as e:  # noqa: BLE001
         return f"{type(_unwrap(e)).__name__}: {_last_line(_unwrap(e))}"
-    finally:
-        torch._dynamo.reset()
 
 
 def _frontend_wrong(eager, k, got, device, backward) -> Outcome | None:
@@ -170,16 +179,10 @@ def _frontend_wrong(eager, k, got, device, backward) -> Outcome | None:
     When stax's result at call `k` matches aot_eager's on the same calls and aot_eager's
     does not match eager's, the frontend is at fault: a skip naming it (never a pass).
     None when aot_eager cannot run them, stax differs from it, or it agrees with eager."""
-    torch._dynamo.reset()
     try:
-        fn = torch.compile(eager[0][0].function(), backend="aot_eager", fullgraph=True,
-                           dynamic=True)
-        for p, _ in eager[:k + 1]:   # (through compare's _run, as eager's runs)
-            other = fuzz_compare._run(fn, p, device, backward)
+        other = _aot_eager_dynamic(eager[:k + 1], device, backward)
     except Exception:  # noqa: BLE001 - no second opinion
         return None
-    finally:
-        torch._dynamo.reset()
     p, want = eager[k]
     prec = program_precision(p)
     try:
