@@ -84,7 +84,10 @@ def _check_fsdp(results):
         stax_err, eager_err = res["ref_grad_diff"]
         assert stax_err <= 1.5 * eager_err + 2e-3, (r, stax_err, eager_err)
         assert res["loss_diff"] <= 1e-3, (r, res["loss_diff"])
-        assert res["grad_diff"] <= 5e-2, (r, res["worst_grad"], res["grad_diff"])
+        # stax against eager: each is bf16 rounding noise away from the reference (3.2 % and
+        # 3.5 % on the H100 in session 47, on the key bias, zero in exact arithmetic), so
+        # the two can sit up to the sum of those apart (6.0 % there)
+        assert res["grad_diff"] <= 8e-2, (r, res["worst_grad"], res["grad_diff"])
         assert res["grad_layouts_equal"], r
 
 

@@ -50,8 +50,9 @@ def _same(got, want):
     if want.dtype in FP8:
         assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
     else:
-        # a 512-term f32 row sum of values in the hundreds: summation order
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
+        # a 512-term f32 row sum of values in the hundreds: summation order. NaN where
+        # eager's is: torch 2.11 casts a value past e4m3fn's 448 to NaN (2.13 saturates)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3, equal_nan=True)
 
 
 @pytest.mark.parametrize("fp8", FP8, ids=["e4m3fn", "e5m2"])

@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.fx.experimental._config as fx_config
 import torch.nn.functional as F
+from torch._dynamo.utils import counters
 
 import stax.backend as B
 from models import GPT2Block, LlamaBlock, make_inputs, make_model
@@ -23,6 +24,8 @@ from stax import driver, dynamic_compile
 from stax.dynamic_compile import DynamicGraph, DynamicShapes
 from stax.errors import StaxGuardError
 from stax.targets import cpu_symbolic
+
+_TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 
 pytestmark = pytest.mark.usefixtures("stax_strict")
 
@@ -74,6 +77,7 @@ def _run(model, shapes, make, counts, graphs=1):
     there are `graphs` Dynamo graphs, each compiled once. Returns the first report."""
     model = model.eval()
     cf = torch.compile(model, backend="stax", dynamic=True)
+    counters.clear()
     with fx_config.patch(backed_size_oblivious=True), torch.no_grad():
         for i, shape in enumerate(shapes):
             ins = make(*shape)
@@ -86,8 +90,12 @@ def _run(model, shapes, make, counts, graphs=1):
                 assert v.dynamic and v.route == "stax-cpu", r.summary()
                 assert r.route == "stax-cpu" and r.fallback_reason is None, r.summary()
     reps = _dynamic_reports()
-    assert len(reps) == graphs, [r.summary() for r in reps]
-    assert counts["static"] == 0 and counts["dynamic"] == graphs, counts
+    # stax compiles each Dynamo graph once. How many graphs Dynamo makes is its own: on
+    # torch 2.11 the CPU convolution's fake kernel guards the batch where 2.13's does not
+    assert len(reps) == counters["stats"]["unique_graphs"], [r.summary() for r in reps]
+    if _TORCH >= (2, 13):
+        assert len(reps) == graphs, [r.summary() for r in reps]
+    assert counts["static"] == 0 and counts["dynamic"] == len(reps), counts
     gs = [r.graphs[0] for r in reps]
     assert all(isinstance(g, DynamicGraph) for g in gs)
     assert sum(g.calls for g in gs) == len(shapes)
@@ -193,7 +201,8 @@ def test_sequence_above_the_causal_mask_is_an_error(counts, dynamic_calls):
             bad.append(torch.randn(args[x_index].shape[0], 200, 32))
         else:
             bad.append(a)
-    with pytest.raises(StaxGuardError, match=rf"\(symbol {seq_sym}\) is 200.*size 128"
-                       rf".*expected {seq_sym} in \[0, 128\]"):
+    # torch 2.13 bounds the symbol by the buffer; 2.11 leaves Dynamo a runtime assertion
+    with pytest.raises(StaxGuardError, match=rf"\(symbol {seq_sym}\) is 200.*(size 128"
+                       rf".*expected {seq_sym} in \[0, 128\]|assertion {seq_sym} <= 128)"):
         g(bad)
     assert counts["dynamic"] == 1

@@ -312,10 +312,7 @@ def test_a_wrong_answer_aot_eager_gives_too_is_a_frontend_skip():
                          ["x0"]),
                     Stmt("v3", "torch.as_strided(v2.contiguous(), (3, 8, 8), (8, 3, 8), 5)",
                          ["v2"])], ["v3"], seed=124051143)
-    eager = C.run_eager(prog, backward=True)
-    aot = C.run_aot_eager(prog, backward=True)
-    with pytest.raises(Mismatch, match="grad"):
-        compare_results(aot, eager)
+    _needs_the_lossy_tangent(prog)
     o = C.check(prog, backward=True)
     assert (o.status, o.kind) == ("skip", "frontend-wrong"), o
 
@@ -334,8 +331,56 @@ def test_a_frontend_wrong_gradient_through_an_ill_conditioned_norm_is_judged_in_
                     Stmt("v8", "torch.as_strided(v7.contiguous(memory_format="
                                "torch.channels_last), (8, 2), (1, 7), 1)", ["v7"])],
                    ["v8"], seed=1715342662)
+    _needs_the_lossy_tangent(prog)
     o = C.check(prog, backward=True)
     assert (o.status, o.kind) == ("skip", "frontend-wrong"), o
+
+
+def _needs_the_lossy_tangent(prog):
+    """These judge aot_autograd's lossy tangent for an overlapping as_strided output, which
+    torch 2.13 has and torch 2.11 (the GPU machine's) does not: there aot_eager gives
+    eager's gradient, and there is no frontend fault to judge."""
+    try:
+        compare_results(C.run_aot_eager(prog, backward=True), C.run_eager(prog, backward=True))
+    except Mismatch as m:
+        assert m.kind == "grad", m
+        return
+    pytest.skip(f"torch {torch.__version__}'s aot_eager gives eager's gradient here")
+
+
+def _ill_conditioned_norm():
+    """stax-fuzz 31400094330's forward: a training batch_norm of data near 100 with a
+    weight near 100, into a sin: the output amplifies float32's rounding of the mean."""
+    return Program([InputSpec("x1", (7, 1, 4, 1), "float32", layout="cl", kind="shifted"),
+                    InputSpec("x4", (1,), "float32", kind="shifted"),
+                    InputSpec("x5", (1,), "float32")],
+                   [Stmt("v6", f"F.batch_norm(x1, None, None, x4, x5, training=True)",
+                         ["x1", "x4", "x5"]),
+                    Stmt("v7", "torch.sin(v6)", ["v6"])], ["v7"], seed=1715342662)
+
+
+def test_an_ill_conditioned_program_is_judged_by_the_spread_float32_rounding_makes():
+    """Its second call's inputs put stax 3.9e-4 from float64 and eager 9.5e-5 (Inductor
+    8.6e-4): which backend lands nearest is luck. Moving the inputs by float32's unit
+    roundoff moves the float64 result by 2.5e-3, so stax's error is a skip naming the
+    figures, not a failure; an error above 3x that spread still fails."""
+    prog = _ill_conditioned_norm()
+    o = C.check(prog)
+    assert (o.status, o.kind) in {("skip", "ill-conditioned"), ("pass", None)}, o
+    seed = C.second_seed(prog)
+    eager, ref = C.run_eager(prog, seed=seed), C.run_ref64(prog, seed=seed)
+    close = Result([ref.outputs[0].float()], eager.inputs)
+    o = C._judge_by_conditioning(close, eager, ref, prog, "cpu", False, seed)
+    assert (o.status, o.kind) == ("skip", "ill-conditioned") and "float32 rounding" in \
+        o.message, o
+    wrong = Result([ref.outputs[0].float() + 0.05], eager.inputs)
+    assert C._judge_by_conditioning(wrong, eager, ref, prog, "cpu", False, seed) is None
+    # a well-conditioned program leaves no spread to hide behind
+    prog = Program([InputSpec("x0", (512,), "float32")], [Stmt("v1", "torch.sin(x0)", ["x0"])],
+                   ["v1"], seed=7)
+    eager, ref = C.run_eager(prog, seed=seed), C.run_ref64(prog, seed=seed)
+    wrong = Result([ref.outputs[0].float() + 1e-4], eager.inputs)
+    assert C._judge_by_conditioning(wrong, eager, ref, prog, "cpu", False, seed) is None
 
 
 def test_eager_that_depends_on_its_thread_count_is_a_skip_not_a_failure(monkeypatch):

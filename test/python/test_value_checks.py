@@ -52,8 +52,27 @@ def test_one_hot_matches_eager_and_raises_as_eager(dynamic):
         labels[0] = bad
         with pytest.raises(RuntimeError, match=message):
             weighted_one_hot(labels, w)
+        if not _frontend_checks(labels, w):
+            continue
         with pytest.raises(RuntimeError, match=message):
             cf(labels, w)
+    if not _frontend_checks(labels, w):
+        pytest.skip(f"torch {torch.__version__}'s one_hot decomposition carries no class "
+                    "check (aot_eager does not raise either): nothing for stax to check")
+
+
+def _frontend_checks(labels, w) -> bool:
+    """Whether the graph Dynamo and aot_autograd hand a backend carries one_hot's class
+    check: torch 2.13's decomposition asserts it, 2.11's does not (the GPU machine's), so
+    there no backend given that graph can raise."""
+    torch._dynamo.reset()
+    try:
+        torch.compile(weighted_one_hot, backend="aot_eager")(labels, w)
+    except RuntimeError:
+        return True
+    finally:
+        torch._dynamo.reset()
+    return False
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -320,12 +320,14 @@ class _CastsRoundInFloat64(torch.overrides.TorchFunctionMode):
         return out
 
 
-def _run(fn, prog: Program, device, backward, dtype64=False, seed=None, host=False) -> Result:
+def _run(fn, prog: Program, device, backward, dtype64=False, seed=None, host=False,
+         perturb=False) -> Result:
     inputs = make_inputs(prog, device, requires_grad=backward, seed=seed)
     if host:   # the same values (drawn on `device`), run on the CPU
         inputs = [t.detach().cpu().requires_grad_(t.requires_grad) for t in inputs]
     if dtype64:
-        inputs = [t.detach().double().requires_grad_(t.requires_grad)
+        inputs = [(_perturbed(t.detach().double(), prog.seed) if perturb
+                   else t.detach().double()).requires_grad_(t.requires_grad)
                   if t.dtype in _REDUCED_FLOATS else t for t in inputs]
     with _CastsRoundInFloat64() if dtype64 else contextlib.nullcontext():
         outs = list(fn(*inputs))
@@ -341,6 +343,14 @@ def _run(fn, prog: Program, device, backward, dtype64=False, seed=None, host=Fal
             grads = [next(it) if t.requires_grad else None for t in inputs]
     outs = [o.detach() if isinstance(o, torch.Tensor) else o for o in outs]
     return Result(outs, [t.detach() for t in inputs], grads)
+
+
+def _perturbed(t: torch.Tensor, seed: int) -> torch.Tensor:
+    """`t` with every element moved by float32's unit roundoff (2**-24, relative), in a
+    direction drawn from `seed`: how far float32's own rounding alone can move a result."""
+    gen = torch.Generator(device=t.device).manual_seed(seed ^ 0x0C0DE)
+    sign = torch.randint(0, 2, tuple(t.shape), generator=gen, device=t.device) * 2 - 1
+    return t * (1 + sign.double() * 2.0 ** -24)
 
 
 def run_eager(prog: Program, device="cpu", backward=False, seed=None) -> Result:
@@ -507,6 +517,8 @@ def _compare(got: Result, eager: Result, prog, device, backward, seed=None):
                                                layouts)
             if o is None and ref is not None and "positions differ" in m2.message:
                 o = _judge_by_float64_nonfinite(got, eager, ref, prec, layouts)
+            if o is None and ref is not None and "vs float64" in m2.message:
+                o = _judge_by_conditioning(got, eager, ref, prog, device, backward, seed)
             return o if o is not None else Outcome("fail", m2.kind, m2.message)
     return None
 
@@ -600,6 +612,40 @@ def _judge_by_float64_nonfinite(got, eager, ref, prec, layouts):
         got, eager, float64_run, prec, layouts, "eager-nonfinite-vs-float64",
         lambda m: (f"the float64 run gives stax's NaN/inf positions, eager in the "
                    f"program's dtype differs ({m.kind}: {m.message[:160]})"))
+
+
+def _judge_by_conditioning(got, eager, ref, prog, device, backward, seed):
+    """An ill-conditioned program (a batch_norm of data near 100 into a sin: stax-fuzz
+    31400094330's forward) turns float32's rounding of an intermediate (the mean) into an
+    output error of many ulps, and which backend's rounding lands nearest float64 is luck
+    (there stax was 3.9e-4 from float64, eager 9.5e-5, Inductor 8.6e-4). The float64
+    program on inputs moved by float32's unit roundoff measures that spread: stax within
+    3x of it (and of eager's own error) everywhere is a skip naming the figures, never a
+    pass. None when that is not so."""
+    try:
+        moved = _run(prog.function(), prog, device, backward, dtype64=True, seed=seed,
+                     perturb=True)
+    except Exception:  # noqa: BLE001 - no perturbed reference: no verdict
+        return None
+    pairs = list(zip(got.outputs, eager.outputs, ref.outputs, moved.outputs))
+    if got.grads and eager.grads and ref.grads and moved.grads:
+        pairs += zip(got.grads, eager.grads, ref.grads, moved.grads)
+    worst = (0.0, 0.0, 0.0)
+    for g, w, r, m in pairs:
+        if not all(isinstance(t, torch.Tensor) for t in (g, w, r, m)) or \
+                not (g.dtype.is_floating_point and r.shape == g.shape == m.shape):
+            continue
+        g, w, r, m = (t.detach().double().to(g.device) for t in (g, w, r, m))
+        ok = torch.isfinite(r) & torch.isfinite(g) & torch.isfinite(m) & torch.isfinite(w)
+        if not ok.any():
+            continue
+        e_s, e_e, spread = (float((a - r).abs()[ok].max()) for a in (g, w, m))
+        if e_s > 3 * max(e_e, spread):
+            return None
+        worst = max(worst, (e_s, e_e, spread))
+    return Outcome("skip", "ill-conditioned",
+                   f"float32 rounding alone moves the float64 result by {worst[2]:.3g}; "
+                   f"stax is {worst[0]:.3g} from it, eager {worst[1]:.3g}")
 
 
 def _judge_by_aot_eager(got, eager, prog, device, backward, seed, prec, layouts):
