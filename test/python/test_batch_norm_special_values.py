@@ -12,7 +12,12 @@ ill-conditioned norm, 4x eager's error), and computing both forms to choose one 
 channel made a BatchNorm + ReLU kernel 38 % slower on the CPU (session 45, [32, 64, 56,
 56] at inference). That case is an
 expected failure here (strict: it fails the day the forms agree). Under
-STAX_TEST_DEVICE=cuda the same tests check the CUDA kernel, whose form stax's is.
+STAX_TEST_DEVICE=cuda the same tests check eager's CUDA kernels. Which form those take
+depends on the layout and mode (measured on the H100, torch 2.11, session 47): the NCHW
+training kernel and the channels-last inference kernel fold as the CPU's does (NaN where
+stax gives +-inf for an infinite weight), and the channels-last training kernel's running
+stats of the channel that holds an infinite input differ from stax's (NaN against a
+number at channel 0). Those three are expected failures on CUDA, strict as well.
 """
 from __future__ import annotations
 
@@ -34,9 +39,12 @@ def _bn(x, rm, rv, w, b, training):
 
 
 def _special(c: int, where: str, device) -> tuple:
+    # drawn on the CPU (a CPU generator; STAX_TEST_DEVICE=cuda makes CUDA the default)
     g = torch.Generator().manual_seed(c)
-    w, b = torch.rand(c, generator=g) + 0.5, torch.randn(c, generator=g)
-    rm, rv = torch.randn(c, generator=g), torch.rand(c, generator=g) + 0.5
+    def draw(fn, shift=0.0):
+        return fn(c, generator=g, device="cpu") + shift
+    w, b = draw(torch.rand, 0.5), draw(torch.randn)
+    rm, rv = draw(torch.randn), draw(torch.rand, 0.5)
     if where == "weight":
         w[0], w[1], w[2] = INF, -INF, NAN
     elif where == "bias":
@@ -54,14 +62,29 @@ _CPU_INFINITE_WEIGHT = pytest.mark.xfail(
            "stax gives +-inf, as eager's CUDA kernel does (module docstring)")
 
 
+#: (where, training, channels_last) whose eager CUDA kernel is not stax's form (docstring)
+_CUDA_EAGER_FOLDS = {
+    ("weight", True, False): "eager's NCHW training kernel folds: NaN where stax gives +-inf",
+    ("weight", False, True): "eager's channels-last inference kernel folds: NaN where stax "
+                             "gives +-inf",
+    ("input", True, True): "eager's channels-last training kernel: the running stats of the "
+                           "channel holding +inf differ from stax's",
+}
+
+
 @pytest.mark.parametrize("where", [pytest.param("weight", marks=_CPU_INFINITE_WEIGHT),
                                    "bias", "running_mean", "running_var", "input"])
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
-def test_non_finite_values_land_where_eager_puts_them(where, training, channels_last):
+def test_non_finite_values_land_where_eager_puts_them(where, training, channels_last,
+                                                     request):
     device = torch.empty(0).device
+    if device.type == "cuda" and (where, training, channels_last) in _CUDA_EAGER_FOLDS:
+        request.applymarker(pytest.mark.xfail(strict=True,
+                                              reason=_CUDA_EAGER_FOLDS[where, training,
+                                                                       channels_last]))
     c = 64
-    x = torch.randn(256, c, 4, 4, generator=torch.Generator().manual_seed(1)) * 3 + 1
+    x = torch.randn(256, c, 4, 4, generator=torch.Generator().manual_seed(1), device="cpu") * 3 + 1
     if where == "input":
         x[0, 0, 0, 0], x[1, 1, 1, 1], x[2, 2] = INF, NAN, -INF
     x = x.to(device)
