@@ -21,7 +21,7 @@ if [[ $phase == all ]]; then
   # its failures (session 46's -q run was cut at 95 % with 8 F and no names). FROM/TO:
   # a range of the files in name order (two calls cover the suite on 16 workers).
   files=$(ls test/python/test_*.py | sed -n "${FROM:-1},${TO:-999}p")
-  timeout ${SUITE_S:-560} python3 -m pytest -v -rfE --tb=short -p no:cacheprovider -n ${WORKERS:-16} \
+  STAX_FAILURE_LOG=$OUT/r/failures timeout ${SUITE_S:-560} python3 -m pytest -v -rfE --tb=short -p no:cacheprovider -n ${WORKERS:-16} \
       --durations=25 $files ${PYTEST_EXTRA:-} \
       --deselect "test/python/test_dynamic_library_ops.py::test_running_product_trains_over_batches_with_one_compile[cuda]" \
       > $OUT/r/suite-all.log 2>&1; echo "suite rc=$?"
@@ -31,6 +31,7 @@ if [[ $phase == all ]]; then
   grep -E "^\[gw[0-9]+\].*(FAILED|ERROR)|^(FAILED|ERROR) " $OUT/r/suite-all.log | head -n 60
   tail -n 3 $OUT/r/suite-all.log
   gzip $OUT/r/suite-all.log
+  cat $OUT/r/failures.* 2>/dev/null | gzip > $OUT/r/failures.txt.gz; rm -f $OUT/r/failures.gw*
 fi
 if [[ $phase == files ]]; then   # named files, -v: each failure is named as it happens
   timeout ${SUITE_S:-230} python3 -m pytest -v -rfE --tb=short -p no:cacheprovider -n ${WORKERS:-16} \

@@ -79,3 +79,17 @@ def tuning_env(monkeypatch, tmp_path, fresh_stax):
     monkeypatch.setenv("STAX_STRICT", "1")
     monkeypatch.setenv("STAX_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("STAX_AUTOTUNE_BUDGET_S", raising=False)
+
+
+#: STAX_FAILURE_LOG=path: each failure's traceback is appended to path.<worker> as it
+#: happens. A GPU-machine run that its time limit cuts never prints pytest's summary
+#: (session 47's whole-suite run named 10 failures and gave no traceback for any).
+_FAILURE_LOG = os.environ.get("STAX_FAILURE_LOG")
+
+
+def pytest_runtest_logreport(report):
+    # (under xdist the controller sees each worker's report again, with `node` set)
+    if _FAILURE_LOG and report.failed and getattr(report, "node", None) is None:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(f"{_FAILURE_LOG}.{worker}", "a") as f:
+            f.write(f"===== {report.nodeid} ({report.when})\n{report.longreprtext}\n")
