@@ -11,8 +11,8 @@ symbol values `env`:
   with static types a static Triton kernel for contiguous strides and no alignment
   promise (a dynamic graph's inputs can be views at any offset).
 
-`finish_compiles(kernels, example_inputs, derived, target)` compiles a graph's Triton kernels side by side
-before its first call (see there).
+`finish_compiles(kernels, example_inputs, derived, target)` compiles a graph's Triton
+kernels side by side before its first call (see there).
 
 Kernels read contiguous tensors: an input that is a non-contiguous view is copied first.
 A kernel the target cannot take raises KernelLoweringError (the caller then compiles the

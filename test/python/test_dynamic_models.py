@@ -25,7 +25,7 @@ from stax.dynamic_compile import DynamicGraph, DynamicShapes
 from stax.errors import StaxGuardError
 from stax.targets import cpu_symbolic
 
-_TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+_TORCH = torch.torch_version.TorchVersion(torch.__version__)
 
 pytestmark = pytest.mark.usefixtures("stax_strict")
 

@@ -326,8 +326,7 @@ def _run(fn, prog: Program, device, backward, dtype64=False, seed=None, host=Fal
     if host:   # the same values (drawn on `device`), run on the CPU
         inputs = [t.detach().cpu().requires_grad_(t.requires_grad) for t in inputs]
     if dtype64:
-        inputs = [(_perturbed(t.detach().double(), prog.seed) if perturb
-                   else t.detach().double()).requires_grad_(t.requires_grad)
+        inputs = [_in_float64(t, prog.seed if perturb else None)
                   if t.dtype in _REDUCED_FLOATS else t for t in inputs]
     with _CastsRoundInFloat64() if dtype64 else contextlib.nullcontext():
         outs = list(fn(*inputs))
@@ -345,12 +344,16 @@ def _run(fn, prog: Program, device, backward, dtype64=False, seed=None, host=Fal
     return Result(outs, [t.detach() for t in inputs], grads)
 
 
-def _perturbed(t: torch.Tensor, seed: int) -> torch.Tensor:
-    """`t` with every element moved by float32's unit roundoff (2**-24, relative), in a
-    direction drawn from `seed`: how far float32's own rounding alone can move a result."""
-    gen = torch.Generator(device=t.device).manual_seed(seed ^ 0x0C0DE)
-    sign = torch.randint(0, 2, tuple(t.shape), generator=gen, device=t.device) * 2 - 1
-    return t * (1 + sign.double() * 2.0 ** -24)
+def _in_float64(t: torch.Tensor, perturb_seed: int | None) -> torch.Tensor:
+    """A float input in float64 (a leaf needing grad as `t` does). With `perturb_seed`,
+    every element is moved by float32's unit roundoff (2**-24, relative) in a direction
+    drawn from it: how far float32's own rounding alone can move a result."""
+    x = t.detach().double()
+    if perturb_seed is not None:
+        gen = torch.Generator(device=x.device).manual_seed(perturb_seed ^ 0x0C0DE)
+        sign = torch.randint(0, 2, tuple(x.shape), generator=gen, device=x.device) * 2 - 1
+        x = x * (1 + sign.double() * 2.0 ** -24)
+    return x.requires_grad_(t.requires_grad)
 
 
 def run_eager(prog: Program, device="cpu", backward=False, seed=None) -> Result:
