@@ -655,3 +655,26 @@ def test_as_strided_of_a_fresh_tensor_the_graph_computes_as_an_input(make, dynam
                     for x in (x1, x2)] == \
                 [w.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
                  for x in (x1, x2_eager)]
+
+
+def test_var_mean_of_a_group_holding_an_infinity_is_the_exact_mean_not_eager_s_nan():
+    """A known difference (stax-fuzz --backward 30705, program 30705092258: the mean of
+    `var_mean` over an expanded input holding -inf). Eager's CPU kernel is Welford's
+    running update, whose next step after an infinity computes `x - inf`: its mean is NaN
+    wherever the group holds an infinity that is not the group's one infinite and last
+    element. stax's mean is the sum over the count, -inf here, as `torch.mean` gives.
+    Emulating the running update's order would cost a second reduction in every
+    var_mean (BatchNorm training) and differs again on CUDA, so this pins the difference:
+    it fails the day either side changes."""
+    inf = float("inf")
+
+    def mean_of(x):
+        return torch.var_mean(x, [0, 1], correction=1)[1]
+
+    cf = torch.compile(mean_of, backend="stax", fullgraph=True)
+    x = torch.tensor([1.0, -inf, 2.0, 3.0, 4.0]).expand(4, 5)
+    got, want = cf(x), mean_of(x)
+    assert B.last_report().route == "stax-cpu" and not B.last_report().fallback_ops
+    assert got.item() == -inf and torch.isnan(want) and x.mean().item() == -inf
+    finite = torch.tensor([1.0, 5.0, 2.0, 3.0, 4.0]).expand(4, 5)
+    torch.testing.assert_close(cf(finite), mean_of(finite))
